@@ -1,0 +1,81 @@
+#!/usr/bin/env node
+// The `anet` command line (SPEC §12).
+import { parseArgs } from 'node:util';
+import { resolveDataDir } from './datadir.js';
+import { CliError, processIo, usageError, type Io } from './output.js';
+import { cmdInit, cmdId, cmdKeyRotate, cmdKelExport, cmdKelVerify } from './identity.js';
+import { cmdDoctor } from './doctor.js';
+import { cmdDemo } from './demo.js';
+import { IdentityError } from '../identity/store.js';
+
+const HELP = `usage: anet <command> [options]
+
+  init                 create the data directory, an identity and an example config.json
+  id                   print this node's AID
+  key rotate           rotate to the pre-rotated key (the AID stays the same)
+  kel export [FILE]    write this node's KEL as CoreDet CBOR (--hex for hex text)
+  kel verify FILE      validate a KEL file (CBOR or hex); prints ok or the failing rule
+  doctor               check config.json, the sockets and token files it names, and the identity
+  demo                 a guided tour in a temporary directory (what \`npm start\` runs)
+  help                 this text
+
+options: --data DIR (default $ANET_DATA_DIR or ~/.anet), --json for data output`;
+
+const OPTIONS = {
+  data: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  hex: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  try {
+    await dispatch(argv, io);
+    return 0;
+  } catch (err) {
+    if (err instanceof CliError) {
+      if (err.message) io.err(`anet: ${err.message}`);
+      return err.exitCode;
+    }
+    if (err instanceof IdentityError) {
+      io.err(`anet: ${err.message}`);
+      return 1;
+    }
+    io.err(`anet: ${(err as Error).message ?? String(err)}`);
+    return 1;
+  }
+}
+
+async function dispatch(argv: string[], io: Io): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw usageError((err as Error).message.split('\n')[0]!);
+  }
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined || command === 'help') return io.out(HELP);
+  const dataDir = resolveDataDir(values.data);
+  const json = values.json;
+  switch (command) {
+    case 'init':
+      return cmdInit(io, dataDir, json);
+    case 'id':
+      return cmdId(io, dataDir, json);
+    case 'key':
+      if (rest[0] !== 'rotate') throw usageError('the key command is `anet key rotate`');
+      return cmdKeyRotate(io, dataDir, json);
+    case 'kel':
+      if (rest[0] === 'export') return cmdKelExport(io, dataDir, rest[1], values.hex);
+      if (rest[0] === 'verify') return cmdKelVerify(io, rest[1], json);
+      throw usageError('the kel commands are `anet kel export [FILE]` and `anet kel verify FILE`');
+    case 'doctor':
+      return cmdDoctor(io, dataDir, json);
+    case 'demo':
+      return cmdDemo(io);
+    default:
+      throw usageError(`unknown command "${command}"`);
+  }
+}
+

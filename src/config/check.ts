@@ -1,0 +1,104 @@
+// Cross-field rules of SPEC §2 that a schema cannot state, each reported at its JSON path.
+import type { Config, PublicCapability, ServiceCapability } from './schema.js';
+import { error, warning, type Problem } from './problem.js';
+import { parseServiceUrl } from '../service/url.js';
+
+export const RESERVED_IDS = new Set(['chat']);
+
+export interface OfferedCapability {
+  id: string;
+  inbound: PublicCapability;
+  service: ServiceCapability;
+}
+
+/** A capability is offered only when it is both public and served (SPEC §2). */
+export function offeredCapabilities(config: Config): OfferedCapability[] {
+  const served = new Map(config.modules.service.capabilities.map((s) => [s.id, s]));
+  return config.inbound.public_capabilities.flatMap((inbound) => {
+    const service = served.get(inbound.id);
+    return service && !RESERVED_IDS.has(inbound.id) ? [{ id: inbound.id, inbound, service }] : [];
+  });
+}
+
+export function checkConfig(config: Config): Problem[] {
+  return [...checkPublic(config), ...checkService(config), ...checkOther(config)];
+}
+
+function checkIds(list: { id: string }[], base: string): Problem[] {
+  const seen = new Set<string>();
+  const problems: Problem[] = [];
+  list.forEach(({ id }, i) => {
+    if (RESERVED_IDS.has(id)) problems.push(error(`${base}[${i}].id`, `"${id}" is reserved for text tasks; choose another id`));
+    else if (seen.has(id)) problems.push(error(`${base}[${i}].id`, `duplicate id "${id}"`));
+    seen.add(id);
+  });
+  return problems;
+}
+
+function checkPublic(config: Config): Problem[] {
+  const base = 'inbound.public_capabilities';
+  const served = new Set(config.modules.service.capabilities.map((s) => s.id));
+  const problems = checkIds(config.inbound.public_capabilities, base);
+  config.inbound.public_capabilities.forEach((cap, i) => {
+    const at = `${base}[${i}]`;
+    if (cap.per_caller_inflight > cap.max_inflight) {
+      problems.push(error(`${at}.per_caller_inflight`, `${cap.per_caller_inflight} exceeds max_inflight ${cap.max_inflight}`));
+    }
+    if (!served.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
+      if (cap.files) problems.push(error(`${at}.files`, `"${cap.id}" accepts files but no modules.service.capabilities entry serves it`));
+      else problems.push(warning(`${at}.id`, `"${cap.id}" is not offered: no modules.service.capabilities entry serves it`));
+    }
+  });
+  return problems;
+}
+
+function checkService(config: Config): Problem[] {
+  const base = 'modules.service.capabilities';
+  const service = config.modules.service;
+  const published = new Set(config.inbound.public_capabilities.map((c) => c.id));
+  const problems = checkIds(service.capabilities, base);
+  if (service.token_file !== undefined && !service.token_file.startsWith('/')) {
+    problems.push(error('modules.service.token_file', 'must be an absolute path'));
+  }
+  service.capabilities.forEach((cap, i) => {
+    const at = `${base}[${i}]`;
+    const url = parseServiceUrl(cap.url);
+    if ('error' in url) problems.push(error(`${at}.url`, url.error));
+    else if (url.kind === 'tcp' && !service.allow_tcp) {
+      problems.push(error(`${at}.url`, 'http(s) URLs need modules.service.allow_tcp: true; prefer a unix socket'));
+    }
+    if (cap.token_file !== undefined && !cap.token_file.startsWith('/')) problems.push(error(`${at}.token_file`, 'must be an absolute path'));
+    if (!published.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
+      problems.push(warning(`${at}.id`, `"${cap.id}" is not offered: it is not in inbound.public_capabilities`));
+    }
+  });
+  return problems;
+}
+
+function checkOther(config: Config): Problem[] {
+  const problems: Problem[] = [];
+  if (!isHttpUrl(config.hub)) problems.push(error('hub', 'must be an http(s) URL such as http://127.0.0.1:8710'));
+  const agent = config.modules.agent;
+  if (agent) {
+    const url = parseServiceUrl(agent.url);
+    if ('error' in url || url.kind !== 'unix') problems.push(error('modules.agent.url', 'must be a unix:///path/to/socket URL'));
+  }
+  if (!isLoopbackListen(config.local.a2a)) {
+    problems.push(error('local.a2a', 'must be a loopback address (127.0.0.1:PORT, [::1]:PORT) or unix:///path'));
+  }
+  return problems;
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    return ['http:', 'https:'].includes(new URL(text).protocol);
+  } catch {
+    return false;
+  }
+}
+
+export function isLoopbackListen(text: string): boolean {
+  if (text.startsWith('unix:///')) return true;
+  const m = /^(127(?:\.\d{1,3}){3}|\[::1\]|localhost):(\d{1,5})$/.exec(text);
+  return m !== null && Number(m[2]) <= 65535;
+}

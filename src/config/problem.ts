@@ -1,0 +1,23 @@
+// A finding about the configuration or its environment, addressed by its JSON path.
+export interface Problem {
+  severity: 'error' | 'warning';
+  /** JSON path in config.json, e.g. `inbound.public_capabilities[1].per_caller_inflight`; '' for the file. */
+  path: string;
+  message: string;
+}
+
+export function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out === '' ? String(part) : `.${String(part)}`;
+  }
+  return out;
+}
+
+export function formatProblem(p: Problem, file = 'config.json'): string {
+  return `${p.severity}: ${file}${p.path ? ` ${p.path}` : ''}: ${p.message}`;
+}
+
+export const error = (path: string, message: string): Problem => ({ severity: 'error', path, message });
+export const warning = (path: string, message: string): Problem => ({ severity: 'warning', path, message });

@@ -1,0 +1,39 @@
+// File writes that survive a crash: write a temp file, fsync it, rename over the target, fsync the directory.
+import { open, rename, mkdir, unlink } from 'node:fs/promises';
+import { dirname, join, basename } from 'node:path';
+
+export async function writeFileAtomic(path: string, data: Uint8Array | string, mode = 0o600): Promise<void> {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+  const file = await open(tmp, 'w', mode);
+  try {
+    await file.writeFile(data);
+    await file.chmod(mode); // the umask may have narrowed or the file existed with other bits
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  try {
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+  await syncDir(dirname(path));
+}
+
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+export async function ensureDir(dir: string, mode = 0o700): Promise<void> {
+  await mkdir(dir, { recursive: true, mode });
+}
+
+export function isNotFound(err: unknown): boolean {
+  return (err as NodeJS.ErrnoException)?.code === 'ENOENT';
+}

@@ -1,0 +1,49 @@
+// Deterministic CBOR (WIRE.md §1): RFC 8949 §4.2 core deterministic encoding through cborg.
+// Decoding is strict, and anything that does not re-encode to the same bytes is refused.
+import { encode, decode, rfc8949EncodeOptions } from 'cborg';
+
+export class CborError extends Error {
+  override name = 'CborError';
+}
+
+export type CborValue =
+  | number
+  | bigint
+  | string
+  | boolean
+  | null
+  | Uint8Array
+  | CborValue[]
+  | Map<number | string, CborValue>;
+
+export function encodeCanonical(value: unknown): Uint8Array {
+  return encode(value, rfc8949EncodeOptions);
+}
+
+const strictDecode = {
+  strict: true,
+  useMaps: true,
+  rejectDuplicateMapKeys: true,
+  allowIndefinite: false,
+  allowUndefined: false,
+  allowNaN: false,
+  allowInfinity: false,
+  tags: [],
+} as const;
+
+export function decodeCanonical(bytes: Uint8Array): CborValue {
+  let value: CborValue;
+  try {
+    value = decode(bytes, strictDecode) as CborValue;
+  } catch (err) {
+    throw new CborError(`not valid CBOR: ${(err as Error).message}`);
+  }
+  if (!bytesEqual(encodeCanonical(value), bytes)) {
+    throw new CborError('CBOR is not in deterministic (CoreDet) form');
+  }
+  return value;
+}
+
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && Buffer.compare(a, b) === 0;
+}

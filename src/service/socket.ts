@@ -1,0 +1,34 @@
+// Socket safety (SPEC §3.2): a service socket must be a socket owned by the daemon's user, in a directory
+// no other user can write to (unless sticky and owned by the daemon's user or root). The reason returned
+// is for the operator; callers are only told `service_unavailable`.
+import { lstat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+
+const STICKY = 0o1000;
+const WRITABLE_BY_OTHERS = 0o022;
+
+export interface SocketFault {
+  /** True when nothing is there yet: the service may simply not be running. */
+  missing: boolean;
+  reason: string;
+}
+
+export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): Promise<SocketFault | null> {
+  const fault = (reason: string, missing = false): SocketFault => ({ missing, reason });
+  let st;
+  try {
+    st = await lstat(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? fault(`no socket at ${path} (is the service running?)`, true) : fault(`cannot inspect ${path}: ${code}`);
+  }
+  if (!st.isSocket()) return fault(`${path} is not a socket`);
+  if (st.uid !== uid) return fault(`${path} is owned by uid ${st.uid}, not the daemon's uid ${uid}`);
+  const dir = dirname(path);
+  const ds = await lstat(dir);
+  if ((ds.mode & WRITABLE_BY_OTHERS) !== 0) {
+    const safeSticky = (ds.mode & STICKY) !== 0 && (ds.uid === uid || ds.uid === 0);
+    if (!safeSticky) return fault(`${dir} is writable by other users, so the socket could be replaced; use a private directory`);
+  }
+  return null;
+}
