@@ -8,7 +8,7 @@ import { closest } from 'fastest-levenshtein';
 import type { z } from 'zod';
 import { configSchema, type Config } from './schema.js';
 import { checkConfig } from './check.js';
-import { error, formatPath, type Problem } from './problem.js';
+import { error, formatPath, sortProblems, type Problem } from './problem.js';
 import { isNotFound } from '../fsutil.js';
 
 export interface ConfigResult {
@@ -54,8 +54,8 @@ function lineOf(text: string, err: unknown): number {
 
 export function validateConfig(raw: unknown): { config?: Config; problems: Problem[] } {
   const parsed = configSchema.safeParse(raw);
-  if (!parsed.success) return { problems: parsed.error.issues.flatMap(issueToProblems) };
-  return { config: parsed.data, problems: checkConfig(parsed.data) };
+  if (!parsed.success) return { problems: sortProblems(parsed.error.issues.flatMap(issueToProblems)) };
+  return { config: parsed.data, problems: sortProblems(checkConfig(parsed.data)) };
 }
 
 function issueToProblems(issue: z.core.$ZodIssue): Problem[] {

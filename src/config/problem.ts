@@ -21,3 +21,8 @@ export function formatProblem(p: Problem, file = 'config.json'): string {
 
 export const error = (path: string, message: string): Problem => ({ severity: 'error', path, message });
 export const warning = (path: string, message: string): Problem => ({ severity: 'warning', path, message });
+
+/** Document order by JSON path (numeric indexes compare as numbers), stable within one path. */
+export function sortProblems(problems: Problem[]): Problem[] {
+  return [...problems].sort((a, b) => a.path.localeCompare(b.path, 'en', { numeric: true }));
+}

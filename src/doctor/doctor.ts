@@ -2,7 +2,7 @@
 // starting the node.
 import { readConfig } from '../config/load.js';
 import { checkEnvironment } from '../config/environment.js';
-import { error, type Problem } from '../config/problem.js';
+import { error, sortProblems, type Problem } from '../config/problem.js';
 import { hasIdentity, loadIdentity } from '../identity/store.js';
 
 export interface DoctorReport {
@@ -15,8 +15,8 @@ export interface DoctorReport {
 
 export async function runDoctor(dataDir: string): Promise<DoctorReport> {
   const result = await readConfig(dataDir);
-  const problems = [...result.problems];
-  if (result.config) problems.push(...(await checkEnvironment(result.config)));
+  let problems = [...result.problems];
+  if (result.config) problems = sortProblems([...problems, ...(await checkEnvironment(result.config))]);
   let aid: string | undefined;
   if (await hasIdentity(dataDir)) {
     try {
