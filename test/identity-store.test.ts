@@ -101,7 +101,7 @@ test('SPEC §12: anet init, id, key rotate and kel export|verify through the rea
   t.is(ok.stdout.trim(), `ok ${aid} ksn 1 (2 events)`);
 
   const bytes = new Uint8Array(await readFile(kelFile));
-  bytes[bytes.length - 1] ^= 1; // the last event id's last character
+  bytes[bytes.length - 1] = bytes[bytes.length - 1]! ^ 1; // the last event id's last character
   await writeFile(kelFile, bytes);
   const bad = await runBin(['kel', 'verify', kelFile, '--json']);
   t.is(bad.code, 1);

@@ -40,9 +40,10 @@ function codeOf(fn: () => unknown): string {
 
 test('WIRE §2 self-check vector: inception bytes and AID are reproduced exactly', async (t) => {
   const path = fileURLToPath(new URL('../../shared/spec/vectors/selfcheck.txt', import.meta.url));
-  const vector = Object.fromEntries(
+  const vector: Record<string, string> = Object.fromEntries(
     (await readFile(path, 'utf8')).trim().split('\n').map((line) => line.split(' ') as [string, string]),
   );
+  t.truthy(vector.cur_pub_hex && vector.icp_cbor_hex && vector.aid, 'the vector file names all three values');
   const cur = signerFromSeed(seedOf('anet-selfcheck/cur'));
   const nxt = signerFromSeed(seedOf('anet-selfcheck/nxt'));
   const icp = incept(cur, nxt.publicKey, 0);
