@@ -7,6 +7,8 @@ import { cmdInit, cmdId, cmdKeyRotate, cmdKelExport, cmdKelVerify } from './iden
 import { cmdDoctor } from './doctor.js';
 import { cmdDemo } from './demo.js';
 import { IdentityError } from '../identity/store.js';
+import { StoreLockedError, StoreMissingError } from '../../store/db.js';
+import { cmdReplay } from './replay.js';
 
 const HELP = `usage: anet <command> [options]
 
@@ -15,6 +17,8 @@ const HELP = `usage: anet <command> [options]
   key rotate           rotate to the pre-rotated key (the AID stays the same)
   kel export [FILE]    write this node's KEL as CoreDet CBOR (--hex for hex text)
   kel verify FILE      validate a KEL file (CBOR or hex); prints ok or the failing rule
+  replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]
+                       rebuild actor states from the journal; --verify compares them with the snapshots
   doctor               check config.json, the sockets and token files it names, and the identity
   demo                 a guided tour in a temporary directory (what \`npm start\` runs)
   help                 this text
@@ -26,6 +30,10 @@ const OPTIONS = {
   json: { type: 'boolean', default: false },
   hex: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
+  actor: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  verify: { type: 'boolean', default: false },
 } as const;
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
@@ -37,7 +45,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       if (err.message) io.err(`anet: ${err.message}`);
       return err.exitCode;
     }
-    if (err instanceof IdentityError) {
+    if (err instanceof IdentityError || err instanceof StoreLockedError || err instanceof StoreMissingError) {
       io.err(`anet: ${err.message}`);
       return 1;
     }
@@ -72,6 +80,8 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       throw usageError('the kel commands are `anet kel export [FILE]` and `anet kel verify FILE`');
     case 'doctor':
       return cmdDoctor(io, dataDir, json);
+    case 'replay':
+      return cmdReplay(io, dataDir, { actor: values.actor, from: values.from, to: values.to, verify: values.verify, json });
     case 'demo':
       return cmdDemo(io);
     default:

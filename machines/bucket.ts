@@ -1,0 +1,99 @@
+// Rate-limit bucket (SPEC §2.1, §4.1): an exact sliding window. Never more than `limit` admitted calls in
+// any interval of `windowMs`; a refused call consumes nothing; `retryAfterMs` is the time until the oldest
+// counted call leaves the window. Windows are half-open: a call at t and one at t + windowMs never count
+// together. Pure: time comes in events (`at`), and the one deadline — when the
+// oldest stamp leaves a full window — is in context, so a host can re-arm it after a restart.
+import { setup, assign } from 'xstate';
+
+export interface BucketInput {
+  limit: number;
+  windowMs: number;
+}
+
+export interface BucketContext extends BucketInput {
+  /** Times of the admitted calls still inside the window, oldest first. */
+  stamps: number[];
+  /** Outcome of the last ADMIT: what the host returns to the caller. */
+  last: { admitted: true } | { admitted: false; retryAfterMs: number } | null;
+  /** When the window next frees a slot while full; null while open. */
+  deadline: number | null;
+}
+
+export type BucketEvent =
+  | { type: 'ADMIT'; at: number }
+  | { type: 'UNDO'; at: number; stamp: number }
+  | { type: 'TICK'; at: number };
+
+function live(ctx: BucketContext, at: number): number[] {
+  const from = at - ctx.windowMs;
+  let i = 0;
+  while (i < ctx.stamps.length && ctx.stamps[i]! <= from) i++;
+  return i === 0 ? ctx.stamps : ctx.stamps.slice(i);
+}
+
+function deadlineOf(ctx: BucketInput, stamps: number[]): number | null {
+  return stamps.length >= ctx.limit ? stamps[stamps.length - ctx.limit]! + ctx.windowMs : null;
+}
+
+export const bucketMachine = setup({
+  types: {
+    context: {} as BucketContext,
+    events: {} as BucketEvent,
+    input: {} as BucketInput,
+  },
+  guards: {
+    hasRoom: ({ context, event }) => live(context, event.at).length < context.limit,
+  },
+  actions: {
+    admit: assign(({ context, event }) => {
+      const stamps = [...live(context, event.at), event.at];
+      return { stamps, last: { admitted: true } as const, deadline: deadlineOf(context, stamps) };
+    }),
+    refuse: assign(({ context, event }) => {
+      const stamps = live(context, event.at);
+      const retryAfterMs = stamps[stamps.length - context.limit]! + context.windowMs - event.at;
+      return { stamps, last: { admitted: false, retryAfterMs } as const, deadline: deadlineOf(context, stamps) };
+    }),
+    undo: assign(({ context, event }) => {
+      const e = event as Extract<BucketEvent, { type: 'UNDO' }>;
+      const at = context.stamps.lastIndexOf(e.stamp);
+      const stamps = at < 0 ? context.stamps : [...context.stamps.slice(0, at), ...context.stamps.slice(at + 1)];
+      const kept = live({ ...context, stamps }, e.at);
+      return { stamps: kept, deadline: deadlineOf(context, kept) };
+    }),
+    prune: assign(({ context, event }) => {
+      const stamps = live(context, event.at);
+      return { stamps, deadline: deadlineOf(context, stamps) };
+    }),
+  },
+}).createMachine({
+  id: 'bucket',
+  context: ({ input }) => ({ ...input, stamps: [], last: null, deadline: null }),
+  initial: 'open',
+  states: {
+    open: {
+      on: {
+        ADMIT: [
+          { guard: 'hasRoom', actions: 'admit', target: 'decide' },
+          { actions: 'refuse', target: 'limited' },
+        ],
+        UNDO: { actions: 'undo', target: 'decide' },
+        TICK: { actions: 'prune', target: 'decide' },
+      },
+    },
+    limited: {
+      on: {
+        ADMIT: [
+          { guard: 'hasRoom', actions: 'admit', target: 'decide' },
+          { actions: 'refuse', target: 'limited' },
+        ],
+        UNDO: { actions: 'undo', target: 'decide' },
+        TICK: { actions: 'prune', target: 'decide' },
+      },
+    },
+    // Transient: settles on `limited` while the window is full, else `open`.
+    decide: {
+      always: [{ guard: ({ context }) => context.deadline !== null, target: 'limited' }, { target: 'open' }],
+    },
+  },
+});

@@ -1,0 +1,103 @@
+// The node's LevelDB store (SPEC §14): one database per data dir, with sublevels for the append-only
+// journal, actor snapshots, payloads (kept apart so `discard` payloads never reach the journal), indexes,
+// and meta. Only one process may own it.
+import { Level } from 'level';
+import type { AbstractSublevel } from 'abstract-level';
+import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { msgpack } from './codec.js';
+
+export class StoreLockedError extends Error {
+  override name = 'StoreLockedError';
+  constructor(readonly dir: string) {
+    super(`another anet is running with this data dir (${dir}); stop it first, or work on a copy of the directory`);
+  }
+}
+
+export class StoreMissingError extends Error {
+  override name = 'StoreMissingError';
+  constructor(readonly dir: string) {
+    super(`no journal in ${dir}: this node has not run yet`);
+  }
+}
+
+type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
+
+export interface JournalEntry {
+  seq: number;
+  actor: string;
+  kind: string;
+  /** Present on an actor's first event: the input its machine was created with. */
+  input?: unknown;
+  event: { type: string; at: number; [key: string]: unknown };
+}
+
+export interface SnapshotRecord {
+  kind: string;
+  /** Journal seq of the last event this snapshot includes. */
+  seq: number;
+  input: unknown;
+  state: unknown;
+  deadline: number | null;
+}
+
+const SEQ_WIDTH = 16;
+export const seqKey = (seq: number) => seq.toString().padStart(SEQ_WIDTH, '0');
+export const timeKey = (ms: number) => Math.max(0, Math.floor(ms)).toString().padStart(SEQ_WIDTH, '0');
+
+export class Store {
+  readonly journal: Sub;
+  readonly snapshots: Sub;
+  readonly payloads: Sub;
+  /** `a!<actor>!<seq>`: the journal seqs of one actor, for rehydration and `replay --actor`. */
+  readonly actorIndex: Sub;
+  /** `<deadline>!<actor>`: every pending deadline, so timers are re-armed after a restart. */
+  readonly deadlines: Sub;
+  readonly meta: Sub;
+
+  private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
+    const opts = { valueEncoding: msgpack };
+    this.journal = db.sublevel<string, unknown>('journal', opts) as Sub;
+    this.snapshots = db.sublevel<string, unknown>('snapshots', opts) as Sub;
+    this.payloads = db.sublevel<string, unknown>('payloads', opts) as Sub;
+    this.actorIndex = db.sublevel<string, unknown>('actor', opts) as Sub;
+    this.deadlines = db.sublevel<string, unknown>('deadlines', opts) as Sub;
+    this.meta = db.sublevel<string, unknown>('meta', opts) as Sub;
+  }
+
+  static path(dataDir: string): string {
+    return join(dataDir, 'store');
+  }
+
+  static async open(dataDir: string, opts: { create?: boolean } = {}): Promise<Store> {
+    const dir = Store.path(dataDir);
+    const create = opts.create ?? true;
+    if (!create && !existsSync(dir)) throw new StoreMissingError(dataDir);
+    const db = new Level<string, unknown>(dir, { valueEncoding: msgpack, createIfMissing: create });
+    try {
+      await db.open();
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string } }).cause;
+      if (cause?.code === 'LEVEL_LOCKED') throw new StoreLockedError(dataDir);
+      throw err;
+    }
+    return new Store(db, dir);
+  }
+
+  /** The seq the next journal entry gets: one past the last one written. */
+  async nextSeq(): Promise<number> {
+    for await (const key of this.journal.keys({ reverse: true, limit: 1 })) return Number(key) + 1;
+    return 1;
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}
+
+export const actorKey = (actor: string, seq: number) => `${actor}!${seqKey(seq)}`;
+export const deadlineKey = (deadline: number, actor: string) => `${timeKey(deadline)}!${actor}`;
+
+export function checkActorId(id: string): void {
+  if (id.length === 0 || id.includes('!')) throw new Error(`actor id "${id}" must be non-empty and contain no "!"`);
+}
