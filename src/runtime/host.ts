@@ -146,7 +146,6 @@ export class ActorHost {
       await this.process(this.queue.splice(0, this.maxBatch));
       await this.passivate();
     }
-    if (!this.closed) await this.rearm();
   }
 
   private async process(items: Pending[]): Promise<void> {
@@ -172,6 +171,10 @@ export class ActorHost {
       for (const [item] of done) item.reject(err);
       return;
     }
+    // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
+    // find nothing due, which costs one index read.
+    const earliest = Math.min(...done.map(([item]) => this.live.get(item.actor)?.deadline ?? Infinity));
+    if (earliest < this.timerAt && !this.closed) this.armAt(earliest);
     for (const [item, state] of done) item.resolve(state);
   }
 
@@ -265,10 +268,13 @@ export class ActorHost {
   private async rearm(): Promise<void> {
     let earliest = Infinity;
     for await (const key of this.store.deadlines.keys({ limit: 1 })) earliest = Number(key.slice(0, key.indexOf('!')));
-    if (earliest === this.timerAt) return;
+    if (earliest !== this.timerAt) this.armAt(earliest);
+  }
+
+  private armAt(at: number): void {
     this.timer?.cancel();
-    this.timerAt = earliest;
-    this.timer = earliest === Infinity ? null : this.clock.at(earliest, () => this.onDeadline());
+    this.timerAt = at;
+    this.timer = at === Infinity ? null : this.clock.at(at, () => this.onDeadline());
   }
 
   private onDeadline(): void {
@@ -287,8 +293,8 @@ export class ActorHost {
       due.push([key.slice(key.indexOf('!') + 1), kind as string]);
     }
     const sends = due.map(([actor, kind]) => this.send(actor, kind, undefined, { type: 'TICK' }).catch(() => {}));
-    if (sends.length === 0) await this.rearm();
     await Promise.all(sends);
+    await this.rearm();
   }
 }
 

@@ -1,0 +1,94 @@
+// SPEC §2.1 and §4.1: the rate-limit bucket (exact sliding window, exact retry_after_ms, refused calls
+// consume nothing) and the in-flight counter, as pure machines.
+import test from 'ava';
+import fc from 'fast-check';
+import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
+import { bucketMachine, type BucketContext } from '../machines/bucket.js';
+import { inflightMachine, type InflightContext } from '../machines/inflight.js';
+
+const admit = (s: AnyMachineSnapshot, at: number) => transition(bucketMachine, s as never, { type: 'ADMIT', at })[0];
+const last = (s: AnyMachineSnapshot) => (s.context as BucketContext).last!;
+
+test('SPEC §2.1: never more than N admitted in any window; a refusal happens only when N are inside it', (t) => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 5 }),
+      fc.integer({ min: 10, max: 1000 }),
+      fc.array(fc.integer({ min: 0, max: 400 }), { minLength: 1, maxLength: 80 }),
+      (limit, windowMs, gaps) => {
+        let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit, windowMs })[0];
+        let at = 0;
+        const admitted: number[] = [];
+        for (const gap of gaps) {
+          at += gap;
+          const inWindow = admitted.filter((x) => x > at - windowMs).length;
+          const before = s.context as BucketContext;
+          s = admit(s, at);
+          const r = last(s);
+          if (r.admitted) {
+            if (inWindow >= limit) return false;
+            admitted.push(at);
+          } else {
+            if (inWindow < limit) return false;
+            // A refused call consumes nothing.
+            if ((s.context as BucketContext).stamps.length !== before.stamps.filter((x) => x > at - windowMs).length) return false;
+            // retry_after_ms is exact: one ms earlier is still refused, at that moment it is admitted.
+            if (r.retryAfterMs > 1 && last(admit(s, at + r.retryAfterMs - 1)).admitted) return false;
+            if (!last(admit(s, at + r.retryAfterMs)).admitted) return false;
+          }
+          // Every half-open interval [x, x + windowMs) holds at most `limit` admitted calls.
+          for (const x of admitted) if (admitted.filter((y) => y >= x && y < x + windowMs).length > limit) return false;
+          const full = admitted.filter((x) => x > at - windowMs).length >= limit;
+          if (s.value !== (full ? 'limited' : 'open')) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 300 },
+  );
+  t.pass();
+});
+
+test('SPEC §2.1: the bucket keeps its deadline in context and opens on the TICK at that time', (t) => {
+  let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit: 2, windowMs: 1000 })[0];
+  s = admit(s, 0);
+  t.is(s.value, 'open');
+  t.is((s.context as BucketContext).deadline, null);
+  s = admit(s, 10);
+  t.is(s.value, 'limited');
+  t.is((s.context as BucketContext).deadline, 1000);
+  t.is(transition(bucketMachine, s as never, { type: 'TICK', at: 999 })[0].value, 'limited');
+  const opened = transition(bucketMachine, s as never, { type: 'TICK', at: 1000 })[0];
+  t.is(opened.value, 'open');
+  t.deepEqual((opened.context as BucketContext).stamps, [10]);
+});
+
+test('SPEC §4.1: UNDO gives back an admitted slot (a later window refused the same call)', (t) => {
+  let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit: 1, windowMs: 1000 })[0];
+  s = admit(s, 5);
+  t.is(s.value, 'limited');
+  s = transition(bucketMachine, s as never, { type: 'UNDO', at: 6, stamp: 5 })[0];
+  t.is(s.value, 'open');
+  t.true(last(admit(s, 7)).admitted);
+});
+
+test('SPEC §2.1: the in-flight counter refuses at max, frees on finish, and ignores unknown finishes', (t) => {
+  const send = (s: AnyMachineSnapshot, e: object) => transition(inflightMachine, s as never, e as never)[0];
+  let s: AnyMachineSnapshot = initialTransition(inflightMachine, { max: 2 })[0];
+  t.is(s.value, 'idle');
+  s = send(s, { type: 'START', at: 1, id: 'a' });
+  t.is(s.value, 'busy');
+  s = send(s, { type: 'START', at: 2, id: 'b' });
+  t.is(s.value, 'full');
+  s = send(s, { type: 'START', at: 3, id: 'c' });
+  t.deepEqual((s.context as InflightContext).last, { started: false, id: 'c' });
+  t.deepEqual(Object.keys((s.context as InflightContext).running), ['a', 'b']);
+  s = send(s, { type: 'FINISH', at: 4, id: 'zzz' });
+  t.is(s.value, 'full');
+  s = send(s, { type: 'FINISH', at: 5, id: 'a' });
+  t.is(s.value, 'busy');
+  s = send(s, { type: 'START', at: 6, id: 'b' });
+  t.deepEqual((s.context as InflightContext).last, { started: false, id: 'b' }, 'a running id cannot start twice');
+  s = send(s, { type: 'CLEAR', at: 7 });
+  t.is(s.value, 'idle');
+});

@@ -1,0 +1,155 @@
+// SPEC §14 (event sourcing, deadlines that survive restarts), §2.1 (quotas survive a restart),
+// issue: the runtime host, passivation, the kill -9 crash test.
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { Store, type JournalEntry } from '../store/db.js';
+import { ActorHost } from '../src/runtime/host.js';
+import { ManualClock } from '../src/runtime/clock.js';
+import { verify } from '../src/runtime/replay.js';
+import type { BucketContext } from '../machines/bucket.js';
+import { tempDir } from './helpers/tmp.js';
+
+const MIN = 60_000;
+const DAY = 86_400_000;
+const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
+
+async function open(dir: string, clock: ManualClock, opts = {}) {
+  const store = await Store.open(dir);
+  const host = await ActorHost.start(store, { clock, ...opts });
+  return { store, host, close: async () => { await host.close(); await store.close(); } };
+}
+
+const ctx = (s: { context: unknown } | undefined) => s!.context as BucketContext;
+
+test('SPEC §2.1: a caller that used its per-minute quota gets no more by restarting the node', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  let node = await open(dir, clock);
+  const input = { limit: 3, windowMs: MIN };
+  for (let i = 0; i < 3; i++) {
+    const s = await node.host.send('q:caller', 'bucket', input, { type: 'ADMIT' });
+    t.deepEqual(ctx(s).last, { admitted: true });
+    await clock.advance(1000);
+  }
+  await node.close();
+
+  node = await open(dir, clock);
+  const refused = await node.host.send('q:caller', 'bucket', input, { type: 'ADMIT' });
+  t.is(refused.value, 'limited');
+  // Admitted at T0, T0+1s, T0+2s; now T0+3s: the oldest leaves the window at T0+60s.
+  t.deepEqual(ctx(refused).last, { admitted: false, retryAfterMs: 57_000 });
+  await clock.advanceTo(T0 + MIN - 1, () => node.host.idle());
+  t.deepEqual(ctx(await node.host.send('q:caller', 'bucket', input, { type: 'ADMIT' })).last, { admitted: false, retryAfterMs: 1 });
+  await clock.advanceTo(T0 + MIN, () => node.host.idle());
+  t.deepEqual(ctx(await node.host.send('q:caller', 'bucket', input, { type: 'ADMIT' })).last, { admitted: true });
+  await node.close();
+});
+
+test('SPEC §14: a 24 h deadline restored after 3 h fires at 24 h, not earlier, not later', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  let node = await open(dir, clock);
+  const s = await node.host.send('d', 'bucket', { limit: 1, windowMs: DAY }, { type: 'ADMIT' });
+  t.is(s.value, 'limited');
+  t.is(ctx(s).deadline, T0 + DAY);
+  await node.close();
+
+  const later = new ManualClock(T0 + 3 * 3_600_000);
+  node = await open(dir, later);
+  await later.advanceTo(T0 + DAY - 1, () => node.host.idle());
+  t.is((await node.host.state('d'))!.value, 'limited');
+  await later.advanceTo(T0 + DAY, () => node.host.idle());
+  const opened = await node.host.state('d');
+  t.is(opened!.value, 'open');
+  const ticks: JournalEntry[] = [];
+  for await (const e of node.store.journal.values()) if ((e as JournalEntry).event.type === 'TICK') ticks.push(e as JournalEntry);
+  t.deepEqual(ticks.map((e) => e.event.at), [T0 + DAY]);
+  await node.close();
+});
+
+test('SPEC §14: a deadline that passed while the node was down fires at once on restart', async (t) => {
+  const dir = await tempDir(t);
+  let node = await open(dir, new ManualClock(T0));
+  await node.host.send('d', 'bucket', { limit: 1, windowMs: DAY }, { type: 'ADMIT' });
+  await node.close();
+  const clock = new ManualClock(T0 + DAY + 3_600_000);
+  node = await open(dir, clock);
+  await clock.advance(0, () => node.host.idle());
+  await node.host.idle();
+  t.is((await node.host.state('d'))!.value, 'open');
+  await node.close();
+});
+
+test('SPEC §14: idle actors are passivated to LevelDB and rehydrate with their state', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  const node = await open(dir, clock, { maxLive: 10, snapshotEvery: 3 });
+  const input = { limit: 2, windowMs: MIN };
+  for (let i = 0; i < 100; i++) await node.host.send(`p:${i}`, 'bucket', input, { type: 'ADMIT' });
+  for (let i = 0; i < 5; i++) await node.host.send('p:0', 'bucket', input, { type: 'ADMIT' });
+  t.true(node.host.liveCount() <= 11, `live actors ${node.host.liveCount()}`);
+  const first = await node.host.state('p:0');
+  t.is(first!.value, 'limited');
+  t.is(ctx(first).stamps.length, 2);
+  const other = await node.host.state('p:57');
+  t.deepEqual(ctx(other).stamps, [T0]);
+  t.deepEqual((await verify(node.store)).differences, []);
+  await node.close();
+});
+
+test('SPEC §14: random values are drawn by the host and journaled with the event', async (t) => {
+  const dir = await tempDir(t);
+  const node = await open(dir, new ManualClock(T0));
+  await node.host.send('r', 'inflight', { max: 2 }, { type: 'START', id: 'c1' }, { random: 16 });
+  const [entry] = (await node.store.journal.values({ limit: 1 }).all()) as JournalEntry[];
+  t.is((entry!.event.rnd as Uint8Array).length, 16);
+  t.is(entry!.event.at, T0);
+  t.deepEqual(entry!.input, { max: 2 });
+  await node.close();
+});
+
+test('SPEC §14: kill -9 mid-stream loses nothing acknowledged, and the 24 h deadline still fires on time', async (t) => {
+  const dir = await tempDir(t);
+  const fixture = fileURLToPath(new URL('./fixtures/journal-writer.ts', import.meta.url));
+  // The child runs on the real clock, so its day window starts now and cannot end during the test.
+  const start = Date.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', fixture, dir, String(start)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const acked = new Set<number>();
+  let sawDay = false;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  for await (const line of createInterface({ input: child.stdout! })) {
+    if (line === 'day') sawDay = true;
+    else if (line.startsWith('ack ')) acked.add(Number(line.slice(4)));
+    if (acked.size >= 3000) {
+      child.kill('SIGKILL');
+      break;
+    }
+  }
+  await exited;
+  t.true(sawDay);
+  t.true(acked.size >= 3000);
+
+  const clock = new ManualClock(start + 3 * 3_600_000);
+  const node = await open(dir, clock);
+  const journaled = new Set<number>();
+  for await (const e of node.store.journal.values()) {
+    const n = (e as JournalEntry).event.n;
+    if (typeof n === 'number') journaled.add(n);
+  }
+  const lost = [...acked].filter((n) => !journaled.has(n));
+  t.deepEqual(lost, [], 'acknowledged events missing from the journal');
+  // Snapshots may lag the journal after a crash; rehydration and replay still agree.
+  t.deepEqual((await verify(node.store)).differences, []);
+  let total = 0;
+  for (let lane = 0; lane < 20; lane++) total += ctx(await node.host.state(`lane-${lane}`)).stamps.length;
+  t.is(total, journaled.size);
+
+  t.is((await node.host.state('day'))!.value, 'limited');
+  await clock.advanceTo(start + DAY - 1, () => node.host.idle());
+  t.is((await node.host.state('day'))!.value, 'limited');
+  await clock.advanceTo(start + DAY, () => node.host.idle());
+  t.is((await node.host.state('day'))!.value, 'open');
+  await node.close();
+});
