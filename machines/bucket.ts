@@ -43,6 +43,13 @@ export const bucketMachine = setup({
   },
   guards: {
     hasRoom: ({ context, event }) => live(context, event.at).length < context.limit,
+    /** Room for this call, and the window is full once it is counted. */
+    fillsUp: ({ context, event }) => live(context, event.at).length === context.limit - 1,
+    fullNow: ({ context, event }) => live(context, event.at).length >= context.limit,
+    fullAfterUndo: ({ context, event }) => {
+      const e = event as Extract<BucketEvent, { type: 'UNDO' }>;
+      return live(context, e.at).length - (context.stamps.includes(e.stamp) && e.stamp > e.at - context.windowMs ? 1 : 0) >= context.limit;
+    },
   },
   actions: {
     admit: assign(({ context, event }) => {
@@ -70,30 +77,26 @@ export const bucketMachine = setup({
   id: 'bucket',
   context: ({ input }) => ({ ...input, stamps: [], last: null, deadline: null }),
   initial: 'open',
+  // `limited` while the window is full (deadline set: when the oldest stamp leaves), else `open`.
+  // Transitions that keep the state are targetless, so replay does no exit/entry work for them.
   states: {
     open: {
       on: {
-        ADMIT: [
-          { guard: 'hasRoom', actions: 'admit', target: 'decide' },
-          { actions: 'refuse', target: 'limited' },
-        ],
-        UNDO: { actions: 'undo', target: 'decide' },
-        TICK: { actions: 'prune', target: 'decide' },
+        ADMIT: [{ guard: 'fillsUp', actions: 'admit', target: 'limited' }, { actions: 'admit' }],
+        UNDO: { actions: 'undo' },
+        TICK: { actions: 'prune' },
       },
     },
     limited: {
       on: {
         ADMIT: [
-          { guard: 'hasRoom', actions: 'admit', target: 'decide' },
-          { actions: 'refuse', target: 'limited' },
+          { guard: 'fillsUp', actions: 'admit' },
+          { guard: 'hasRoom', actions: 'admit', target: 'open' },
+          { actions: 'refuse' },
         ],
-        UNDO: { actions: 'undo', target: 'decide' },
-        TICK: { actions: 'prune', target: 'decide' },
+        UNDO: [{ guard: 'fullAfterUndo', actions: 'undo' }, { actions: 'undo', target: 'open' }],
+        TICK: [{ guard: 'fullNow', actions: 'prune' }, { actions: 'prune', target: 'open' }],
       },
-    },
-    // Transient: settles on `limited` while the window is full, else `open`.
-    decide: {
-      always: [{ guard: ({ context }) => context.deadline !== null, target: 'limited' }, { target: 'open' }],
     },
   },
 });

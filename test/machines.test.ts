@@ -5,6 +5,8 @@ import fc from 'fast-check';
 import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
 import { bucketMachine, type BucketContext } from '../machines/bucket.js';
 import { inflightMachine, type InflightContext } from '../machines/inflight.js';
+import { step, initial } from '../src/runtime/pure.js';
+import { isDeepStrictEqual } from 'node:util';
 
 const admit = (s: AnyMachineSnapshot, at: number) => transition(bucketMachine, s as never, { type: 'ADMIT', at })[0];
 const last = (s: AnyMachineSnapshot) => (s.context as BucketContext).last!;
@@ -91,4 +93,40 @@ test('SPEC §2.1: the in-flight counter refuses at max, frees on finish, and ign
   t.deepEqual((s.context as InflightContext).last, { started: false, id: 'b' }, 'a running id cannot start twice');
   s = send(s, { type: 'CLEAR', at: 7 });
   t.is(s.value, 'idle');
+});
+
+test('SPEC §14: the host\'s fast pure step gives exactly the snapshots of xstate transition()', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.oneof(
+          fc.record({ type: fc.constant('ADMIT' as const), gap: fc.nat(500) }),
+          fc.record({ type: fc.constant('TICK' as const), gap: fc.nat(500) }),
+        ),
+        { maxLength: 40 },
+      ),
+      (events) => {
+        let a: AnyMachineSnapshot = initialTransition(bucketMachine, { limit: 3, windowMs: 700 })[0];
+        let b = initial(bucketMachine, { limit: 3, windowMs: 700 });
+        let at = 0;
+        for (const e of events) {
+          at += e.gap;
+          a = transition(bucketMachine, a as never, { type: e.type, at })[0];
+          b = step(bucketMachine, b, { type: e.type, at } as never);
+          if (!isDeepStrictEqual(bucketMachine.getPersistedSnapshot(a), bucketMachine.getPersistedSnapshot(b))) return false;
+        }
+        let c: AnyMachineSnapshot = initialTransition(inflightMachine, { max: 2 })[0];
+        let d = initial(inflightMachine, { max: 2 });
+        for (const [i, e] of events.entries()) {
+          const ev = { type: e.type === 'ADMIT' ? 'START' : 'FINISH', at: i, id: `c${e.gap % 3}` };
+          c = transition(inflightMachine, c as never, ev as never)[0];
+          d = step(inflightMachine, d, ev);
+          if (!isDeepStrictEqual(inflightMachine.getPersistedSnapshot(c), inflightMachine.getPersistedSnapshot(d))) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 200 },
+  );
+  t.pass();
 });

@@ -24,14 +24,14 @@ export async function cmdReplay(io: Io, dataDir: string, args: ReplayArgs): Prom
   const store = await Store.open(dataDir, { create: false });
   try {
     if (args.verify) return await report(io, store, args);
-    for await (const step of replay(store, filter)) {
+    await replay(store, filter, (step) => {
       const { entry } = step;
       if (args.json) {
         io.out(JSON.stringify({ seq: entry.seq, actor: entry.actor, kind: entry.kind, event: entry.event, from: step.before, to: step.after }, bigints));
       } else {
         io.out(`#${entry.seq} ${new Date(entry.event.at).toISOString()} ${entry.actor} ${entry.event.type}: ${show(step.before)} -> ${show(step.after)}`);
       }
-    }
+    });
   } finally {
     await store.close();
   }

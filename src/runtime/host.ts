@@ -3,7 +3,8 @@
 // and journal entry + index + deadline + snapshot written in one atomic batch before anyone sees the new
 // state. Deadlines live in machine context and in an index, so one timer re-arms them after a restart.
 import { randomBytes } from 'node:crypto';
-import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
+import type { AnyMachineSnapshot } from 'xstate';
+import { step, initial } from './pure.js';
 import { Store, seqKey, actorKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { systemClock, type Clock } from './clock.js';
@@ -182,7 +183,7 @@ export class ActorHost {
     const kind = this.kinds[actor.kind]!;
     const event = { ...item.event, at: item.event.at ?? this.clock.now() } as JournalEntry['event'];
     if (item.random > 0) event.rnd = randomBytes(item.random);
-    const [next] = transition(kind.machine, actor.state, event as never);
+    const next = step(kind.machine, actor.state, event);
     if (next.status === 'error') throw new Error(`actor ${actor.id}: ${String((next as { error?: unknown }).error)}`);
     const seq = this.seq++;
     const entry: JournalEntry = { seq, actor: actor.id, kind: actor.kind, event };
@@ -229,7 +230,7 @@ export class ActorHost {
       if (rec.kind !== kind) throw new Error(`actor ${id} is a ${rec.kind}, not a ${kind}`);
       return this.rehydrate(id, rec);
     }
-    const [state] = initialTransition(this.kinds[kind]!.machine, input);
+    const state = initial(this.kinds[kind]!.machine, input);
     const created: Live = { id, kind, input, state, seq: 0, deadline: null, sinceSnapshot: 0, hasSnapshot: false };
     this.live.set(id, created);
     return created;
@@ -244,7 +245,7 @@ export class ActorHost {
     let since = 0;
     for await (const key of this.store.actorIndex.keys({ gt: actorKey(id, rec.seq), lt: `${id}!~` })) {
       const entry = (await this.store.journal.get(key.slice(id.length + 1))) as JournalEntry;
-      [state] = transition(kind.machine, state, entry.event as never);
+      state = step(kind.machine, state, entry.event);
       seq = entry.seq;
       since++;
     }

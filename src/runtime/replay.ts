@@ -1,7 +1,8 @@
 // Replay (SPEC §14): rebuild machine states from the journal with pure transitions — no side effects,
 // no timers — and compare them with the stored snapshots.
 import { isDeepStrictEqual } from 'node:util';
-import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
+import type { AnyMachineSnapshot } from 'xstate';
+import { step, initial } from './pure.js';
 import { Store, seqKey, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { pack, unpack } from '../../store/codec.js';
 import { KINDS, type ActorKind } from './kinds.js';
@@ -20,31 +21,68 @@ export interface ReplayFilter {
   to?: number;
 }
 
-async function* entries(store: Store, filter: ReplayFilter): AsyncGenerator<JournalEntry> {
+const BATCH = 4096;
+
+/**
+ * Journal entries in seq order, a batch at a time. The next batch is requested before this one is
+ * handed out, so LevelDB reads on its own thread while the transitions run on ours.
+ */
+async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<JournalEntry[]> {
   if (filter.actor) {
-    for await (const key of store.actorIndex.keys({ gt: `${filter.actor}!`, lt: `${filter.actor}!~` })) {
-      const entry = (await store.journal.get(key.slice(filter.actor.length + 1))) as JournalEntry | undefined;
-      if (!entry) throw new Error(`journal entry ${key} named by the actor index is missing`);
-      if (filter.to !== undefined && entry.seq > filter.to) return;
-      yield entry;
+    const actor = filter.actor;
+    const end = filter.to !== undefined ? { lte: `${actor}!${seqKey(filter.to)}` } : { lt: `${actor}!~` };
+    const keys = store.actorIndex.keys({ gt: `${actor}!`, ...end });
+    try {
+      for (let page = await keys.nextv(BATCH); page.length > 0; page = await keys.nextv(BATCH)) {
+        const seqs = page.map((key) => key.slice(actor.length + 1));
+        const found = (await store.journal.getMany(seqs)) as (JournalEntry | undefined)[];
+        const missing = found.findIndex((e) => e === undefined);
+        if (missing >= 0) throw new Error(`journal entry ${seqs[missing]} named by the actor index is missing`);
+        yield found as JournalEntry[];
+      }
+    } finally {
+      await keys.close();
     }
     return;
   }
-  const range = filter.to !== undefined ? { lte: seqKey(filter.to) } : {};
-  for await (const value of store.journal.values(range)) yield value as JournalEntry;
+  const values = store.journal.values(filter.to !== undefined ? { lte: seqKey(filter.to) } : {});
+  try {
+    let next = values.nextv(BATCH);
+    for (;;) {
+      const page = (await next) as JournalEntry[];
+      if (page.length === 0) return;
+      next = values.nextv(BATCH);
+      yield page;
+    }
+  } finally {
+    await values.close();
+  }
 }
 
-/** Every transition in journal order (each actor rebuilt from its first event); steps before `from` are applied but not yielded. */
-export async function* replay(store: Store, filter: ReplayFilter = {}, kinds: Record<string, ActorKind> = KINDS): AsyncGenerator<ReplayStep> {
+/**
+ * Calls `onStep` for every transition in journal order (each actor rebuilt from its first event); steps
+ * before `from` are applied but not reported. Returns the number of events applied.
+ */
+export async function replay(
+  store: Store,
+  filter: ReplayFilter,
+  onStep: (step: ReplayStep) => void,
+  kinds: Record<string, ActorKind> = KINDS,
+): Promise<number> {
   const states = new Map<string, AnyMachineSnapshot>();
-  for await (const entry of entries(store, filter)) {
-    const kind = kinds[entry.kind];
-    if (!kind) throw new Error(`journal entry ${entry.seq} has unknown kind "${entry.kind}"`);
-    const prev = states.get(entry.actor) ?? initialTransition(kind.machine, entry.input)[0];
-    const [next] = transition(kind.machine, prev, entry.event as never);
-    states.set(entry.actor, next);
-    if (filter.from === undefined || entry.seq >= filter.from) yield { entry, before: prev.value, after: next.value, state: next };
+  let applied = 0;
+  for await (const page of batches(store, filter)) {
+    for (const entry of page) {
+      const kind = kinds[entry.kind];
+      if (!kind) throw new Error(`journal entry ${entry.seq} has unknown kind "${entry.kind}"`);
+      const prev = states.get(entry.actor) ?? initial(kind.machine, entry.input);
+      const next = step(kind.machine, prev, entry.event);
+      states.set(entry.actor, next);
+      applied++;
+      if (filter.from === undefined || entry.seq >= filter.from) onStep({ entry, before: prev.value, after: next.value, state: next });
+    }
   }
+  return applied;
 }
 
 export interface Difference {
@@ -71,17 +109,13 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
   }
   const differences: Difference[] = [];
   const reached = new Set<string>();
-  let events = 0;
-  for await (const step of replay(store, actor ? { actor } : {}, kinds)) {
-    events++;
-    const rec = snapshots.get(step.entry.actor);
-    if (!rec || rec.seq !== step.entry.seq) continue;
-    reached.add(step.entry.actor);
-    const rebuilt = unpack(pack(kinds[rec.kind]!.machine.getPersistedSnapshot(step.state)));
-    if (!isDeepStrictEqual(rebuilt, rec.state)) {
-      differences.push({ actor: step.entry.actor, seq: rec.seq, problem: describe(rebuilt, rec.state) });
-    }
-  }
+  const events = await replay(store, actor ? { actor } : {}, (s) => {
+    const rec = snapshots.get(s.entry.actor);
+    if (!rec || rec.seq !== s.entry.seq) return;
+    reached.add(s.entry.actor);
+    const rebuilt = unpack(pack(kinds[rec.kind]!.machine.getPersistedSnapshot(s.state)));
+    if (!isDeepStrictEqual(rebuilt, rec.state)) differences.push({ actor: s.entry.actor, seq: rec.seq, problem: describe(rebuilt, rec.state) });
+  }, kinds);
   for (const [id, rec] of snapshots) {
     if (!reached.has(id)) differences.push({ actor: id, seq: rec.seq, problem: `the journal has no entry ${rec.seq} for this actor` });
   }

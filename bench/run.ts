@@ -1,0 +1,13 @@
+// `npm run bench [-- runtime] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
+import { benchRuntime } from './runtime.js';
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const which = args.filter((a) => !a.startsWith('--'));
+const all = which.length === 0;
+
+let ok = true;
+if (all || which.includes('runtime')) {
+  ok = (await benchRuntime(quick ? { events: 20_000, buckets: 10_000, restoreEvents: 50_000 } : { events: 200_000, buckets: 100_000, restoreEvents: 1_000_000 })) && ok;
+}
+process.exitCode = ok ? 0 : 1;

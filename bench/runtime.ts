@@ -1,0 +1,160 @@
+// bench/runtime: journal append, replay, memory with 100 000 passivated buckets, restore of 1 000 000
+// events. Every figure is printed with its ratio to a raw LevelDB baseline measured in this same run.
+// Targets (issue "Event-sourced runtime"): ≥ 50k events/s append, ≥ 200k events/s replay,
+// ≤ 300 MB RSS at 100k buckets, ≤ 5 s restore.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Store, seqKey } from '../store/db.js';
+import { ActorHost } from '../src/runtime/host.js';
+import { replay } from '../src/runtime/replay.js';
+
+// Per-caller buckets as configured in practice (SPEC §2.1 allows any limit; 1000/min is generous).
+const BUCKET = { limit: 1000, windowMs: 60_000 };
+const mb = (bytes: number) => (bytes / 1048576).toFixed(0);
+const rate = (n: number, ms: number) => Math.round((n / ms) * 1000);
+
+async function withDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), 'anet-bench-'));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Baseline: the raw LevelDB batch put of journal-shaped entries, 4096 per batch. */
+async function rawBatchPut(n: number): Promise<number> {
+  return withDir(async (dir) => {
+    const store = await Store.open(dir);
+    const t0 = performance.now();
+    for (let i = 0; i < n; i += 4096) {
+      const ops = [];
+      for (let j = i; j < Math.min(n, i + 4096); j++) {
+        const entry = { seq: j + 1, actor: `b:${j % 1000}`, kind: 'bucket', event: { type: 'ADMIT', at: 1_700_000_000_000 + j } };
+        ops.push({ type: 'put' as const, sublevel: store.journal, key: seqKey(j + 1), value: entry });
+      }
+      await store.db.batch(ops as never);
+    }
+    const ms = performance.now() - t0;
+    await store.close();
+    return rate(n, ms);
+  });
+}
+
+/** Sends n events over `actors` buckets with up to `window` in flight. */
+async function pump(host: ActorHost, n: number, actors: number, window = 8192, offset = 0): Promise<void> {
+  let sent = 0;
+  const lane = async () => {
+    while (sent < n) {
+      const i = sent++;
+      await host.send(`b:${(i + offset) % actors}`, 'bucket', BUCKET, { type: 'ADMIT' });
+    }
+  };
+  await Promise.all(Array.from({ length: window }, lane));
+}
+
+async function append(n: number, dir: string): Promise<number> {
+  const store = await Store.open(dir);
+  const host = await ActorHost.start(store);
+  const t0 = performance.now();
+  await pump(host, n, 10_000);
+  const ms = performance.now() - t0;
+  await host.close();
+  await store.close();
+  return rate(n, ms);
+}
+
+async function rawRead(dir: string): Promise<number> {
+  const store = await Store.open(dir);
+  const t0 = performance.now();
+  let n = 0;
+  const values = store.journal.values();
+  for (let page = await values.nextv(4096); page.length > 0; page = await values.nextv(4096)) n += page.length;
+  await values.close();
+  const ms = performance.now() - t0;
+  await store.close();
+  return rate(n, ms);
+}
+
+async function replayRate(dir: string): Promise<number> {
+  const store = await Store.open(dir);
+  const t0 = performance.now();
+  const n = await replay(store, {}, () => {});
+  const ms = performance.now() - t0;
+  await store.close();
+  return rate(n, ms);
+}
+
+function gc(): void {
+  (globalThis as { gc?: () => void }).gc?.();
+}
+
+async function bucketsRss(count: number): Promise<{ before: number; after: number; live: number }> {
+  return withDir(async (dir) => {
+    const store = await Store.open(dir);
+    const host = await ActorHost.start(store, { maxLive: 10_000 });
+    gc();
+    const before = process.memoryUsage().rss;
+    for (let i = 0; i < count; i += 5000) {
+      await Promise.all(
+        Array.from({ length: Math.min(5000, count - i) }, (_, j) =>
+          host.send(`caller:${i + j}`, 'bucket', { limit: 60, windowMs: 60_000 }, { type: 'ADMIT' }),
+        ),
+      );
+    }
+    await host.idle();
+    gc();
+    const after = process.memoryUsage().rss;
+    const live = host.liveCount();
+    await host.close();
+    await store.close();
+    return { before, after, live };
+  });
+}
+
+async function restore(n: number): Promise<{ writeRate: number; startMs: number; firstMs: number }> {
+  return withDir(async (dir) => {
+    let store = await Store.open(dir);
+    let host = await ActorHost.start(store);
+    const t0 = performance.now();
+    await pump(host, n, 10_000);
+    const writeRate = rate(n, performance.now() - t0);
+    // No close(): restore after a crash must not depend on a final snapshot flush.
+    await host.idle();
+    await store.close();
+    const t1 = performance.now();
+    store = await Store.open(dir);
+    host = await ActorHost.start(store);
+    const startMs = performance.now() - t1;
+    await host.send('b:1', 'bucket', BUCKET, { type: 'ADMIT' });
+    const firstMs = performance.now() - t1;
+    await host.close();
+    await store.close();
+    return { writeRate, startMs, firstMs };
+  });
+}
+
+export async function benchRuntime(opts: { events: number; buckets: number; restoreEvents: number }): Promise<boolean> {
+  const line = (label: string, value: string, ratio: string, target: string, ok: boolean) =>
+    console.log(`${label.padEnd(34)} ${value.padStart(14)}  ${ratio.padEnd(26)} ${target.padEnd(16)} ${ok ? 'ok' : 'MISSED'}`);
+  console.log(`bench/runtime (node ${process.version}, ${opts.events} events, ${opts.buckets} buckets, ${opts.restoreEvents} restore events)`);
+  const baseline = await rawBatchPut(opts.events);
+  let results: boolean[] = [];
+  await withDir(async (dir) => {
+    const appendRate = await append(opts.events, dir);
+    line('baseline: raw LevelDB batch put', `${baseline}/s`, '1.00x', '', true);
+    line('journal append (host, batched)', `${appendRate}/s`, `${(appendRate / baseline).toFixed(2)}x of raw put`, '>= 50000/s', appendRate >= 50_000);
+    const readRate = await rawRead(dir);
+    const replayed = await replayRate(dir);
+    line('baseline: raw LevelDB read (nextv)', `${readRate}/s`, '1.00x', '', true);
+    line('replay (pure transitions)', `${replayed}/s`, `${(replayed / readRate).toFixed(2)}x of raw read`, '>= 200000/s', replayed >= 200_000);
+    results = [appendRate >= 50_000, replayed >= 200_000];
+  });
+  const rss = await bucketsRss(opts.buckets);
+  line(`RSS, ${opts.buckets} buckets touched once`, `${mb(rss.after)} MB`, `+${mb(rss.after - rss.before)} MB, ${rss.live} live`, '<= 300 MB', rss.after <= 300 * 1048576);
+  const r = await restore(opts.restoreEvents);
+  line(`restore after ${opts.restoreEvents} events`, `${r.startMs.toFixed(0)} ms`, `first event served ${r.firstMs.toFixed(0)} ms`, '<= 5000 ms', r.firstMs <= 5000);
+  line('  (writing them)', `${r.writeRate}/s`, `${(r.writeRate / baseline).toFixed(2)}x of raw put`, '', true);
+  return [...results, rss.after <= 300 * 1048576, r.firstMs <= 5000].every(Boolean);
+}
