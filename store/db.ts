@@ -1,6 +1,6 @@
 // The node's LevelDB store (SPEC §14): one database per data dir, with sublevels for the append-only
-// journal, actor snapshots, payloads (kept apart so `discard` payloads never reach the journal), indexes,
-// and meta. Only one process may own it.
+// journal, actor snapshots, payloads (kept apart so `discard` payloads never reach the journal), the
+// deadline index, and meta (the checkpoint seq). Only one process may own it.
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
@@ -34,7 +34,7 @@ export interface JournalEntry {
 
 export interface SnapshotRecord {
   kind: string;
-  /** Journal seq of the last event this snapshot includes. */
+  /** Journal seq of the last event this snapshot includes (snapshots are written at checkpoints). */
   seq: number;
   input: unknown;
   state: unknown;
@@ -49,8 +49,6 @@ export class Store {
   readonly journal: Sub;
   readonly snapshots: Sub;
   readonly payloads: Sub;
-  /** `a!<actor>!<seq>`: the journal seqs of one actor, for rehydration and `replay --actor`. */
-  readonly actorIndex: Sub;
   /** `<deadline>!<actor>`: every pending deadline, so timers are re-armed after a restart. */
   readonly deadlines: Sub;
   readonly meta: Sub;
@@ -60,7 +58,6 @@ export class Store {
     this.journal = db.sublevel<string, unknown>('journal', opts) as Sub;
     this.snapshots = db.sublevel<string, unknown>('snapshots', opts) as Sub;
     this.payloads = db.sublevel<string, unknown>('payloads', opts) as Sub;
-    this.actorIndex = db.sublevel<string, unknown>('actor', opts) as Sub;
     this.deadlines = db.sublevel<string, unknown>('deadlines', opts) as Sub;
     this.meta = db.sublevel<string, unknown>('meta', opts) as Sub;
   }
@@ -95,7 +92,6 @@ export class Store {
   }
 }
 
-export const actorKey = (actor: string, seq: number) => `${actor}!${seqKey(seq)}`;
 export const deadlineKey = (deadline: number, actor: string) => `${timeKey(deadline)}!${actor}`;
 
 export function checkActorId(id: string): void {

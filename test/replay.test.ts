@@ -12,7 +12,7 @@ const T0 = Date.UTC(2026, 11, 1);
 async function journalWithTraffic(dir: string): Promise<void> {
   const clock = new ManualClock(T0);
   const store = await Store.open(dir);
-  const host = await ActorHost.start(store, { clock, snapshotEvery: 4 });
+  const host = await ActorHost.start(store, { clock, checkpointEvery: 16 });
   for (let i = 0; i < 30; i++) {
     await host.send(`b:${i % 3}`, 'bucket', { limit: 4, windowMs: 10_000 }, { type: 'ADMIT' });
     await host.send('inflight:x', 'inflight', { max: 2 }, { type: i % 2 ? 'FINISH' : 'START', id: `c${i >> 1}` });

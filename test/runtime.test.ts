@@ -85,7 +85,7 @@ test('SPEC §14: a deadline that passed while the node was down fires at once on
 test('SPEC §14: idle actors are passivated to LevelDB and rehydrate with their state', async (t) => {
   const dir = await tempDir(t);
   const clock = new ManualClock(T0);
-  const node = await open(dir, clock, { maxLive: 10, snapshotEvery: 3 });
+  const node = await open(dir, clock, { maxLive: 10, checkpointEvery: 25 });
   const input = { limit: 2, windowMs: MIN };
   for (let i = 0; i < 100; i++) await node.host.send(`p:${i}`, 'bucket', input, { type: 'ADMIT' });
   for (let i = 0; i < 5; i++) await node.host.send('p:0', 'bucket', input, { type: 'ADMIT' });

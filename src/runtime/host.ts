@@ -1,11 +1,13 @@
 // The actor host (SPEC §14). Machines run as pure xstate transitions over snapshots kept in memory (LRU,
 // bounded) and in LevelDB. Each event is stamped (time, optional random bytes), its transition computed,
-// and journal entry + index + deadline + snapshot written in one atomic batch before anyone sees the new
-// state. Deadlines live in machine context and in an index, so one timer re-arms them after a restart.
+// and the journal entry (with any deadline index change) written in one atomic batch before anyone sees
+// the new state. Snapshots are written at checkpoints (and when an actor is passivated); after a crash,
+// the journal past the last checkpoint is applied again. Deadlines live in machine context and in an
+// index, so one timer re-arms them after a restart.
 import { randomBytes } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import { step, initial } from './pure.js';
-import { Store, seqKey, actorKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
+import { Store, seqKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { systemClock, type Clock } from './clock.js';
 
@@ -14,8 +16,8 @@ export interface HostOptions {
   kinds?: Record<string, ActorKind>;
   /** Actors kept in memory; the least recently used beyond this are passivated to LevelDB. */
   maxLive?: number;
-  /** A snapshot is written with an actor's first event and then every this many events. */
-  snapshotEvery?: number;
+  /** Events between checkpoints (snapshots of every actor that moved, and the checkpoint seq). */
+  checkpointEvery?: number;
   /** Events written per LevelDB batch at most. */
   maxBatch?: number;
   /** fsync each batch: survives power loss, not just a process kill. */
@@ -37,8 +39,6 @@ interface Live {
   /** Seq of the last applied event; 0 for an actor with no journaled event yet. */
   seq: number;
   deadline: number | null;
-  sinceSnapshot: number;
-  hasSnapshot: boolean;
 }
 
 interface Pending {
@@ -57,10 +57,13 @@ export class ActorHost {
   private readonly clock: Clock;
   private readonly kinds: Record<string, ActorKind>;
   private readonly maxLive: number;
-  private readonly snapshotEvery: number;
+  private readonly checkpointEvery: number;
   private readonly maxBatch: number;
   private readonly sync: boolean;
   private readonly live = new Map<string, Live>();
+  /** Live actors whose state is ahead of their stored snapshot. */
+  private readonly dirty = new Set<string>();
+  private sinceCheckpoint = 0;
   private queue: Pending[] = [];
   private working: Promise<void> | null = null;
   private idleWaiters: (() => void)[] = [];
@@ -74,17 +77,40 @@ export class ActorHost {
     this.clock = opts.clock ?? systemClock;
     this.kinds = opts.kinds ?? KINDS;
     this.maxLive = opts.maxLive ?? 10_000;
-    this.snapshotEvery = opts.snapshotEvery ?? 100;
+    this.checkpointEvery = opts.checkpointEvery ?? 50_000;
     this.maxBatch = opts.maxBatch ?? 4096;
     this.sync = opts.sync ?? false;
   }
 
-  /** Opens the host on a store and re-arms every pending deadline (overdue ones fire at once). */
+  /**
+   * Opens the host on a store: applies the journal past the last checkpoint (left by a crash), then
+   * re-arms every pending deadline (overdue ones fire at once).
+   */
   static async start(store: Store, opts: HostOptions = {}): Promise<ActorHost> {
     const host = new ActorHost(store, opts);
     host.seq = await store.nextSeq();
+    await host.recover();
     await host.rearm();
     return host;
+  }
+
+  private async recover(): Promise<void> {
+    const checkpoint = ((await this.store.meta.get('checkpoint')) as number | undefined) ?? 0;
+    let applied = 0;
+    for await (const value of this.store.journal.values({ gt: seqKey(checkpoint) })) {
+      const entry = value as JournalEntry;
+      const actor = await this.load(entry.actor, entry.kind, entry.input);
+      this.touch(actor, entry.kind);
+      if (entry.seq <= actor.seq) continue;
+      const kind = this.kinds[actor.kind]!;
+      actor.state = step(kind.machine, actor.state, entry.event);
+      actor.seq = entry.seq;
+      actor.deadline = kind.deadline(actor.state);
+      this.dirty.add(actor.id);
+      applied++;
+    }
+    if (applied > 0 || checkpoint < this.seq - 1) await this.checkpoint();
+    await this.passivate();
   }
 
   /** Sends an event to an actor (created from `input` on first use); resolves once it is durable. */
@@ -104,7 +130,7 @@ export class ActorHost {
     const live = this.live.get(actor);
     if (live) return live.state;
     const rec = (await this.store.snapshots.get(actor)) as SnapshotRecord | undefined;
-    return rec ? (await this.rehydrate(actor, rec)).state : undefined;
+    return rec ? this.rehydrate(actor, rec).state : undefined;
   }
 
   liveCount(): number {
@@ -125,10 +151,21 @@ export class ActorHost {
     await this.idle();
     this.timer?.cancel();
     this.timer = null;
-    const ops: Op[] = [];
-    for (const a of this.live.values()) if (a.sinceSnapshot > 0) ops.push(this.snapshotOp(a));
-    if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
+    await this.checkpoint();
     this.live.clear();
+  }
+
+  /** Writes the snapshot of every actor that moved, and records that the journal up to here is in them. */
+  private async checkpoint(): Promise<void> {
+    const ops: Op[] = [];
+    for (const id of this.dirty) {
+      const actor = this.live.get(id);
+      if (actor) ops.push(this.snapshotOp(actor));
+    }
+    ops.push({ type: 'put', sublevel: this.store.meta, key: 'checkpoint', value: this.seq - 1 });
+    await this.store.db.batch(ops as never, { sync: this.sync });
+    this.dirty.clear();
+    this.sinceCheckpoint = 0;
   }
 
   private kick(): void {
@@ -142,41 +179,78 @@ export class ActorHost {
     });
   }
 
+  /**
+   * Computes the transitions of the next batch while the previous one is being written, so CPU and disk
+   * overlap. A batch is written only after the one before it is durable, so the journal never has a gap.
+   */
   private async drain(): Promise<void> {
+    let writing: Promise<boolean> | null = null;
     while (this.queue.length > 0) {
-      await this.process(this.queue.splice(0, this.maxBatch));
-      await this.passivate();
+      const batch = await this.compute(this.queue.splice(0, this.maxBatch));
+      if (writing && !(await writing)) {
+        // The previous write failed and this batch was computed on top of it: refuse it too.
+        for (const [item] of batch.done) item.reject(new Error('an earlier journal write failed'));
+        writing = null;
+        continue;
+      }
+      writing = this.commit(batch);
+      if (this.sinceCheckpoint >= this.checkpointEvery || this.live.size > this.maxLive) {
+        const ok = await writing;
+        writing = null;
+        if (ok && this.sinceCheckpoint >= this.checkpointEvery) await this.checkpoint();
+        if (ok) await this.passivate();
+      }
     }
+    if (writing) await writing;
   }
 
-  private async process(items: Pending[]): Promise<void> {
+  private async compute(items: Pending[]): Promise<{ ops: Op[]; done: [Pending, AnyMachineSnapshot][] }> {
     const ops: Op[] = [];
-    const before = new Map<string, Live>();
     const done: [Pending, AnyMachineSnapshot][] = [];
-    const firstSeq = this.seq;
     for (const item of items) {
       try {
-        const actor = await this.load(item.actor, item.kind, item.input);
-        if (!before.has(actor.id)) before.set(actor.id, { ...actor });
+        const actor = this.live.get(item.actor) ?? (await this.load(item.actor, item.kind, item.input));
+        this.touch(actor, item.kind);
         done.push([item, this.apply(actor, item, ops)]);
       } catch (err) {
         item.reject(err);
       }
     }
+    return { ops, done };
+  }
+
+  /** Writes one batch and answers its senders; false when the write failed. */
+  private async commit({ ops, done }: { ops: Op[]; done: [Pending, AnyMachineSnapshot][] }): Promise<boolean> {
     try {
       if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
     } catch (err) {
-      // Nothing was written: put the touched actors back as they were and refuse every event.
-      for (const [id, prev] of before) this.live.set(id, prev);
-      this.seq = firstSeq;
       for (const [item] of done) item.reject(err);
-      return;
+      // Memory is now ahead of the store: rebuild it from the store, the only truth.
+      await this.reload();
+      return false;
     }
     // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
     // find nothing due, which costs one index read.
-    const earliest = Math.min(...done.map(([item]) => this.live.get(item.actor)?.deadline ?? Infinity));
+    let earliest = Infinity;
+    for (const [item] of done) earliest = Math.min(earliest, this.live.get(item.actor)?.deadline ?? Infinity);
     if (earliest < this.timerAt && !this.closed) this.armAt(earliest);
     for (const [item, state] of done) item.resolve(state);
+    return true;
+  }
+
+  private async reload(): Promise<void> {
+    this.live.clear();
+    this.dirty.clear();
+    this.sinceCheckpoint = 0;
+    this.seq = await this.store.nextSeq();
+    await this.recover();
+  }
+
+  /** Marks an actor most recently used (Map order is the LRU order). */
+  private touch(actor: Live, kind: string): void {
+    if (actor.kind !== kind) throw new Error(`actor ${actor.id} is a ${actor.kind}, not a ${kind}`);
+    this.live.delete(actor.id);
+    this.live.set(actor.id, actor);
   }
 
   private apply(actor: Live, item: Pending, ops: Op[]): AnyMachineSnapshot {
@@ -189,7 +263,6 @@ export class ActorHost {
     const entry: JournalEntry = { seq, actor: actor.id, kind: actor.kind, event };
     if (actor.seq === 0) entry.input = actor.input;
     ops.push({ type: 'put', sublevel: this.store.journal, key: seqKey(seq), value: entry });
-    ops.push({ type: 'put', sublevel: this.store.actorIndex, key: actorKey(actor.id, seq), value: 0 });
     const deadline = kind.deadline(next);
     if (deadline !== actor.deadline) {
       if (actor.deadline !== null) ops.push({ type: 'del', sublevel: this.store.deadlines, key: deadlineKey(actor.deadline, actor.id) });
@@ -198,8 +271,8 @@ export class ActorHost {
     actor.state = next;
     actor.seq = seq;
     actor.deadline = deadline;
-    actor.sinceSnapshot++;
-    if (!actor.hasSnapshot || actor.sinceSnapshot >= this.snapshotEvery) ops.push(this.snapshotOp(actor));
+    this.dirty.add(actor.id);
+    this.sinceCheckpoint++;
     return next;
   }
 
@@ -212,44 +285,29 @@ export class ActorHost {
       state: kind.machine.getPersistedSnapshot(actor.state),
       deadline: actor.deadline,
     };
-    actor.sinceSnapshot = 0;
-    actor.hasSnapshot = true;
     return { type: 'put', sublevel: this.store.snapshots, key: actor.id, value: record };
   }
 
   private async load(id: string, kind: string, input: unknown): Promise<Live> {
     const live = this.live.get(id);
-    if (live) {
-      this.live.delete(id);
-      this.live.set(id, live);
-      if (live.kind !== kind) throw new Error(`actor ${id} is a ${live.kind}, not a ${kind}`);
-      return live;
-    }
+    if (live) return live;
     const rec = (await this.store.snapshots.get(id)) as SnapshotRecord | undefined;
     if (rec) {
       if (rec.kind !== kind) throw new Error(`actor ${id} is a ${rec.kind}, not a ${kind}`);
       return this.rehydrate(id, rec);
     }
     const state = initial(this.kinds[kind]!.machine, input);
-    const created: Live = { id, kind, input, state, seq: 0, deadline: null, sinceSnapshot: 0, hasSnapshot: false };
+    const created: Live = { id, kind, input, state, seq: 0, deadline: null };
     this.live.set(id, created);
     return created;
   }
 
-  /** Snapshot, then the actor's journal entries after it (a crash may have left the snapshot behind). */
-  private async rehydrate(id: string, rec: SnapshotRecord): Promise<Live> {
+  /** Snapshots are current for every event up to the checkpoint, and recovery applies the rest. */
+  private rehydrate(id: string, rec: SnapshotRecord): Live {
     const kind = this.kinds[rec.kind];
     if (!kind) throw new Error(`actor ${id} has unknown kind "${rec.kind}"`);
-    let state = restoreSnapshot(kind, rec.state);
-    let seq = rec.seq;
-    let since = 0;
-    for await (const key of this.store.actorIndex.keys({ gt: actorKey(id, rec.seq), lt: `${id}!~` })) {
-      const entry = (await this.store.journal.get(key.slice(id.length + 1))) as JournalEntry;
-      state = step(kind.machine, state, entry.event);
-      seq = entry.seq;
-      since++;
-    }
-    const live: Live = { id, kind: rec.kind, input: rec.input, state, seq, deadline: kind.deadline(state), sinceSnapshot: since, hasSnapshot: true };
+    const state = restoreSnapshot(kind, rec.state);
+    const live: Live = { id, kind: rec.kind, input: rec.input, state, seq: rec.seq, deadline: kind.deadline(state) };
     this.live.set(id, live);
     return live;
   }
@@ -259,7 +317,7 @@ export class ActorHost {
     const ops: Op[] = [];
     for (const [id, actor] of this.live) {
       if (this.live.size <= this.maxLive) break;
-      if (actor.sinceSnapshot > 0) ops.push(this.snapshotOp(actor));
+      if (this.dirty.delete(id)) ops.push(this.snapshotOp(actor));
       this.live.delete(id);
     }
     if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });

@@ -24,27 +24,10 @@ export interface ReplayFilter {
 const BATCH = 4096;
 
 /**
- * Journal entries in seq order, a batch at a time. The next batch is requested before this one is
- * handed out, so LevelDB reads on its own thread while the transitions run on ours.
+ * Journal entries in seq order, a batch at a time (one actor's only, with --actor). The next batch is
+ * requested before this one is handed out, so LevelDB reads on its own thread while transitions run.
  */
 async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<JournalEntry[]> {
-  if (filter.actor) {
-    const actor = filter.actor;
-    const end = filter.to !== undefined ? { lte: `${actor}!${seqKey(filter.to)}` } : { lt: `${actor}!~` };
-    const keys = store.actorIndex.keys({ gt: `${actor}!`, ...end });
-    try {
-      for (let page = await keys.nextv(BATCH); page.length > 0; page = await keys.nextv(BATCH)) {
-        const seqs = page.map((key) => key.slice(actor.length + 1));
-        const found = (await store.journal.getMany(seqs)) as (JournalEntry | undefined)[];
-        const missing = found.findIndex((e) => e === undefined);
-        if (missing >= 0) throw new Error(`journal entry ${seqs[missing]} named by the actor index is missing`);
-        yield found as JournalEntry[];
-      }
-    } finally {
-      await keys.close();
-    }
-    return;
-  }
   const values = store.journal.values(filter.to !== undefined ? { lte: seqKey(filter.to) } : {});
   try {
     let next = values.nextv(BATCH);
@@ -52,7 +35,7 @@ async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<Jour
       const page = (await next) as JournalEntry[];
       if (page.length === 0) return;
       next = values.nextv(BATCH);
-      yield page;
+      yield filter.actor ? page.filter((e) => e.actor === filter.actor) : page;
     }
   } finally {
     await values.close();
