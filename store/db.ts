@@ -52,6 +52,10 @@ export class Store {
   /** `<deadline>!<actor>`: every pending deadline, so timers are re-armed after a restart. */
   readonly deadlines: Sub;
   readonly meta: Sub;
+  /** Every card version this node published or saw, for audit: `<aid>!<seq>!<digest>`. */
+  readonly cards: Sub;
+  /** Per remote AID: the KEL last accepted (only extensions replace it) and the card high-water mark. */
+  readonly peers: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
     const opts = { valueEncoding: msgpack };
@@ -60,6 +64,8 @@ export class Store {
     this.payloads = db.sublevel<string, unknown>('payloads', opts) as Sub;
     this.deadlines = db.sublevel<string, unknown>('deadlines', opts) as Sub;
     this.meta = db.sublevel<string, unknown>('meta', opts) as Sub;
+    this.cards = db.sublevel<string, unknown>('cards', opts) as Sub;
+    this.peers = db.sublevel<string, unknown>('peers', opts) as Sub;
   }
 
   static path(dataDir: string): string {

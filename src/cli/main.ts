@@ -9,6 +9,10 @@ import { cmdDemo } from './demo.js';
 import { IdentityError } from '../identity/store.js';
 import { StoreLockedError, StoreMissingError } from '../../store/db.js';
 import { cmdReplay } from './replay.js';
+import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
+import { cmdHubStart } from './hub.js';
+import { ConfigInvalidError } from '../daemon/node.js';
+import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
 
 const HELP = `usage: anet <command> [options]
 
@@ -19,6 +23,16 @@ const HELP = `usage: anet <command> [options]
   kel verify FILE      validate a KEL file (CBOR or hex); prints ok or the failing rule
   replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]
                        rebuild actor states from the journal; --verify compares them with the snapshots
+  daemon               run the node: publish its card, serve the CLI on <data>/control.sock
+  hub start [--port 8710] [--data DIR]
+                       run a hub (directory, KEL store) with its LevelDB in DIR (default ~/.anet-hub)
+  hub-register --name NAME
+                       set the name on your card and register with the hub
+  profile set [--name NAME] [--description TEXT]
+                       set your card's name and description, and publish
+  find [WORDS] [--skill ID] [--tag TAG]
+                       search the hub directory (never contacts an agent)
+  card AID             an agent's card, verified against its KEL
   doctor               check config.json, the sockets and token files it names, and the identity
   demo                 a guided tour in a temporary directory (what \`npm start\` runs)
   help                 this text
@@ -34,6 +48,12 @@ const OPTIONS = {
   from: { type: 'string' },
   to: { type: 'string' },
   verify: { type: 'boolean', default: false },
+  port: { type: 'string' },
+  name: { type: 'string' },
+  description: { type: 'string' },
+  skill: { type: 'string' },
+  tag: { type: 'string' },
+  limit: { type: 'string' },
 } as const;
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
@@ -45,7 +65,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       if (err.message) io.err(`anet: ${err.message}`);
       return err.exitCode;
     }
-    if (err instanceof IdentityError || err instanceof StoreLockedError || err instanceof StoreMissingError) {
+    if (err instanceof IdentityError || err instanceof StoreLockedError || err instanceof StoreMissingError || err instanceof ConfigInvalidError || err instanceof HubUnreachableError || err instanceof HubRefusedError) {
       io.err(`anet: ${err.message}`);
       return 1;
     }
@@ -82,6 +102,21 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdDoctor(io, dataDir, json);
     case 'replay':
       return cmdReplay(io, dataDir, { actor: values.actor, from: values.from, to: values.to, verify: values.verify, json });
+    case 'daemon':
+      return cmdDaemon(io, dataDir);
+    case 'hub':
+      if (rest[0] !== 'start') throw usageError('the hub command is `anet hub start [--port N] [--data DIR]`');
+      return cmdHubStart(io, values.data, values.port);
+    case 'hub-register':
+      if (!values.name) throw usageError('hub-register needs --name NAME');
+      return cmdProfileSet(io, dataDir, values.name, undefined, json);
+    case 'profile':
+      if (rest[0] !== 'set') throw usageError('the profile command is `anet profile set --name NAME --description TEXT`');
+      return cmdProfileSet(io, dataDir, values.name, values.description, json);
+    case 'find':
+      return cmdFind(io, dataDir, rest, { skill: values.skill, tag: values.tag, limit: values.limit }, json);
+    case 'card':
+      return cmdCard(io, dataDir, rest[0], json);
     case 'demo':
       return cmdDemo(io);
     default:

@@ -1,0 +1,72 @@
+// `anet daemon`: holds the node open, publishes its card at start (retrying while the hub is down),
+// and serves the control socket for the CLI.
+import type { Server } from 'node:http';
+import { unlink } from 'node:fs/promises';
+import { Node } from './node.js';
+import { serveControl, controlPath } from './control.js';
+import { HubUnreachableError } from '../hub/client.js';
+
+export interface Daemon {
+  node: Node;
+  published: Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DaemonLog {
+  (line: string): void;
+}
+
+const RETRY_MS = 5000;
+
+export async function startDaemon(dataDir: string, log: DaemonLog): Promise<Daemon> {
+  const node = await Node.open(dataDir);
+  let closed = false;
+  let retry: NodeJS.Timeout | undefined;
+  let server: Server | undefined;
+  try {
+    server = await serveControl(dataDir, (op, args) => dispatch(node, op, args));
+  } catch (err) {
+    await node.close();
+    throw err;
+  }
+  const published = new Promise<void>((resolve) => {
+    const attempt = async () => {
+      try {
+        const { own, outcome } = await node.publish();
+        log(outcome === 'published' ? `card seq ${own.seq} published to ${node.config.hub}` : `no capability offered: card withdrawn from ${node.config.hub}`);
+        resolve();
+      } catch (err) {
+        log(`${(err as Error).message}${err instanceof HubUnreachableError ? `; retrying every ${RETRY_MS / 1000} s` : ''}`);
+        if (!closed && err instanceof HubUnreachableError) retry = setTimeout(attempt, RETRY_MS);
+        else resolve();
+      }
+    };
+    void attempt();
+  });
+  return {
+    node,
+    published,
+    close: async () => {
+      closed = true;
+      clearTimeout(retry);
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      await unlink(controlPath(dataDir)).catch(() => {});
+      await node.close();
+    },
+  };
+}
+
+async function dispatch(node: Node, op: string, args: Record<string, unknown>): Promise<unknown> {
+  switch (op) {
+    case 'status':
+      return { aid: node.identity.aid, hub: node.config.hub, card: await node.ownCard() };
+    case 'find':
+      return node.find(args as never);
+    case 'card':
+      return node.card(String(args.aid));
+    case 'publish':
+      return node.publish();
+    default:
+      throw new Error(`unknown control operation "${op}"`);
+  }
+}

@@ -1,0 +1,87 @@
+// The node's side of the hub API. Reads need nothing; writes are signed with the node's current key.
+import { signRequest } from './auth.js';
+import type { Identity } from '../identity/store.js';
+import { encodeKel } from '../identity/kel.js';
+
+export class HubUnreachableError extends Error {
+  override name = 'HubUnreachableError';
+  constructor(readonly hub: string, cause: unknown) {
+    super(`cannot reach the hub at ${hub} (${(cause as Error)?.cause ? ((cause as Error).cause as Error).message : (cause as Error).message}); is it running? (\`anet hub start\`)`);
+  }
+}
+
+export class HubRefusedError extends Error {
+  override name = 'HubRefusedError';
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(`the hub refused: ${code}: ${message}`);
+  }
+}
+
+export interface SearchResult {
+  agents: { aid: string; name: string; card: string; kel: string; updatedAt: number }[];
+  next: string | null;
+}
+
+export class HubClient {
+  readonly base: string;
+  constructor(base: string, private readonly identity?: Identity, private readonly now: () => number = Date.now) {
+    this.base = base.replace(/\/+$/, '');
+  }
+
+  private async request(method: string, path: string, body?: unknown, signed = false): Promise<Response> {
+    const bytes = body === undefined ? new Uint8Array() : Buffer.from(JSON.stringify(body));
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (signed) {
+      if (!this.identity) throw new Error('a signed hub request needs the node identity');
+      Object.assign(headers, signRequest(this.identity.signer, this.identity.aid, method, path, bytes, this.now()));
+    }
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}${path}`, { method, headers, ...(body === undefined ? {} : { body: bytes }) });
+    } catch (err) {
+      throw new HubUnreachableError(this.base, err);
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let code = `HTTP_${res.status}`;
+      let message = text.slice(0, 200);
+      try {
+        const e = JSON.parse(text).error;
+        code = e.code;
+        message = e.message;
+      } catch {
+        /* not our error shape */
+      }
+      throw new HubRefusedError(res.status, code, message);
+    }
+    return res;
+  }
+
+  async register(name: string, card: string | null): Promise<void> {
+    const kel = Buffer.from(encodeKel(this.identity!.kel.events)).toString('base64');
+    await this.request('POST', '/agents', { kel, name, card }, true);
+  }
+
+  async updateKel(): Promise<void> {
+    const kel = Buffer.from(encodeKel(this.identity!.kel.events)).toString('base64');
+    await this.request('PUT', `/agents/${this.identity!.aid}/kel`, { kel }, true);
+  }
+
+  async withdraw(): Promise<void> {
+    await this.request('DELETE', `/agents/${this.identity!.aid}/card`, {}, true);
+  }
+
+  async search(params: { q?: string; skill?: string; tag?: string; cursor?: string; limit?: number }): Promise<SearchResult> {
+    const qs = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') qs.set(k, String(v));
+    return (await (await this.request('GET', `/agents?${qs}`)).json()) as SearchResult;
+  }
+
+  async card(aid: string): Promise<string> {
+    return (await this.request('GET', `/agents/${aid}/card`)).text();
+  }
+
+  async kel(aid: string): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.request('GET', `/agents/${aid}/kel`)).arrayBuffer());
+  }
+}

@@ -1,0 +1,52 @@
+// The hub's LevelDB: agents (KEL, card wire, name, high-water), seen nonces. The hub keeps no record of
+// who talked to whom.
+import { Level } from 'level';
+import type { AbstractSublevel } from 'abstract-level';
+import { join } from 'node:path';
+import { msgpack } from '../../store/codec.js';
+import { StoreLockedError } from '../../store/db.js';
+
+type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
+
+export interface AgentRecord {
+  aid: string;
+  name: string;
+  kel: Uint8Array;
+  /** The card exactly as the node signed it; null once withdrawn. */
+  card: string | null;
+  /** Highest card seq accepted, and the digest of that card (SEQ_ROLLBACK / SEQ_FORK survive restarts). */
+  seq: string | null;
+  digest: string | null;
+  updatedAt: number;
+}
+
+export class HubStore {
+  readonly agents: Sub;
+  readonly nonces: Sub;
+  readonly meta: Sub;
+
+  private constructor(readonly db: Level<string, unknown>) {
+    this.agents = db.sublevel<string, unknown>('agents', { valueEncoding: msgpack }) as Sub;
+    this.nonces = db.sublevel<string, unknown>('nonces', { valueEncoding: msgpack }) as Sub;
+    this.meta = db.sublevel<string, unknown>('meta', { valueEncoding: msgpack }) as Sub;
+  }
+
+  static async open(dataDir: string): Promise<HubStore> {
+    const db = new Level<string, unknown>(join(dataDir, 'hub-store'), { valueEncoding: msgpack });
+    try {
+      await db.open();
+    } catch (err) {
+      if ((err as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') throw new StoreLockedError(dataDir);
+      throw err;
+    }
+    return new HubStore(db);
+  }
+
+  async agent(aid: string): Promise<AgentRecord | undefined> {
+    return (await this.agents.get(aid)) as AgentRecord | undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}

@@ -1,0 +1,126 @@
+// Reading other nodes' public cards (SPEC §6.4) without trusting the hub: each card is verified against
+// the AID's KEL, which only ever moves forward (a shorter or forked copy from the hub is not accepted),
+// and against the highest card seq seen (SEQ_ROLLBACK / SEQ_FORK survive restarts). `find` never
+// contacts an agent: only the hub.
+import type { Store } from '../../store/db.js';
+import { HubClient } from '../hub/client.js';
+import { validateKel, compareKel, type KelState } from '../identity/kel.js';
+import { verifyCard, type CardResult, type HighWater } from '../card/verify.js';
+import { recordCard } from '../card/history.js';
+import { EXT_X402 } from '../card/constants.js';
+import type { AgentCard } from '../card/types.js';
+
+export const KEL_FRESH_MS = 24 * 3_600_000;
+
+export type Charge = 'free' | 'some skills paid' | 'paid';
+export type KeyState = 'confirmed' | 'stale' | 'invalid';
+
+export interface PeerRecord {
+  kel: Uint8Array;
+  kelFetchedAt: number;
+  highWater: { seq: string; digest: string } | null;
+  duplicity?: { seq: number; known: string; other: string };
+}
+
+export interface ReadCard {
+  aid: string;
+  name: string;
+  charge: Charge;
+  key: KeyState;
+  verified: boolean;
+  code: string | null;
+  card: AgentCard | null;
+  skills: string[];
+}
+
+export function chargeOf(card: AgentCard | null): Charge {
+  const x402 = card?.capabilities?.extensions?.find((e) => e.uri === EXT_X402);
+  return !x402 ? 'free' : x402.required ? 'paid' : 'some skills paid';
+}
+
+export class Reader {
+  constructor(private readonly store: Store, private readonly client: HubClient, private readonly now: () => number = Date.now) {}
+
+  /** The KEL to verify with: the stored one unless the offered one extends it. */
+  private async kelFor(aid: string, offered: Uint8Array | null): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
+    const peer = (await this.store.peers.get(aid)) as PeerRecord | undefined;
+    let stored: KelState | undefined;
+    if (peer) stored = validateKel(peer.kel);
+    let incoming: KelState | undefined;
+    if (offered) {
+      try {
+        incoming = validateKel(offered);
+      } catch {
+        incoming = undefined;
+      }
+    }
+    if (peer?.duplicity) return { kel: 'invalid', fresh: false, peer };
+    if (!stored) {
+      if (!incoming) return { kel: offered ? 'invalid' : null, fresh: false, peer };
+      if (incoming.aid !== aid) return { kel: 'invalid', fresh: false, peer };
+      await this.savePeer(aid, { kel: offered!, kelFetchedAt: this.now(), highWater: null });
+      return { kel: incoming, fresh: true, peer: (await this.store.peers.get(aid)) as PeerRecord };
+    }
+    const cmp = incoming ? compareKel(stored, incoming) : null;
+    if (cmp?.kind === 'extension' || cmp?.kind === 'same') {
+      const next = { ...peer!, kel: offered!, kelFetchedAt: this.now() };
+      await this.savePeer(aid, next);
+      return { kel: incoming!, fresh: true, peer: next };
+    }
+    if (cmp?.kind === 'duplicity') {
+      const next = { ...peer!, duplicity: { seq: cmp.seq, known: cmp.known.id, other: cmp.other.id } };
+      await this.savePeer(aid, next);
+      return { kel: 'invalid', fresh: false, peer: next };
+    }
+    return { kel: stored, fresh: this.now() - peer!.kelFetchedAt <= KEL_FRESH_MS, peer };
+  }
+
+  private async savePeer(aid: string, rec: PeerRecord): Promise<void> {
+    await this.store.peers.put(aid, rec);
+  }
+
+  /** Verifies one card as the hub served it, moves the high-water mark, records it for audit. */
+  async check(aid: string, wire: string, kelBytes: Uint8Array | null, name = ''): Promise<ReadCard & { result: CardResult }> {
+    const { kel, fresh, peer } = await this.kelFor(aid, kelBytes);
+    const hw: HighWater | null = peer?.highWater ? { seq: BigInt(peer.highWater.seq), digest: peer.highWater.digest } : null;
+    const result = verifyCard(wire, { kel, now: this.now(), highWater: hw });
+    let card: AgentCard | null = null;
+    try {
+      card = JSON.parse(wire) as AgentCard;
+    } catch {
+      card = null;
+    }
+    if (result.ok) {
+      card = result.card;
+      if (!hw || result.seq > hw.seq) await this.savePeer(aid, { ...(peer ?? (await this.store.peers.get(aid)) as PeerRecord), highWater: { seq: result.seq.toString(), digest: result.digest } });
+      await recordCard(this.store, { aid, seq: result.seq.toString(), digest: result.digest, wire, source: `hub ${this.client.base}`, obtainedAt: this.now() });
+    }
+    return {
+      aid,
+      name: name || card?.name || '',
+      charge: chargeOf(card),
+      key: !result.ok ? 'invalid' : fresh ? 'confirmed' : 'stale',
+      verified: result.ok,
+      code: result.ok ? null : result.code,
+      card,
+      skills: Array.isArray(card?.skills) ? card!.skills.map((s) => s.id) : [],
+      result,
+    };
+  }
+
+  async find(params: { q?: string; skill?: string; tag?: string; limit?: number }): Promise<ReadCard[]> {
+    const { agents } = await this.client.search(params);
+    const rows: ReadCard[] = [];
+    for (const a of agents) {
+      const { result: _r, ...row } = await this.check(a.aid, a.card, new Uint8Array(Buffer.from(a.kel, 'base64')), a.name);
+      rows.push(row);
+    }
+    return rows;
+  }
+
+  async publicCard(aid: string): Promise<ReadCard> {
+    const [wire, kel] = await Promise.all([this.client.card(aid), this.client.kel(aid).catch(() => null)]);
+    const { result: _r, ...row } = await this.check(aid, wire, kel);
+    return row;
+  }
+}
