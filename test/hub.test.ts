@@ -1,0 +1,133 @@
+// SPEC §11 (hub: cards verified on entry, authenticated writes with a clock window and no replay, KEL
+// extensions only) and §6.4 (the reader catches a hub that tampers).
+import test from 'ava';
+import { join } from 'node:path';
+import { tempDir } from './helpers/tmp.js';
+import { startHub } from '../src/hub/server.js';
+import { HubClient, HubRefusedError } from '../src/hub/client.js';
+import { createIdentity, rotateIdentity, loadIdentity, type Identity } from '../src/identity/store.js';
+import { signRequest } from '../src/hub/auth.js';
+import { encodeKel } from '../src/identity/kel.js';
+import { validateConfig } from '../src/config/load.js';
+import { buildPublicCard } from '../src/card/build.js';
+import { signCard } from '../src/card/jws.js';
+import { Store } from '../store/db.js';
+import { Reader } from '../src/reader/reader.js';
+import type { HubStore, AgentRecord } from '../src/hub/store.js';
+
+async function setup(t: any) {
+  const root = await tempDir(t);
+  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  t.teardown(() => hub.close());
+  const { config } = validateConfig({
+    hub: hub.url,
+    inbound: { public_capabilities: [{ id: 'echo' }] },
+    modules: { service: { capabilities: [{ id: 'echo', url: 'unix:///run/echo.sock' }] } },
+  });
+  const node = join(root, 'node');
+  await createIdentity(node, Date.now());
+  const cardFor = (id: Identity, seq: bigint, name = 'echoer') =>
+    JSON.stringify(signCard(buildPublicCard(config!, { name }, id.aid, { seq, issuedAt: Date.now(), notBefore: Date.now() })!, id.signer, hub.url, id.aid, id.kel.ksn));
+  return { root, hub, node, cardFor, identity: await loadIdentity(node) };
+}
+
+const refusal = async (p: Promise<unknown>) => {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof HubRefusedError) return err.code;
+    throw err;
+  }
+  return 'accepted';
+};
+
+test('SPEC §11: register, re-register with a higher seq; lower or forked seqs are refused', async (t) => {
+  const { hub, identity, cardFor } = await setup(t);
+  const client = new HubClient(hub.url, identity);
+  const second = cardFor(identity, 2n);
+  await client.register('echoer', second);
+  t.is(await client.card(identity.aid), second, 'the hub serves the card byte for byte as signed');
+  t.is(await refusal(client.register('echoer', cardFor(identity, 1n))), 'SEQ_ROLLBACK');
+  t.is(await refusal(client.register('echoer', cardFor(identity, 2n, 'other name'))), 'SEQ_FORK');
+  t.is(await refusal(client.register('echoer', cardFor(identity, 3n))), 'accepted');
+  await client.withdraw();
+  t.is(await refusal(client.card(identity.aid)), 'NO_CARD');
+  t.is(await refusal(client.register('echoer', cardFor(identity, 3n, 'again'))), 'SEQ_FORK', 'the high-water mark outlives a withdrawal');
+});
+
+test('SPEC §11: writes need the current key, a fresh time, and a nonce never seen', async (t) => {
+  const { hub, identity, cardFor, root } = await setup(t);
+  const body = Buffer.from(JSON.stringify({ kel: Buffer.from(encodeKel(identity.kel.events)).toString('base64'), name: 'x', card: cardFor(identity, 1n) }));
+  const post = (headers: object) => fetch(`${hub.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const headers = signRequest(identity.signer, identity.aid, 'POST', '/agents', body, Date.now());
+  t.is((await post(headers)).status, 200);
+  const replay = await post(headers);
+  t.is(replay.status, 401);
+  t.is((await replay.json()).error.code, 'REPLAYED');
+  const old = await post(signRequest(identity.signer, identity.aid, 'POST', '/agents', body, Date.now() - 121_000));
+  t.is((await old.json()).error.code, 'CLOCK_SKEW');
+  const other = await createIdentity(join(root, 'other'), 1);
+  const forged = await post(signRequest(other.signer, identity.aid, 'POST', '/agents', body, Date.now()));
+  t.is((await forged.json()).error.code, 'UNAUTHENTICATED');
+  t.is((await post({})).status, 401);
+});
+
+test('SPEC §11: the KEL store accepts extensions only; a rotated node re-registers with its new key', async (t) => {
+  const { hub, node, cardFor } = await setup(t);
+  const before = await loadIdentity(node);
+  await new HubClient(hub.url, before).register('n', cardFor(before, 1n));
+  const after = await rotateIdentity(node, Date.now());
+  // The old key can no longer write; the old (shorter) KEL is refused.
+  t.is(await refusal(new HubClient(hub.url, before).register('n', null)), 'accepted', 'same KEL, still current for the hub');
+  const client = new HubClient(hub.url, after);
+  await client.register('n', cardFor(after, 2n));
+  t.is(await refusal(new HubClient(hub.url, before).register('n', null)), 'KEL_ROLLBACK');
+  t.is((await client.kel(after.aid)).length, encodeKel(after.kel.events).length);
+  const jwks = await (await fetch(`${hub.url}/agents/${after.aid}/jwks.json`)).json();
+  t.is(jwks.keys[0].kid, `did:anet:${after.aid}#1`);
+  t.is(await refusal(client.register('n', cardFor(before, 3n))), 'KEY_NOT_CURRENT', 'a card signed before the rotation');
+});
+
+async function tamper(hubStore: HubStore, aid: string, fn: (card: any) => void): Promise<void> {
+  const rec = (await hubStore.agents.get(aid)) as AgentRecord;
+  const card = JSON.parse(rec.card!);
+  fn(card);
+  await hubStore.agents.put(aid, { ...rec, card: JSON.stringify(card) });
+}
+
+test('SPEC §6.4: a hub that alters a skill, a field or the seq is caught by the reader (key invalid)', async (t) => {
+  const { hub, identity, cardFor, root } = await setup(t);
+  const client = new HubClient(hub.url, identity);
+  const store = await Store.open(join(root, 'reader'));
+  t.teardown(() => store.close());
+  const reader = new Reader(store, new HubClient(hub.url));
+  const genuine = cardFor(identity, 5n);
+  await client.register('echoer', genuine);
+  t.like((await reader.find({}))[0], { key: 'confirmed', verified: true });
+  for (const change of [(c: any) => (c.skills[0].description = 'forged'), (c: any) => (c.name = 'forged'), (c: any) => (c.capabilities.extensions[0].params.seq = '9')]) {
+    await client.register('echoer', genuine);
+    await tamper(hub.store, identity.aid, change);
+    t.like((await reader.find({}))[0], { key: 'invalid', verified: false, code: 'INVALID_SIGNATURE' });
+  }
+  // A hub serving an older, genuinely signed card is caught by the reader's own high-water mark.
+  const rec = (await hub.store.agents.get(identity.aid)) as AgentRecord;
+  await hub.store.agents.put(identity.aid, { ...rec, card: cardFor(identity, 4n) });
+  t.like((await reader.find({}))[0], { key: 'invalid', code: 'SEQ_ROLLBACK' });
+});
+
+test('SPEC §6.4: after a rotation, a card signed with the old key is refused by the reader', async (t) => {
+  const { hub, node, cardFor, root } = await setup(t);
+  const before = await loadIdentity(node);
+  await new HubClient(hub.url, before).register('n', cardFor(before, 1n));
+  const store = await Store.open(join(root, 'reader'));
+  t.teardown(() => store.close());
+  const reader = new Reader(store, new HubClient(hub.url));
+  t.like((await reader.find({}))[0], { key: 'confirmed' });
+  const after = await rotateIdentity(node, Date.now());
+  await new HubClient(hub.url, after).updateKel();
+  t.like((await reader.find({}))[0], { key: 'invalid', code: 'KEY_NOT_CURRENT' });
+  // A hub that then rolls the KEL back does not win: the reader keeps the longer KEL it has seen.
+  const rec = (await hub.store.agents.get(after.aid)) as AgentRecord;
+  await hub.store.agents.put(after.aid, { ...rec, kel: encodeKel(before.kel.events) });
+  t.like((await reader.find({}))[0], { code: 'KEY_NOT_CURRENT' });
+});
