@@ -5,19 +5,25 @@ import { join } from 'node:path';
 import { main } from './main.js';
 import { startSampleService, echoHandler, reverseHandler, type SampleService } from '../service/sample.js';
 import type { Io } from './output.js';
+import { startHub } from '../hub/server.js';
+import { loadIdentity } from '../identity/store.js';
 
 export async function cmdDemo(io: Io): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'anet-demo-'));
   const services: SampleService[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
+  let cleaned = false;
   const cleanup = async () => {
-    await Promise.all(services.map((s) => s.close()));
+    if (cleaned) return;
+    cleaned = true;
+    await Promise.all([...services.map((s) => s.close()), ...cleanups.map((c) => c())]);
     await rm(root, { recursive: true, force: true });
   };
   const onSignal = () => void cleanup().then(() => process.exit(130));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    await tour(io, root, services);
+    await tour(io, root, services, cleanups);
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -32,38 +38,56 @@ async function run(io: Io, args: string[], expectExit = 0): Promise<void> {
   if (code !== expectExit) throw new Error(`demo step \`anet ${args.join(' ')}\` exited ${code}, expected ${expectExit}`);
 }
 
-async function tour(io: Io, root: string, services: SampleService[]): Promise<void> {
-  const data = join(root, 'node-a');
+async function tour(io: Io, root: string, services: SampleService[], cleanups: (() => Promise<void>)[]): Promise<void> {
+  const a = join(root, 'translator');
+  const b = join(root, 'reader');
   const sockets = join(root, 'run');
   await mkdir(sockets, { mode: 0o700 });
   io.out(`ANet demo in ${root} (removed at the end)`);
-  io.out('1. A node is an identity: an Ed25519 key with a pre-rotated next key, written to a key event log.');
-  await run(io, ['init', '--data', data]);
-  await run(io, ['id', '--data', data, '--json']);
 
-  io.out('\n2. Capabilities are local programs on Unix sockets. Two sample services start, and config.json offers them.');
+  io.out('\n1. A hub: a directory of signed public cards and a store of key event logs (KELs).');
+  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  cleanups.push(() => hub.close());
+  io.out(`  hub ready on ${hub.url}`);
+
+  io.out('\n2. A node is an identity: an Ed25519 key with a pre-rotated next key, in a KEL; the AID names it.');
+  await run(io, ['init', '--data', a]);
+  const aid = (await loadIdentity(a)).aid;
+
+  io.out('\n3. Capabilities are local programs on Unix sockets. Two sample services start; config.json offers them.');
   services.push(await startSampleService(join(sockets, 'echo.sock'), echoHandler));
   services.push(await startSampleService(join(sockets, 'reverse.sock'), reverseHandler));
-  await writeFile(join(data, 'config.json'), demoConfig(sockets));
-  await run(io, ['doctor', '--data', data]);
+  await writeFile(join(a, 'config.json'), demoConfig(hub.url, sockets));
+  await run(io, ['doctor', '--data', a]);
 
-  io.out('\n3. A typo never silently weakens a limit: doctor names the path and the likely key.');
-  await writeFile(join(data, 'config.json'), demoConfig(sockets).replace('"per_caller_per_min"', '"per_caler_per_min"'));
-  await run(io, ['doctor', '--data', data], 1);
-  await writeFile(join(data, 'config.json'), demoConfig(sockets));
+  io.out('\n4. A typo never silently weakens a limit: doctor names the path and the likely key.');
+  await writeFile(join(a, 'config.json'), demoConfig(hub.url, sockets).replace('"per_caller_per_min"', '"per_caler_per_min"'));
+  await run(io, ['doctor', '--data', a], 1);
+  await writeFile(join(a, 'config.json'), demoConfig(hub.url, sockets));
 
-  io.out('\n4. Rotating the key keeps the AID; the KEL proves the new key was committed to in advance.');
-  await run(io, ['key', 'rotate', '--data', data]);
-  await run(io, ['id', '--data', data]);
+  io.out('\n5. The node signs its public card (no prices on it: they go on extended cards) and registers it.');
+  await run(io, ['hub-register', '--name', 'translator', '--data', a]);
+
+  io.out('\n6. Another node searches the directory. It contacts only the hub, and checks every card against its KEL.');
+  await run(io, ['init', '--data', b]);
+  await writeFile(join(b, 'config.json'), JSON.stringify({ hub: hub.url }));
+  await run(io, ['find', 'reverse', '--data', b]);
+  await run(io, ['card', aid, '--data', b]);
+
+  io.out('\n7. Rotating the key keeps the AID; the next card is signed with the new key, and readers follow the KEL.');
+  await run(io, ['key', 'rotate', '--data', a]);
+  await run(io, ['card', aid, '--data', b]);
+  await run(io, ['find', '--data', b]);
   const kelFile = join(root, 'kel.hex');
-  await run(io, ['kel', 'export', kelFile, '--hex', '--data', data]);
+  await run(io, ['kel', 'export', kelFile, '--hex', '--data', a]);
   await run(io, ['kel', 'verify', kelFile]);
   io.out('\nDemo finished.');
 }
 
-function demoConfig(sockets: string): string {
+function demoConfig(hub: string, sockets: string): string {
   return JSON.stringify(
     {
+      hub,
       inbound: {
         policy: 'open',
         public_capabilities: [{ id: 'demo.echo', per_caller_per_min: 30 }, { id: 'text.reverse' }],

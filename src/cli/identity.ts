@@ -6,6 +6,8 @@ import { configPath } from '../config/load.js';
 import { EXAMPLE_CONFIG } from '../config/example.js';
 import { ensureDir, isNotFound } from '../fsutil.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
+import { callDaemon } from '../daemon/control.js';
+import { Node } from '../daemon/node.js';
 
 export async function cmdInit(io: Io, dataDir: string, json: boolean): Promise<void> {
   if (await hasIdentity(dataDir)) throw new CliError(`${dataDir} already holds an identity; use another --data directory`);
@@ -32,9 +34,25 @@ export async function cmdId(io: Io, dataDir: string, json: boolean): Promise<voi
 }
 
 export async function cmdKeyRotate(io: Io, dataDir: string, json: boolean): Promise<void> {
+  if ((await callDaemon(dataDir, 'status', {})) !== undefined) {
+    throw new CliError('anet daemon is running with this data dir: stop it, rotate, then start it again (it publishes the new key)');
+  }
   const identity = await rotateIdentity(dataDir, Date.now());
-  if (json) return printJson(io, { aid: identity.aid, ksn: identity.kel.ksn });
-  io.out(`rotated: ${identity.aid} now signs with key #${identity.kel.ksn}`);
+  // Readers follow the KEL: publish it (and a card signed with the new key) right away when we can.
+  let published: string;
+  try {
+    const node = await Node.open(dataDir);
+    try {
+      const r = await node.publish();
+      published = r.outcome === 'published' ? `card seq ${r.own.seq} signed with the new key and published` : 'new KEL published';
+    } finally {
+      await node.close();
+    }
+  } catch (err) {
+    published = `not published yet (${(err as Error).message.split('\n')[0]}); the daemon publishes it at its next start`;
+  }
+  if (json) return printJson(io, { aid: identity.aid, ksn: identity.kel.ksn, published });
+  io.out(`rotated: ${identity.aid} now signs with key #${identity.kel.ksn}; ${published}`);
 }
 
 export async function cmdKelExport(io: Io, dataDir: string, file: string | undefined, hex: boolean): Promise<void> {
