@@ -131,3 +131,59 @@ test('SPEC §6.4: after a rotation, a card signed with the old key is refused by
   await hub.store.agents.put(after.aid, { ...rec, kel: encodeKel(before.kel.events) });
   t.like((await reader.find({}))[0], { code: 'KEY_NOT_CURRENT' });
 });
+
+test('SPEC §5.1: a node with nothing offered withdraws its card; seen and published cards go to the history store', async (t) => {
+  const { hub, node, root } = await setup(t);
+  const { Node } = await import('../src/daemon/node.js');
+  const { cardHistory } = await import('../src/card/history.js');
+  const { writeFile } = await import('node:fs/promises');
+  const offering = { hub: hub.url, inbound: { public_capabilities: [{ id: 'echo' }] }, modules: { service: { capabilities: [{ id: 'echo', url: 'unix:///run/echo.sock' }] } } };
+  await writeFile(join(node, 'config.json'), JSON.stringify(offering));
+  let n = await Node.open(node);
+  t.is((await n.publish()).outcome, 'published');
+  const aid = n.identity.aid;
+  await n.close();
+
+  const store = await Store.open(join(root, 'reader'));
+  const reader = new Reader(store, new HubClient(hub.url));
+  await reader.find({});
+  const seen = await cardHistory(store, aid);
+  t.is(seen.length, 1);
+  t.like(seen[0], { aid, seq: '1', source: `hub ${hub.url}` });
+  await store.close();
+
+  await writeFile(join(node, 'config.json'), JSON.stringify({ hub: hub.url }));
+  n = await Node.open(node);
+  t.is((await n.publish()).outcome, 'withdrawn');
+  t.deepEqual((await cardHistory(n.store, aid)).map((c) => [c.seq, c.source]), [['1', 'self']]);
+  await n.close();
+  t.is(await refusal(new HubClient(hub.url).card(aid)), 'NO_CARD');
+});
+
+test('SPEC §5: every card the node emits passes the A2A v1.0 required-field check and verifies', async (t) => {
+  const fc = (await import('fast-check')).default;
+  const { verifyCard } = await import('../src/card/verify.js');
+  const id = await loadIdentity((await setup(t)).node);
+  fc.assert(
+    fc.property(
+      fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9.]{0,10}$/).filter((s) => s !== 'chat'), { maxLength: 6 }),
+      fc.array(fc.nat(5), { minLength: 6, maxLength: 6 }),
+      fc.boolean(),
+      fc.boolean(),
+      (ids, prices, open, allowOnlyFirst) => {
+        const { config } = validateConfig({
+          hub: 'http://127.0.0.1:1',
+          inbound: { policy: open ? 'open' : 'closed', public_capabilities: ids.map((id, i) => ({ id, allow_only: allowOnlyFirst && i === 0 })) },
+          modules: { service: { capabilities: ids.map((id, i) => ({ id, url: `unix:///run/${id}.sock`, price: prices[i] })) } },
+        });
+        const card = buildPublicCard(config!, {}, id.aid, { seq: 1n, issuedAt: 1, notBefore: 1 });
+        const listed = ids.filter((_, i) => !(allowOnlyFirst && i === 0));
+        if (card === null) return listed.length === 0 && !open;
+        const wire = JSON.stringify(signCard(card, id.signer, 'http://127.0.0.1:1', id.aid, id.kel.ksn));
+        return verifyCard(wire, { kel: id.kel, now: 2 }).ok && !/"price"|"amount"/.test(wire);
+      },
+    ),
+    { numRuns: 150 },
+  );
+  t.pass();
+});
