@@ -187,3 +187,29 @@ test('SPEC §5: every card the node emits passes the A2A v1.0 required-field che
   );
   t.pass();
 });
+
+test('WIRE §3.4: SEQ_ROLLBACK and SEQ_FORK high-water marks survive restarts of the hub and the reader', async (t) => {
+  const root = await tempDir(t);
+  const hubDir = join(root, 'hub');
+  let hub = await startHub({ dataDir: hubDir, port: 0 });
+  const node = join(root, 'node');
+  const id = await createIdentity(node, Date.now());
+  const { config } = validateConfig({ hub: hub.url, inbound: { public_capabilities: [{ id: 'e' }] }, modules: { service: { capabilities: [{ id: 'e', url: 'unix:///e.sock' }] } } });
+  const cardFor = (seq: bigint, url: string) =>
+    JSON.stringify(signCard(buildPublicCard(config!, {}, id.aid, { seq, issuedAt: 1, notBefore: 1 })!, id.signer, url, id.aid, 0));
+  await new HubClient(hub.url, id).register('n', cardFor(3n, hub.url));
+  let store = await Store.open(join(root, 'reader'));
+  t.like((await new Reader(store, new HubClient(hub.url)).find({}))[0], { verified: true });
+  await store.close();
+  await hub.close();
+
+  hub = await startHub({ dataDir: hubDir, port: 0 });
+  t.teardown(() => hub.close());
+  t.is(await refusal(new HubClient(hub.url, id).register('n', cardFor(2n, hub.url))), 'SEQ_ROLLBACK');
+  // A hub that lost its memory (or lies) serves an older card: the restarted reader still refuses it.
+  const rec = (await hub.store.agents.get(id.aid)) as AgentRecord;
+  await hub.store.agents.put(id.aid, { ...rec, card: cardFor(2n, hub.url) });
+  store = await Store.open(join(root, 'reader'));
+  t.teardown(() => store.close());
+  t.like((await new Reader(store, new HubClient(hub.url)).find({}))[0], { verified: false, code: 'SEQ_ROLLBACK' });
+});
