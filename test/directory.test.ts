@@ -1,6 +1,6 @@
 // SPEC §5.1 (publish on change at start), §6.4 (`anet find`, `anet card`), §11 (the hub directory), end to
 // end: a real hub and two real daemons in temporary directories.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
@@ -22,15 +22,21 @@ function providerConfig(hub: string, prices: [number, number]) {
   };
 }
 
-test('SPEC §6.4, §11: find on one daemon lists the other with the right charge for free, some paid, all paid', async (t) => {
+/** A real hub process and two initialised nodes: `a` (to configure) and `b` (pointed at the hub). */
+async function hubAndTwoNodes(t: ExecutionContext) {
   const root = await tempDir(t);
   const hub = startBin(t, ['hub', 'start', '--port', '0', '--data', join(root, 'hub')]);
   const hubUrl = /ready on (http:\/\/[0-9.:]+)/.exec(await hub.waitFor(/ready on/))![1]!;
   const a = join(root, 'a');
   const b = join(root, 'b');
-  const aid = JSON.parse((await runBin(['init', '--data', a, '--json'])).stdout).aid;
+  const aid: string = JSON.parse((await runBin(['init', '--data', a, '--json'])).stdout).aid;
   await runBin(['init', '--data', b]);
   await writeFile(join(b, 'config.json'), JSON.stringify({ hub: hubUrl }));
+  return { root, hubUrl, a, b, aid };
+}
+
+test('SPEC §6.4, §11: find on one daemon lists the other with the right charge for free, some paid, all paid', async (t) => {
+  const { root, hubUrl, a, b, aid } = await hubAndTwoNodes(t);
   const reader = startBin(t, ['daemon', '--data', b]);
   await reader.waitFor(/ready/);
 
@@ -64,14 +70,7 @@ test('SPEC §6.4, §11: find on one daemon lists the other with the right charge
 });
 
 test('SPEC §6.4: anet card on the public-card path, and --json', async (t) => {
-  const root = await tempDir(t);
-  const hub = startBin(t, ['hub', 'start', '--port', '0', '--data', join(root, 'hub')]);
-  const hubUrl = /ready on (http:\/\/[0-9.:]+)/.exec(await hub.waitFor(/ready on/))![1]!;
-  const a = join(root, 'a');
-  const b = join(root, 'b');
-  const aid = JSON.parse((await runBin(['init', '--data', a, '--json'])).stdout).aid;
-  await runBin(['init', '--data', b]);
-  await writeFile(join(b, 'config.json'), JSON.stringify({ hub: hubUrl }));
+  const { root, hubUrl, a, b, aid } = await hubAndTwoNodes(t);
   await writeFile(join(a, 'config.json'), JSON.stringify({ ...providerConfig(hubUrl, [0, 0]), inbound: { ...providerConfig(hubUrl, [0, 0]).inbound, policy: 'open' } }));
   const reg = await runBin(['hub-register', '--name', 'translator', '--data', a]);
   t.is(reg.code, 0, reg.stderr);
