@@ -22,7 +22,9 @@ export interface BucketContext extends BucketInput {
 export type BucketEvent =
   | { type: 'ADMIT'; at: number }
   | { type: 'UNDO'; at: number; stamp: number }
-  | { type: 'TICK'; at: number };
+  | { type: 'TICK'; at: number }
+  /** The configured limit or window changed (config is read at start). */
+  | { type: 'CONFIGURE'; at: number; input: BucketInput };
 
 function live(ctx: BucketContext, at: number): number[] {
   const from = at - ctx.windowMs;
@@ -46,6 +48,10 @@ export const bucketMachine = setup({
     /** Room for this call, and the window is full once it is counted. */
     fillsUp: ({ context, event }) => live(context, event.at).length === context.limit - 1,
     fullNow: ({ context, event }) => live(context, event.at).length >= context.limit,
+    fullReconfigured: ({ context, event }) => {
+      const next = { ...context, ...(event as Extract<BucketEvent, { type: 'CONFIGURE' }>).input };
+      return live(next, event.at).length >= next.limit;
+    },
     fullAfterUndo: ({ context, event }) => {
       const e = event as Extract<BucketEvent, { type: 'UNDO' }>;
       return live(context, e.at).length - (context.stamps.includes(e.stamp) && e.stamp > e.at - context.windowMs ? 1 : 0) >= context.limit;
@@ -53,7 +59,9 @@ export const bucketMachine = setup({
   },
   actions: {
     admit: assign(({ context, event }) => {
-      const stamps = [...live(context, event.at), event.at];
+      // A clock that stepped back must not unsort the window: count the call at the latest stamp.
+      const at = Math.max(event.at, context.stamps[context.stamps.length - 1] ?? -Infinity);
+      const stamps = [...live(context, at), at];
       return { stamps, last: { admitted: true } as const, deadline: deadlineOf(context, stamps) };
     }),
     refuse: assign(({ context, event }) => {
@@ -67,6 +75,12 @@ export const bucketMachine = setup({
       const stamps = at < 0 ? context.stamps : [...context.stamps.slice(0, at), ...context.stamps.slice(at + 1)];
       const kept = live({ ...context, stamps }, e.at);
       return { stamps: kept, deadline: deadlineOf(context, kept) };
+    }),
+    configure: assign(({ context, event }) => {
+      const { limit, windowMs } = (event as Extract<BucketEvent, { type: 'CONFIGURE' }>).input;
+      const next = { ...context, limit, windowMs };
+      const stamps = live(next, event.at);
+      return { limit, windowMs, stamps, deadline: deadlineOf(next, stamps) };
     }),
     prune: assign(({ context, event }) => {
       const stamps = live(context, event.at);
@@ -85,6 +99,7 @@ export const bucketMachine = setup({
         ADMIT: [{ guard: 'fillsUp', actions: 'admit', target: 'limited' }, { actions: 'admit' }],
         UNDO: { actions: 'undo' },
         TICK: { actions: 'prune' },
+        CONFIGURE: [{ guard: 'fullReconfigured', actions: 'configure', target: 'limited' }, { actions: 'configure' }],
       },
     },
     limited: {
@@ -96,6 +111,7 @@ export const bucketMachine = setup({
         ],
         UNDO: [{ guard: 'fullAfterUndo', actions: 'undo' }, { actions: 'undo', target: 'open' }],
         TICK: [{ guard: 'fullNow', actions: 'prune' }, { actions: 'prune', target: 'open' }],
+        CONFIGURE: [{ guard: 'fullReconfigured', actions: 'configure' }, { actions: 'configure', target: 'open' }],
       },
     },
   },

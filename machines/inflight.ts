@@ -15,7 +15,8 @@ export interface InflightContext extends InflightInput {
 export type InflightEvent =
   | { type: 'START'; at: number; id: string }
   | { type: 'FINISH'; at: number; id: string }
-  | { type: 'CLEAR'; at: number };
+  | { type: 'CLEAR'; at: number }
+  | { type: 'CONFIGURE'; at: number; input: InflightInput };
 
 const count = (ctx: InflightContext) => Object.keys(ctx.running).length;
 
@@ -35,6 +36,7 @@ export const inflightMachine = setup({
       return { running };
     }),
     clear: assign({ running: {} }),
+    configure: assign(({ event }) => ({ max: (event as Extract<InflightEvent, { type: 'CONFIGURE' }>).input.max })),
   },
 }).createMachine({
   id: 'inflight',
@@ -44,6 +46,7 @@ export const inflightMachine = setup({
     START: [{ guard: 'hasRoom', actions: 'start', target: '.settle' }, { actions: 'refuse', target: '.settle' }],
     FINISH: { actions: 'finish', target: '.settle' },
     CLEAR: { actions: 'clear', target: '.settle' },
+    CONFIGURE: { actions: 'configure', target: '.settle' },
   },
   states: {
     idle: {},

@@ -153,3 +153,62 @@ test('SPEC §14: kill -9 mid-stream loses nothing acknowledged, and the 24 h dea
   t.is((await node.host.state('day'))!.value, 'open');
   await node.close();
 });
+
+test('SPEC §14: reading an actor while a call is admitted never puts an older snapshot over it', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  const input = { limit: 2, windowMs: 600_000 };
+  let node = await open(dir, clock);
+  await node.host.send('a', 'bucket', input, { type: 'ADMIT' });
+  await node.close();
+  node = await open(dir, clock);
+  const reading = node.host.state('a');
+  t.deepEqual(ctx(await node.host.send('a', 'bucket', input, { type: 'ADMIT' })).last, { admitted: true });
+  await reading;
+  t.deepEqual(ctx(await node.host.send('a', 'bucket', input, { type: 'ADMIT' })).last, { admitted: false, retryAfterMs: 600_000 });
+  t.deepEqual((await verify(node.store)).differences, []);
+  await node.close();
+});
+
+test('SPEC §14: a failed journal write refuses its events and leaves memory equal to the journal', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  const input = { limit: 5, windowMs: 600_000 };
+  const node = await open(dir, clock);
+  await node.host.send('a', 'bucket', input, { type: 'ADMIT' });
+  // Fault injection: the next journal batch fails as a full disk would make it.
+  const db = node.store.db as unknown as { batch: (ops: unknown, o: unknown) => Promise<void> };
+  const real = db.batch.bind(db);
+  let failOnce = true;
+  db.batch = async (ops, o) => {
+    if (failOnce && Array.isArray(ops) && ops.some((op) => op.sublevel === node.store.journal)) {
+      failOnce = false;
+      throw new Error('simulated write failure');
+    }
+    return real(ops, o);
+  };
+  await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), { message: 'simulated write failure' });
+  t.is(ctx(await node.host.state('a')).stamps.length, 1, 'the refused event is not in memory');
+  t.is(ctx(await node.host.send('a', 'bucket', input, { type: 'ADMIT' })).stamps.length, 2);
+  await node.close();
+  const store = await Store.open(dir);
+  t.deepEqual((await verify(store)).differences, []);
+  await store.close();
+});
+
+test('SPEC §2: a quota changed in config.json applies to existing callers after the restart', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  let node = await open(dir, clock);
+  for (let i = 0; i < 3; i++) await node.host.send('c', 'bucket', { limit: 5, windowMs: MIN }, { type: 'ADMIT' });
+  await node.close();
+  node = await open(dir, clock);
+  const tighter = await node.host.send('c', 'bucket', { limit: 3, windowMs: MIN }, { type: 'ADMIT' });
+  t.is(tighter.value, 'limited');
+  t.deepEqual(ctx(tighter).last, { admitted: false, retryAfterMs: MIN });
+  t.is(ctx(tighter).limit, 3);
+  const looser = await node.host.send('c', 'bucket', { limit: 10, windowMs: MIN }, { type: 'ADMIT' });
+  t.deepEqual(ctx(looser).last, { admitted: true });
+  t.deepEqual((await verify(node.store)).differences, []);
+  await node.close();
+});

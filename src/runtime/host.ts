@@ -5,6 +5,7 @@
 // the journal past the last checkpoint is applied again. Deadlines live in machine context and in an
 // index, so one timer re-arms them after a restart.
 import { randomBytes } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import type { AnyMachineSnapshot } from 'xstate';
 import { step, initial } from './pure.js';
 import { Store, seqKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
@@ -20,8 +21,10 @@ export interface HostOptions {
   checkpointEvery?: number;
   /** Events written per LevelDB batch at most. */
   maxBatch?: number;
-  /** fsync each batch: survives power loss, not just a process kill. */
+  /** fsync each batch: an acknowledged event then survives power loss, not just a process kill. */
   sync?: boolean;
+  /** Where background write failures are reported (they are also recovered from). */
+  onError?(err: unknown): void;
 }
 
 export interface SendOptions {
@@ -60,18 +63,24 @@ export class ActorHost {
   private readonly checkpointEvery: number;
   private readonly maxBatch: number;
   private readonly sync: boolean;
+  private readonly onError: (err: unknown) => void;
   private readonly live = new Map<string, Live>();
   /** Live actors whose state is ahead of their stored snapshot. */
   private readonly dirty = new Set<string>();
   private sinceCheckpoint = 0;
   private queue: Pending[] = [];
   private working: Promise<void> | null = null;
-  private idleWaiters: (() => void)[] = [];
+  private idleWaiters: { target: number; resolve(): void }[] = [];
+  /** Events sent and events settled (resolved or refused): what `idle()` waits on. */
+  private sent = 0;
+  private settled = 0;
   private seq = 1;
   private timer: { cancel(): void } | null = null;
   private timerAt = Infinity;
   private closed = false;
   private firing: Promise<void> | null = null;
+  private reloading: Promise<void> | null = null;
+  private reloaded: () => void = () => {};
 
   private constructor(readonly store: Store, opts: HostOptions) {
     this.clock = opts.clock ?? systemClock;
@@ -80,6 +89,7 @@ export class ActorHost {
     this.checkpointEvery = opts.checkpointEvery ?? 50_000;
     this.maxBatch = opts.maxBatch ?? 4096;
     this.sync = opts.sync ?? false;
+    this.onError = opts.onError ?? ((err) => process.emitWarning(`anet runtime: ${(err as Error).message}`));
   }
 
   /**
@@ -113,13 +123,18 @@ export class ActorHost {
     await this.passivate();
   }
 
-  /** Sends an event to an actor (created from `input` on first use); resolves once it is durable. */
+  /** Sends an event to an actor (created from `input` on first use); resolves once its batch is written. */
   send(actor: string, kind: string, input: unknown, event: Event, opts: SendOptions = {}): Promise<AnyMachineSnapshot> {
     if (this.closed) return Promise.reject(new Error('the actor host is closed'));
     checkActorId(actor);
     if (!this.kinds[kind]) return Promise.reject(new Error(`unknown actor kind "${kind}"`));
+    this.sent++;
     return new Promise((resolve, reject) => {
-      this.queue.push({ actor, kind, input, event, random: opts.random ?? 0, resolve, reject });
+      const done = <A extends unknown[]>(fn: (...a: A) => void) => (...a: A) => {
+        fn(...a);
+        this.settle(1);
+      };
+      this.queue.push({ actor, kind, input, event, random: opts.random ?? 0, resolve: done(resolve), reject: done(reject) });
       this.kick();
     });
   }
@@ -130,19 +145,35 @@ export class ActorHost {
     const live = this.live.get(actor);
     if (live) return live.state;
     const rec = (await this.store.snapshots.get(actor)) as SnapshotRecord | undefined;
-    return rec ? this.rehydrate(actor, rec).state : undefined;
+    // A send may have loaded the actor while we read: memory wins. A read never inserts into memory, so
+    // it cannot put an older snapshot over a newer state.
+    const loaded = this.live.get(actor);
+    if (loaded) return loaded.state;
+    const kind = rec && this.kinds[rec.kind];
+    return kind ? restoreSnapshot(kind, rec.state) : undefined;
   }
 
   liveCount(): number {
     return this.live.size;
   }
 
-  /** Resolves when every queued event (and every fired deadline) is durable and applied. */
+  /**
+   * Resolves when every event sent before the call (and every deadline fired by then) is settled. Later
+   * sends do not hold it up, so it returns under steady traffic too.
+   */
   async idle(): Promise<void> {
-    while (this.firing || this.working || this.queue.length > 0) {
-      if (this.firing) await this.firing;
-      else await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
-    }
+    if (this.firing) await this.firing;
+    const target = this.sent;
+    if (this.settled < target) await new Promise<void>((resolve) => this.idleWaiters.push({ target, resolve }));
+    // A refused event settles before memory is rebuilt from the store.
+    while (this.reloading) await this.reloading;
+  }
+
+  private settle(n: number): void {
+    this.settled += n;
+    const still: { target: number; resolve(): void }[] = [];
+    for (const w of this.idleWaiters) (this.settled >= w.target ? w.resolve : () => still.push(w))();
+    this.idleWaiters = still;
   }
 
   /** Stops accepting events, drains the queue, and writes the snapshots of actors that moved since theirs. */
@@ -170,13 +201,16 @@ export class ActorHost {
 
   private kick(): void {
     if (this.working) return;
-    this.working = this.drain().finally(() => {
-      this.working = null;
-      if (this.queue.length > 0) return this.kick();
-      const waiters = this.idleWaiters;
-      this.idleWaiters = [];
-      for (const w of waiters) w();
-    });
+    this.working = this.drain()
+      .catch(async (err) => {
+        // A checkpoint or passivation write failed: memory may be ahead of the store, so rebuild it.
+        this.onError(err);
+        await this.reload().catch((e) => this.onError(e));
+      })
+      .finally(() => {
+        this.working = null;
+        if (this.queue.length > 0) this.kick();
+      });
   }
 
   /**
@@ -188,20 +222,25 @@ export class ActorHost {
     while (this.queue.length > 0) {
       const batch = await this.compute(this.queue.splice(0, this.maxBatch));
       if (writing && !(await writing)) {
-        // The previous write failed and this batch was computed on top of it: refuse it too.
+        // The previous write failed and this batch was computed on top of it: refuse it too, then
+        // rebuild memory from the store (nothing else is computing now).
         for (const [item] of batch.done) item.reject(new Error('an earlier journal write failed'));
         writing = null;
+        await this.reload();
         continue;
       }
       writing = this.commit(batch);
       if (this.sinceCheckpoint >= this.checkpointEvery || this.live.size > this.maxLive) {
         const ok = await writing;
         writing = null;
-        if (ok && this.sinceCheckpoint >= this.checkpointEvery) await this.checkpoint();
-        if (ok) await this.passivate();
+        if (!ok) await this.reload();
+        else {
+          if (this.sinceCheckpoint >= this.checkpointEvery) await this.checkpoint();
+          await this.passivate();
+        }
       }
     }
-    if (writing) await writing;
+    if (writing && !(await writing)) await this.reload();
   }
 
   private async compute(items: Pending[]): Promise<{ ops: Op[]; done: [Pending, AnyMachineSnapshot][] }> {
@@ -211,6 +250,12 @@ export class ActorHost {
       try {
         const actor = this.live.get(item.actor) ?? (await this.load(item.actor, item.kind, item.input));
         this.touch(actor, item.kind);
+        if (item.input !== undefined && actor.seq > 0 && !isDeepStrictEqual(actor.input, item.input)) {
+          // The config changed since the actor was made (limits are read at start): journal the change.
+          const configure = { ...item, event: { type: 'CONFIGURE', input: item.input }, random: 0, resolve: () => {}, reject: () => {} };
+          this.apply(actor, configure, ops);
+          actor.input = item.input;
+        }
         done.push([item, this.apply(actor, item, ops)]);
       } catch (err) {
         item.reject(err);
@@ -224,9 +269,9 @@ export class ActorHost {
     try {
       if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
     } catch (err) {
+      // Memory is now ahead of the store; the drain loop rebuilds it once nothing is computing.
+      this.reloadPending();
       for (const [item] of done) item.reject(err);
-      // Memory is now ahead of the store: rebuild it from the store, the only truth.
-      await this.reload();
       return false;
     }
     // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
@@ -238,12 +283,34 @@ export class ActorHost {
     return true;
   }
 
+  /** Marks memory as needing a rebuild, before the refused senders hear of it, so reads wait for it. */
+  private reloadPending(): void {
+    if (this.reloading) return;
+    let done!: () => void;
+    this.reloading = new Promise<void>((resolve) => (done = resolve));
+    this.reloaded = done;
+  }
+
+  /** Rebuilds memory from the store after a failed write (see `idle`). */
   private async reload(): Promise<void> {
+    this.reloadPending();
+    try {
+      await this.rebuild();
+    } finally {
+      const done = this.reloaded;
+      this.reloading = null;
+      done();
+    }
+  }
+
+  private async rebuild(): Promise<void> {
     this.live.clear();
     this.dirty.clear();
     this.sinceCheckpoint = 0;
     this.seq = await this.store.nextSeq();
     await this.recover();
+    this.armAt(Infinity);
+    await this.rearm();
   }
 
   /** Marks an actor most recently used (Map order is the LRU order). */
@@ -292,6 +359,8 @@ export class ActorHost {
     const live = this.live.get(id);
     if (live) return live;
     const rec = (await this.store.snapshots.get(id)) as SnapshotRecord | undefined;
+    const loaded = this.live.get(id);
+    if (loaded) return loaded;
     if (rec) {
       if (rec.kind !== kind) throw new Error(`actor ${id} is a ${rec.kind}, not a ${kind}`);
       return this.rehydrate(id, rec);
@@ -315,19 +384,29 @@ export class ActorHost {
   private async passivate(): Promise<void> {
     if (this.live.size <= this.maxLive) return;
     const ops: Op[] = [];
+    const evict: string[] = [];
+    let over = this.live.size - this.maxLive;
     for (const [id, actor] of this.live) {
-      if (this.live.size <= this.maxLive) break;
-      if (this.dirty.delete(id)) ops.push(this.snapshotOp(actor));
+      if (over-- <= 0) break;
+      if (this.dirty.has(id)) ops.push(this.snapshotOp(actor));
+      evict.push(id);
+    }
+    // Write first, then forget: until the snapshots are durable, memory is the only copy.
+    if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
+    for (const id of evict) {
+      this.dirty.delete(id);
       this.live.delete(id);
     }
-    if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
   }
 
   /** Arms one timer for the earliest pending deadline in the index. */
   private async rearm(): Promise<void> {
     let earliest = Infinity;
     for await (const key of this.store.deadlines.keys({ limit: 1 })) earliest = Number(key.slice(0, key.indexOf('!')));
-    if (earliest !== this.timerAt) this.armAt(earliest);
+    // Never move an armed timer later on the strength of this read: a commit may have armed an earlier
+    // one while it ran. A timer for a deadline since removed fires, finds nothing due, and re-reads.
+    const at = Math.min(earliest, this.timerAt);
+    if (at !== this.timerAt || this.timer === null) this.armAt(at);
   }
 
   private armAt(at: number): void {
