@@ -1,5 +1,5 @@
 // File writes that survive a crash: write a temp file, fsync it, rename over the target, fsync the directory.
-import { open, rename, mkdir, unlink } from 'node:fs/promises';
+import { open, rename, mkdir, unlink, link } from 'node:fs/promises';
 import { dirname, join, basename } from 'node:path';
 
 export async function writeFileAtomic(path: string, data: Uint8Array | string, mode = 0o600): Promise<void> {
@@ -17,6 +17,25 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string, m
   } catch (err) {
     await unlink(tmp).catch(() => {});
     throw err;
+  }
+  await syncDir(dirname(path));
+}
+
+/** Like writeFileAtomic, but fails with EEXIST instead of replacing an existing file. */
+export async function writeFileExclusive(path: string, data: Uint8Array | string, mode = 0o600): Promise<void> {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.new`);
+  const file = await open(tmp, 'w', mode);
+  try {
+    await file.writeFile(data);
+    await file.chmod(mode);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  try {
+    await link(tmp, path); // atomic, and refuses to overwrite
+  } finally {
+    await unlink(tmp).catch(() => {});
   }
   await syncDir(dirname(path));
 }

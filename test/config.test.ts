@@ -154,3 +154,15 @@ test('SPEC §2.3: local.a2a must be loopback; token_file must be absolute', (t) 
   t.deepEqual(errorsAt(problems).sort(), ['local.a2a', 'modules.service.token_file']);
   t.deepEqual(validateConfig({ local: { a2a: '[::1]:5000' } }).problems, []);
 });
+
+test('SPEC §2.2: timeouts beyond what a timer holds, imprecise prices and bad loopback addresses are refused', (t) => {
+  t.deepEqual(errorsAt(validateConfig({ local: { a2a: '127.999.1.1:80' } }).problems), ['local.a2a']);
+  const { problems } = parseConfig(`{
+    "modules": { "service": { "timeout_ms": 2147483648, "capabilities": [
+      { "id": "a", "url": "unix:///a.sock", "price": 9007199254740993.0, "timeout_ms": 3000000000 } ] } } }`);
+  t.deepEqual(errorsAt(problems), [
+    'modules.service.capabilities[0].price',
+    'modules.service.capabilities[0].timeout_ms',
+    'modules.service.timeout_ms',
+  ]);
+});

@@ -156,3 +156,15 @@ test('SPEC §2: doctor without config.json uses the defaults; a broken identity 
   t.is(broken.code, 1);
   t.regex(broken.stdout, /^error: config.json: identity: /m);
 });
+
+(isRoot ? test : test.skip)('SPEC §3.2: a socket in a directory owned by another user is an error', async (t) => {
+  const dir = join(await tempDir(t), 'theirs');
+  await mkdir(dir, { mode: 0o755 });
+  const service = await startSampleService(join(dir, 'svc.sock'), echoHandler);
+  t.teardown(() => service.close());
+  await chown(dir, NOBODY, NOBODY);
+  const data = await nodeWith(t, offering('echo', `unix://${service.socketPath}`));
+  const r = await runCli(['doctor', '--data', data]);
+  t.is(r.code, 1);
+  t.regex(r.stdout, new RegExp(`theirs is owned by uid ${NOBODY}, who could replace the socket`));
+});

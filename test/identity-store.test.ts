@@ -119,3 +119,25 @@ test('SPEC §12: usage errors exit 2, failures exit 1, each with one line', asyn
   t.is(none.code, 1);
   t.regex(none.stderr, /^anet: no identity in .*: run `anet init` first$/);
 });
+
+test('WIRE §2: concurrent `anet key rotate` runs never sign two events at one seq', async (t) => {
+  const dir = join(await tempDir(t), 'node');
+  await runBin(['init', '--data', dir]);
+  const runs = await Promise.all([0, 1, 2].map(() => runBin(['key', 'rotate', '--data', dir])));
+  const ok = runs.filter((r) => r.code === 0).length;
+  t.true(ok >= 1);
+  for (const r of runs.filter((r) => r.code !== 0)) t.regex(r.stderr, /another anet is running with this data dir/);
+  const kel = validateKel(new Uint8Array(await readFile(identityPaths(dir).publicKel)));
+  t.is(kel.ksn, ok, 'one rotation per successful run, in one chain');
+  t.is((await loadIdentity(dir)).kel.ksn, ok);
+});
+
+test('WIRE §2: two concurrent creations leave one identity, not a mix', async (t) => {
+  const dir = await tempDir(t);
+  const results = await Promise.allSettled([createIdentity(dir, 1), createIdentity(dir, 2)]);
+  const made = results.filter((r) => r.status === 'fulfilled') as PromiseFulfilledResult<Awaited<ReturnType<typeof createIdentity>>>[];
+  t.true(made.length >= 1);
+  const loaded = await loadIdentity(dir);
+  t.true(made.some((m) => m.value.aid === loaded.aid));
+  t.is(validateKel(new Uint8Array(await readFile(identityPaths(dir).publicKel))).aid, loaded.aid);
+});

@@ -163,6 +163,15 @@ test('WIRE §2: Ed25519 verification is strict (S + L and non-canonical encoding
   nonCanonicalKey[31] = 0x7f; // y = 2^255 - 1 ≥ p
   t.false(verify(nonCanonicalKey, msg, sig));
   t.false(verify(s.publicKey, msg, sig.subarray(0, 63)));
+  // A small-order key (here the identity point) would make one signature valid for every message.
+  const identityPoint = new Uint8Array(32);
+  identityPoint[0] = 1;
+  const base = Buffer.from('5866666666666666666666666666666666666666666666666666666666666666', 'hex');
+  const universal = Uint8Array.from([...base, 1, ...new Uint8Array(31)]);
+  t.false(verify(identityPoint, msg, universal));
+  const minusZero = new Uint8Array(identityPoint);
+  minusZero[31] = 0x80; // x = 0 with the sign bit set: RFC 8032 §5.1.3 step 4 refuses it
+  t.false(verify(minusZero, msg, universal));
   t.false(verify(s.publicKey, enc.encode('hellp'), sig));
 });
 

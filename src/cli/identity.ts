@@ -8,6 +8,7 @@ import { ensureDir, isNotFound } from '../fsutil.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { callDaemon } from '../daemon/control.js';
 import { Node } from '../daemon/node.js';
+import { Store } from '../../store/db.js';
 
 export async function cmdInit(io: Io, dataDir: string, json: boolean): Promise<void> {
   if (await hasIdentity(dataDir)) throw new CliError(`${dataDir} already holds an identity; use another --data directory`);
@@ -37,7 +38,14 @@ export async function cmdKeyRotate(io: Io, dataDir: string, json: boolean): Prom
   if ((await callDaemon(dataDir, 'status', {})) !== undefined) {
     throw new CliError('anet daemon is running with this data dir: stop it, rotate, then start it again (it publishes the new key)');
   }
-  const identity = await rotateIdentity(dataDir, Date.now());
+  // Holding the store's lock serialises rotations (and keeps a daemon from starting meanwhile).
+  const lock = await Store.open(dataDir);
+  let identity;
+  try {
+    identity = await rotateIdentity(dataDir, Date.now());
+  } finally {
+    await lock.close();
+  }
   // Readers follow the KEL: publish it (and a card signed with the new key) right away when we can.
   let published: string;
   try {

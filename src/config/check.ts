@@ -99,6 +99,7 @@ function isHttpUrl(text: string): boolean {
 
 export function isLoopbackListen(text: string): boolean {
   if (text.startsWith('unix:///')) return true;
-  const m = /^(127(?:\.\d{1,3}){3}|\[::1\]|localhost):(\d{1,5})$/.exec(text);
-  return m !== null && Number(m[2]) <= 65535;
+  const m = /^(127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\[::1\]|localhost):(\d{1,5})$/.exec(text);
+  if (!m || Number(m[5]) > 65535) return false;
+  return [m[2], m[3], m[4]].every((octet) => octet === undefined || Number(octet) <= 255);
 }

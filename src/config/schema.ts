@@ -3,6 +3,8 @@
 import { z } from 'zod';
 
 export const MAX_CREDITS = (1n << 63n) - 1n;
+/** Node timers hold at most 2^31−1 ms; longer ones fire at once. */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 export const CAPABILITY_ID = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const MEDIA_RANGE = /^(\*\/\*|[a-z0-9][a-z0-9!#$&^_.+-]*\/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*))$/;
 
@@ -11,7 +13,8 @@ const count = (min: number, fallback: number) =>
 
 const credits = z
   .union([z.number(), z.bigint()], { error: 'must be an integer number of credits' })
-  .refine((v) => typeof v === 'bigint' || Number.isInteger(v), { error: 'must be an integer number of credits' })
+  // A number beyond 2^53 that was not written as a plain integer (e.g. 9007199254740993.0) lost precision.
+  .refine((v) => typeof v === 'bigint' || Number.isSafeInteger(v), { error: 'must be an integer number of credits, written without a decimal point or exponent' })
   .transform((v) => BigInt(v))
   .refine((v) => v >= 0n && v <= MAX_CREDITS, { error: `must be between 0 and ${MAX_CREDITS}` });
 
@@ -58,7 +61,7 @@ const serviceCapability = z.strictObject({
   examples: z.array(text).optional(),
   input_modes: z.array(text).optional(),
   output_modes: z.array(text).optional(),
-  timeout_ms: z.number().int().min(1).optional(),
+  timeout_ms: z.number().int().min(1).max(MAX_TIMEOUT_MS, { error: `must be at most ${MAX_TIMEOUT_MS} (about 24.8 days)` }).optional(),
   token_file: text.optional(),
 });
 
@@ -78,7 +81,7 @@ export const configSchema = z.strictObject({
       service: z
         .strictObject({
           allow_tcp: z.boolean().default(false),
-          timeout_ms: count(1, 120000),
+          timeout_ms: count(1, 120000).refine((v) => v <= MAX_TIMEOUT_MS, { error: `must be at most ${MAX_TIMEOUT_MS} (about 24.8 days)` }),
           token_file: text.optional(),
           capabilities: z.array(serviceCapability).default([]),
         })

@@ -53,7 +53,8 @@ export class Node {
     const identity = await loadIdentity(dataDir);
     const store = await Store.open(dataDir);
     try {
-      const host = await ActorHost.start(store);
+      // A daemon's quotas must survive power loss, not only a crash: fsync every batch.
+      const host = await ActorHost.start(store, { sync: true });
       const client = new HubClient(config.hub, identity, now);
       return new Node(dataDir, config, identity, store, host, client, new Reader(store, client, now), now);
     } catch (err) {

@@ -3,7 +3,7 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { encodeCanonical, decodeCanonical, bytesEqual, CborError, type CborValue } from './cbor.js';
 import { cidOf } from './cid.js';
-import { verify, type Signer } from './ed25519.js';
+import { verify, isValidPublicKey, type Signer } from './ed25519.js';
 
 export interface KeyEvent {
   aid?: string;
@@ -94,6 +94,7 @@ function eventFromCbor(v: CborValue, at: number): KeyEvent {
   if (type === 'icp' && (aid !== undefined || prev !== undefined)) bad('an inception has no aid and no prev');
   if (type === 'rot' && (typeof aid !== 'string' || typeof prev !== 'string')) bad('a rotation needs aid and prev');
   if (!Array.isArray(keys) || keys.length !== 1 || !isBytes(keys[0], 32)) bad('keys must hold one 32-byte key');
+  if (!isValidPublicKey((keys as Uint8Array[])[0]!)) bad('the key is not a valid Ed25519 public key (non-canonical or small order)');
   if (!isBytes(nextDigest, 32)) bad('next_digest must be 32 bytes');
   if (threshold !== 1) bad('threshold must be 1');
   if (ts !== undefined && (!isUint(ts) || ts === 0)) bad('ts must be a positive integer, omitted when 0');

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { encodeCanonical, decodeCanonical, bytesEqual, type CborValue } from './cbor.js';
 import { newSeed, signerFromSeed, type Signer } from './ed25519.js';
 import { incept, rotate, validateKel, encodeKel, digestOfKey, type KelState } from './kel.js';
-import { writeFileAtomic, ensureDir, isNotFound } from '../fsutil.js';
+import { writeFileAtomic, writeFileExclusive, ensureDir, isNotFound, syncDir } from '../fsutil.js';
 
 export class IdentityError extends Error {
   override name = 'IdentityError';
@@ -63,14 +63,23 @@ export async function hasIdentity(dataDir: string): Promise<boolean> {
 }
 
 export async function createIdentity(dataDir: string, now: number): Promise<Identity> {
+  const paths = identityPaths(dataDir);
   if (await hasIdentity(dataDir)) throw new IdentityError(`an identity already exists in ${dataDir}`);
-  await ensureDir(identityPaths(dataDir).keys, 0o700);
-  await chmod(identityPaths(dataDir).keys, 0o700);
+  await ensureDir(paths.keys, 0o700);
+  await chmod(paths.keys, 0o700);
+  await syncDir(dataDir);
   const current = newSeed();
   const next = newSeed();
   const icp = incept(signerFromSeed(current), signerFromSeed(next).publicKey, now);
   const kel = encodeKel([icp]);
-  await commit(dataDir, { current, next, kel });
+  try {
+    // Exclusive: of two concurrent `anet init`, the second fails instead of replacing the first's keys.
+    await writeFileExclusive(paths.store, encodeStore({ current, next, kel }), 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new IdentityError(`an identity already exists in ${dataDir}`);
+    throw err;
+  }
+  await writeFileAtomic(paths.publicKel, kel, 0o644);
   return loadIdentity(dataDir);
 }
 
@@ -85,11 +94,24 @@ export async function loadIdentity(dataDir: string): Promise<Identity> {
   }
   const s = decodeStore(bytes, path);
   const kel = validateKel(s.kel);
+  await repairPublicKel(dataDir, s.kel);
   const signer = signerFromSeed(s.current);
   if (!bytesEqual(signer.publicKey, kel.currentKey) || !bytesEqual(digestOfKey(signerFromSeed(s.next).publicKey), kel.nextDigest)) {
     throw new IdentityError(`${path}: the stored keys do not match the stored KEL`);
   }
   return { aid: kel.aid, kel, signer };
+}
+
+/** A crash between the two writes of a commit can leave kel.cbor behind the key store: rewrite it. */
+async function repairPublicKel(dataDir: string, kel: Uint8Array): Promise<void> {
+  const path = identityPaths(dataDir).publicKel;
+  let copy: Uint8Array | undefined;
+  try {
+    copy = await readFile(path);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  if (!copy || !bytesEqual(copy, kel)) await writeFileAtomic(path, kel, 0o644);
 }
 
 async function readStore(dataDir: string): Promise<StoreFile> {
@@ -98,7 +120,8 @@ async function readStore(dataDir: string): Promise<StoreFile> {
 }
 
 /**
- * Rotates to the pre-rotated key. The seed of the key after it is persisted first (next.pending), so a
+ * Rotates to the pre-rotated key. The caller must hold the data dir (the store's lock), so that two
+ * rotations never sign two different events at one seq — that would be duplicity of our own AID. The seed of the key after it is persisted first (next.pending), so a
  * crash at any point either leaves the old identity intact or the rotation complete; a leftover pending
  * seed is reused by the next attempt.
  */

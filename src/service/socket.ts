@@ -26,6 +26,8 @@ export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): 
   if (st.uid !== uid) return fault(`${path} is owned by uid ${st.uid}, not the daemon's uid ${uid}`);
   const dir = dirname(path);
   const ds = await lstat(dir);
+  // The directory's owner can always replace entries in it, so it must be us (or root).
+  if (ds.uid !== uid && ds.uid !== 0) return fault(`${dir} is owned by uid ${ds.uid}, who could replace the socket; use a directory of your own`);
   if ((ds.mode & WRITABLE_BY_OTHERS) !== 0) {
     const safeSticky = (ds.mode & STICKY) !== 0 && (ds.uid === uid || ds.uid === 0);
     if (!safeSticky) return fault(`${dir} is writable by other users, so the socket could be replaced; use a private directory`);
