@@ -54,9 +54,9 @@ async function pump(host: ActorHost, n: number, actors: number, window = 8192, o
   await Promise.all(Array.from({ length: window }, lane));
 }
 
-async function append(n: number, dir: string): Promise<number> {
+async function append(n: number, dir: string, sync = false): Promise<number> {
   const store = await Store.open(dir);
-  const host = await ActorHost.start(store);
+  const host = await ActorHost.start(store, { sync });
   const t0 = performance.now();
   await pump(host, n, 10_000);
   const ms = performance.now() - t0;
@@ -145,6 +145,8 @@ export async function benchRuntime(opts: { events: number; buckets: number; rest
     const appendRate = await append(opts.events, dir);
     line('baseline: raw LevelDB batch put', `${baseline}/s`, '1.00x', '', true);
     line('journal append (host, batched)', `${appendRate}/s`, `${(appendRate / baseline).toFixed(2)}x of raw put`, '>= 50000/s', appendRate >= 50_000);
+    const synced = await withDir((d) => append(opts.events, d, true));
+    line('  with fsync per batch (the daemon)', `${synced}/s`, `${(synced / baseline).toFixed(2)}x of raw put`, '', true);
     const readRate = await rawRead(dir);
     const replayed = await replayRate(dir);
     line('baseline: raw LevelDB read (nextv)', `${readRate}/s`, '1.00x', '', true);
