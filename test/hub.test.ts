@@ -213,3 +213,40 @@ test('WIRE §3.4: SEQ_ROLLBACK and SEQ_FORK high-water marks survive restarts of
   t.teardown(() => store.close());
   t.like((await new Reader(store, new HubClient(hub.url)).find({}))[0], { verified: false, code: 'SEQ_ROLLBACK' });
 });
+
+test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale when the KEL held is older than 24 h', async (t) => {
+  const root = await tempDir(t);
+  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  t.teardown(() => hub.close());
+  const { config } = validateConfig({ hub: hub.url, inbound: { public_capabilities: [{ id: 'e' }] }, modules: { service: { capabilities: [{ id: 'e', url: 'unix:///e.sock' }] } } });
+  const ids: Identity[] = [];
+  for (let i = 0; i < 5; i++) {
+    const id = await createIdentity(join(root, `n${i}`), Date.now());
+    ids.push(id);
+    const wire = JSON.stringify(signCard(buildPublicCard(config!, { name: `node ${i}` }, id.aid, { seq: 1n, issuedAt: 1, notBefore: 1 })!, id.signer, hub.url, id.aid, 0));
+    await new HubClient(hub.url, id).register(`node ${i}`, wire);
+  }
+  const client = new HubClient(hub.url);
+  const seen: string[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 5; page++) {
+    const r = await client.search({ limit: 2, ...(cursor ? { cursor } : {}) });
+    seen.push(...r.agents.map((a) => a.aid));
+    if (!r.next) break;
+    cursor = r.next;
+  }
+  t.deepEqual(seen, ids.map((i) => i.aid).sort(), 'every agent once, in AID order');
+  t.deepEqual((await client.search({ q: 'node 3' })).agents.map((a) => a.name), ['node 3']);
+
+  let now = Date.now();
+  const store = await Store.open(join(root, 'reader'));
+  t.teardown(() => store.close());
+  const reader = new Reader(store, client, () => now);
+  const target = ids[0]!;
+  t.like(await reader.publicCard(target.aid), { key: 'confirmed', verified: true });
+  // The hub no longer serves a usable KEL; the one held is 25 h old.
+  const rec = (await hub.store.agents.get(target.aid)) as AgentRecord;
+  await hub.store.agents.put(target.aid, { ...rec, kel: new Uint8Array([0x80]) });
+  now += 25 * 3_600_000;
+  t.like(await reader.publicCard(target.aid), { key: 'stale', verified: true });
+});
