@@ -11,6 +11,7 @@ import { StoreLockedError, StoreMissingError } from '../../store/db.js';
 import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
 import { cmdHubStart } from './hub.js';
+import { cmdList } from './lists.js';
 import { ConfigInvalidError } from '../daemon/node.js';
 import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
 
@@ -33,6 +34,8 @@ const HELP = `usage: anet <command> [options]
   find [WORDS] [--skill ID] [--tag TAG]
                        search the hub directory (never contacts an agent)
   card AID             an agent's card, verified against its KEL
+  allow|trust|deny add|rm AID, allow|trust|deny ls
+                       the peer lists (read on every decision; trust includes allow)
   doctor               check config.json, the sockets and token files it names, and the identity
   demo                 a guided tour in a temporary directory (what \`npm start\` runs)
   help                 this text
@@ -117,6 +120,10 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdFind(io, dataDir, rest, { skill: values.skill, tag: values.tag, limit: values.limit }, json);
     case 'card':
       return cmdCard(io, dataDir, rest[0], json);
+    case 'allow':
+    case 'trust':
+    case 'deny':
+      return cmdList(io, dataDir, command, rest[0], rest[1], json);
     case 'demo':
       return cmdDemo(io);
     default:

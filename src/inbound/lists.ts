@@ -1,0 +1,62 @@
+// Peer lists (SPEC §2.1): allow, trust and deny files in the data dir, one full AID per line, `#` starts
+// a comment, a missing file is an empty list, trust includes allow. They are read on every decision, so
+// edits need no restart; an unreadable deny file denies everyone (fail closed).
+import { readFile } from 'node:fs/promises';
+import { isAbsolute, join } from 'node:path';
+import type { Config } from '../config/schema.js';
+import { isAid } from '../identity/cid.js';
+import { writeFileAtomic, isNotFound } from '../fsutil.js';
+
+export type ListName = 'allow' | 'trust' | 'deny';
+export type Standing = 'denied' | 'trusted' | 'allowed' | 'stranger';
+
+export function listPath(dataDir: string, config: Config, list: ListName): string {
+  const file = config.inbound[`${list}_file`];
+  return isAbsolute(file) ? file : join(dataDir, file);
+}
+
+export interface ListFile {
+  aids: Set<string>;
+  lines: string[];
+  /** Set when the file exists but cannot be read. */
+  error?: string;
+}
+
+export async function readList(path: string): Promise<ListFile> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if (isNotFound(err)) return { aids: new Set(), lines: [] };
+    return { aids: new Set(), lines: [], error: `cannot read ${path}: ${(err as NodeJS.ErrnoException).code}` };
+  }
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  const aids = new Set(lines.map((l) => l.replace(/#.*/, '').trim()).filter(isAid));
+  return { aids, lines };
+}
+
+/** Where a peer stands, decided from the files as they are now (deny first; trust includes allow). */
+export async function standing(dataDir: string, config: Config, aid: string): Promise<Standing> {
+  const deny = await readList(listPath(dataDir, config, 'deny'));
+  if (deny.error || deny.aids.has(aid)) return 'denied';
+  if ((await readList(listPath(dataDir, config, 'trust'))).aids.has(aid)) return 'trusted';
+  if ((await readList(listPath(dataDir, config, 'allow'))).aids.has(aid)) return 'allowed';
+  return 'stranger';
+}
+
+/** Adds an AID (kept once) or removes it, keeping every other line and comment as it was. */
+export async function editList(path: string, op: 'add' | 'rm', aid: string): Promise<boolean> {
+  const file = await readList(path);
+  if (file.error) throw new Error(file.error);
+  const bare = (line: string) => line.replace(/#.*/, '').trim();
+  if (op === 'add') {
+    if (file.aids.has(aid)) return false;
+    await writeFileAtomic(path, [...file.lines, aid].join('\n') + '\n', 0o600);
+    return true;
+  }
+  if (!file.aids.has(aid)) return false;
+  const kept = file.lines.filter((line) => bare(line) !== aid);
+  await writeFileAtomic(path, kept.length ? kept.join('\n') + '\n' : '', 0o600);
+  return true;
+}
