@@ -6,6 +6,7 @@ import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
 import { bucketMachine, type BucketContext } from '../machines/bucket.js';
 import { inflightMachine, type InflightContext } from '../machines/inflight.js';
 import { step, initial } from '../src/runtime/pure.js';
+import { cardFetchMachine } from '../machines/card-fetch.js';
 import { isDeepStrictEqual } from 'node:util';
 
 const admit = (s: AnyMachineSnapshot, at: number) => transition(bucketMachine, s as never, { type: 'ADMIT', at })[0];
@@ -122,6 +123,35 @@ test('SPEC §14: the host\'s fast pure step gives exactly the snapshots of xstat
           c = transition(inflightMachine, c as never, ev as never)[0];
           d = step(inflightMachine, d, ev);
           if (!isDeepStrictEqual(inflightMachine.getPersistedSnapshot(c), inflightMachine.getPersistedSnapshot(d))) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 200 },
+  );
+  t.pass();
+});
+
+test('SPEC §14: the fast pure step matches xstate transition() for the card-fetch machine too', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ kind: fc.constantFrom('NEED', 'REPLY_OK', 'REPLY_NC', 'REPLY_BAD', 'SEQ', 'TICK'), gap: fc.nat(40_000) }), { maxLength: 30 }),
+      (events) => {
+        let a: AnyMachineSnapshot = initialTransition(cardFetchMachine)[0];
+        let b = initial(cardFetchMachine, undefined);
+        let at = 0;
+        let n = 0;
+        for (const e of events) {
+          at += e.gap;
+          const rid = `r${n}`;
+          const ev =
+            e.kind === 'NEED' ? { type: 'NEED', at, publicSeq: String(1 + (n % 3)), requestId: `r${++n}` }
+            : e.kind === 'SEQ' ? { type: 'PUBLIC_SEQ', at, publicSeq: String(1 + (n % 4)) }
+            : e.kind === 'TICK' ? { type: 'TICK', at }
+            : { type: 'REPLY', at, requestId: rid, result: e.kind === 'REPLY_OK' ? 'ok' : e.kind === 'REPLY_NC' ? 'not_configured' : 'invalid', wire: '{}' };
+          a = transition(cardFetchMachine, a as never, ev as never)[0];
+          b = step(cardFetchMachine, b, ev);
+          if (!isDeepStrictEqual(cardFetchMachine.getPersistedSnapshot(a), cardFetchMachine.getPersistedSnapshot(b))) return false;
         }
         return true;
       },
