@@ -2,8 +2,9 @@
 import { open, rename, mkdir, unlink, link } from 'node:fs/promises';
 import { dirname, join, basename } from 'node:path';
 
-export async function writeFileAtomic(path: string, data: Uint8Array | string, mode = 0o600): Promise<void> {
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+/** Writes a synced temporary file beside `path` and returns its name. */
+async function writeTemp(path: string, data: Uint8Array | string, mode: number, suffix: string): Promise<string> {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${suffix}`);
   const file = await open(tmp, 'w', mode);
   try {
     await file.writeFile(data);
@@ -12,6 +13,11 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string, m
   } finally {
     await file.close();
   }
+  return tmp;
+}
+
+export async function writeFileAtomic(path: string, data: Uint8Array | string, mode = 0o600): Promise<void> {
+  const tmp = await writeTemp(path, data, mode, 'tmp');
   try {
     await rename(tmp, path);
   } catch (err) {
@@ -23,15 +29,7 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string, m
 
 /** Like writeFileAtomic, but fails with EEXIST instead of replacing an existing file. */
 export async function writeFileExclusive(path: string, data: Uint8Array | string, mode = 0o600): Promise<void> {
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.new`);
-  const file = await open(tmp, 'w', mode);
-  try {
-    await file.writeFile(data);
-    await file.chmod(mode);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
+  const tmp = await writeTemp(path, data, mode, 'new');
   try {
     await link(tmp, path); // atomic, and refuses to overwrite
   } finally {

@@ -76,15 +76,7 @@ export class Store {
     const dir = Store.path(dataDir);
     const create = opts.create ?? true;
     if (!create && !existsSync(dir)) throw new StoreMissingError(dataDir);
-    const db = new Level<string, unknown>(dir, { valueEncoding: msgpack, createIfMissing: create });
-    try {
-      await db.open();
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause;
-      if (cause?.code === 'LEVEL_LOCKED') throw new StoreLockedError(dataDir);
-      throw err;
-    }
-    return new Store(db, dir);
+    return new Store(await openLevel(dir, dataDir, create), dir);
   }
 
   /** The seq the next journal entry gets: one past the last one written. */
@@ -96,6 +88,18 @@ export class Store {
   async close(): Promise<void> {
     await this.db.close();
   }
+}
+
+/** Opens a LevelDB directory with the msgpackr codec; a second process gets StoreLockedError. */
+export async function openLevel(dir: string, dataDir: string, create = true): Promise<Level<string, unknown>> {
+  const db = new Level<string, unknown>(dir, { valueEncoding: msgpack, createIfMissing: create });
+  try {
+    await db.open();
+  } catch (err) {
+    if ((err as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') throw new StoreLockedError(dataDir);
+    throw err;
+  }
+  return db;
 }
 
 export const deadlineKey = (deadline: number, actor: string) => `${timeKey(deadline)}!${actor}`;

@@ -4,7 +4,7 @@ import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
 import { msgpack } from '../../store/codec.js';
-import { StoreLockedError } from '../../store/db.js';
+import { openLevel } from '../../store/db.js';
 
 type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
 
@@ -32,14 +32,7 @@ export class HubStore {
   }
 
   static async open(dataDir: string): Promise<HubStore> {
-    const db = new Level<string, unknown>(join(dataDir, 'hub-store'), { valueEncoding: msgpack });
-    try {
-      await db.open();
-    } catch (err) {
-      if ((err as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') throw new StoreLockedError(dataDir);
-      throw err;
-    }
-    return new HubStore(db);
+    return new HubStore(await openLevel(join(dataDir, 'hub-store'), dataDir));
   }
 
   async agent(aid: string): Promise<AgentRecord | undefined> {
