@@ -36,7 +36,7 @@ async function hubAndTwoNodes(t: ExecutionContext) {
 }
 
 test('SPEC §6.4, §11: find on one daemon lists the other with the right charge for free, some paid, all paid', async (t) => {
-  const { root, hubUrl, a, b, aid } = await hubAndTwoNodes(t);
+  const { hubUrl, a, b, aid } = await hubAndTwoNodes(t);
   const reader = startBin(t, ['daemon', '--data', b]);
   await reader.waitFor(/ready/);
 
