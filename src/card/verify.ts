@@ -89,7 +89,8 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
   if (opts.kel === null) return fail('KEL_UNAVAILABLE', 'no KEL for this AID');
   if (opts.kel === 'invalid' || opts.kel.aid !== identity.aid) return fail('UNKNOWN_AID', 'the KEL is invalid or another AID\'s');
   if (header.ksn !== opts.kel.ksn) return fail('KEY_NOT_CURRENT', `signed with key #${header.ksn}; the current key is #${opts.kel.ksn}`);
-  const payload = cardPayload(toPlain(card) as Record<string, unknown>);
+  const plain = toPlain(card) as Record<string, unknown>;
+  const payload = cardPayload(plain);
   const input = Buffer.from(`${header.protectedB64}.${Buffer.from(payload).toString('base64url')}`);
   if (!verifyEd25519(opts.kel.currentKey, input, header.signature)) return fail('INVALID_SIGNATURE', 'the signature does not verify');
   if (BigInt(identity.notBefore) > BigInt(opts.now + NOT_BEFORE_SKEW_MS)) return fail('CARD_NOT_YET_VALID', `notBefore ${identity.notBefore} is in the future`);
@@ -98,7 +99,7 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
     if (seq < opts.highWater.seq) return fail('SEQ_ROLLBACK', `seq ${seq} is below ${opts.highWater.seq}, already seen`);
     if (seq === opts.highWater.seq && digest !== opts.highWater.digest) return fail('SEQ_FORK', `another card was seen with seq ${seq}`);
   }
-  return { ok: true, card: toPlain(card) as unknown as AgentCard, identity, seq, ksn: header.ksn, digest };
+  return { ok: true, card: plain as unknown as AgentCard, identity, seq, ksn: header.ksn, digest };
 }
 
 /** LosslessNumbers back to numbers (a card has no number that needs more than a double). */

@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startHub } from '../hub/server.js';
 import { ensureDir } from '../fsutil.js';
-import { usageError, type Io } from './output.js';
+import { usageError, untilSignal, type Io } from './output.js';
 
 export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag: string | undefined): Promise<void> {
   const port = portFlag === undefined ? 8710 : Number(portFlag);
@@ -11,10 +11,7 @@ export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag
   await ensureDir(dataDir, 0o700);
   const hub = await startHub({ dataDir, port });
   io.out(`anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}`);
-  await new Promise<void>((r) => {
-    process.once('SIGINT', () => r());
-    process.once('SIGTERM', () => r());
-  });
+  await untilSignal();
   await hub.close();
   io.out('anet hub: stopped');
 }

@@ -35,7 +35,7 @@ export async function cmdId(io: Io, dataDir: string, json: boolean): Promise<voi
 }
 
 export async function cmdKeyRotate(io: Io, dataDir: string, json: boolean): Promise<void> {
-  if ((await callDaemon(dataDir, 'status', {})) !== undefined) {
+  if ((await callDaemon(dataDir, 'ping', {})) !== undefined) {
     throw new CliError('anet daemon is running with this data dir: stop it, rotate, then start it again (it publishes the new key)');
   }
   // Holding the store's lock serialises rotations (and keeps a daemon from starting meanwhile).

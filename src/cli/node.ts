@@ -4,7 +4,7 @@ import { Node, type CardView } from '../daemon/node.js';
 import { startDaemon } from '../daemon/daemon.js';
 import { readProfile, writeProfile } from '../card/publish.js';
 import type { ReadCard } from '../reader/reader.js';
-import { CliError, printJson, usageError, type Io } from './output.js';
+import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
 
 async function viaNode<T>(dataDir: string, op: string, args: Record<string, unknown>, local: (node: Node) => Promise<T>): Promise<T> {
@@ -27,11 +27,7 @@ async function viaNode<T>(dataDir: string, op: string, args: Record<string, unkn
 export async function cmdDaemon(io: Io, dataDir: string): Promise<void> {
   const daemon = await startDaemon(dataDir, (line) => io.out(`anet daemon: ${line}`));
   io.out(`anet daemon: ready; ${daemon.node.identity.aid} on ${daemon.node.config.hub} (control socket ${dataDir}/control.sock)`);
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
+  await untilSignal();
   await daemon.close();
   io.out('anet daemon: stopped');
 }

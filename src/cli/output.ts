@@ -18,6 +18,18 @@ export const processIo: Io = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
+/** JSON for data output: bigints as decimal strings, bytes as hex. */
+export const jsonReplacer = (_key: string, v: unknown) =>
+  typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v;
+
 export function printJson(io: Io, value: unknown): void {
-  io.out(JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2));
+  io.out(JSON.stringify(value, jsonReplacer, 2));
+}
+
+/** Resolves on the first SIGINT or SIGTERM (long-running commands stop cleanly). */
+export function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
 }

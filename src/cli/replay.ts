@@ -1,7 +1,7 @@
 // `anet replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]` (SPEC §14).
 import { Store } from '../../store/db.js';
 import { replay, verify } from '../runtime/replay.js';
-import { CliError, printJson, usageError, type Io } from './output.js';
+import { CliError, printJson, usageError, jsonReplacer, type Io } from './output.js';
 
 export interface ReplayArgs {
   actor?: string;
@@ -27,7 +27,7 @@ export async function cmdReplay(io: Io, dataDir: string, args: ReplayArgs): Prom
     await replay(store, filter, (step) => {
       const { entry } = step;
       if (args.json) {
-        io.out(JSON.stringify({ seq: entry.seq, actor: entry.actor, kind: entry.kind, event: entry.event, from: step.before, to: step.after }, bigints));
+        io.out(JSON.stringify({ seq: entry.seq, actor: entry.actor, kind: entry.kind, event: entry.event, from: step.before, to: step.after }, jsonReplacer));
       } else {
         io.out(`#${entry.seq} ${new Date(entry.event.at).toISOString()} ${entry.actor} ${entry.event.type}: ${show(step.before)} -> ${show(step.after)}`);
       }
@@ -47,4 +47,3 @@ async function report(io: Io, store: Store, args: ReplayArgs): Promise<void> {
   if (result.differences.length > 0) throw new CliError('', 1);
 }
 
-const bigints = (_k: string, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v);

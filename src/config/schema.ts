@@ -1,10 +1,9 @@
 // The config.json schema of SPEC §2, with its defaults. Structural rules live here; rules that relate
 // several fields (offered capabilities, in-flight limits, URLs) are in check.ts.
 import { z } from 'zod';
+import { MAX_TIMEOUT_MS } from '../runtime/clock.js';
 
 export const MAX_CREDITS = (1n << 63n) - 1n;
-/** Node timers hold at most 2^31−1 ms; longer ones fire at once. */
-export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 export const CAPABILITY_ID = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const MEDIA_RANGE = /^(\*\/\*|[a-z0-9][a-z0-9!#$&^_.+-]*\/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*))$/;
 

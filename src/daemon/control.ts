@@ -3,6 +3,7 @@
 import { createServer, request, type Server } from 'node:http';
 import { chmod, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { jsonReplacer } from '../cli/output.js';
 
 export const controlPath = (dataDir: string) => join(dataDir, 'control.sock');
 
@@ -19,7 +20,7 @@ export async function serveControl(dataDir: string, handler: ControlHandler): Pr
       const args = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : {};
       const result = await handler(op, args);
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ ok: true, result }, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
+      res.end(JSON.stringify({ ok: true, result }, jsonReplacer));
     } catch (err) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ ok: false, error: (err as Error).message, name: (err as Error).name }));

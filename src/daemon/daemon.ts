@@ -19,7 +19,7 @@ export interface DaemonLog {
 const RETRY_MS = 5000;
 
 export async function startDaemon(dataDir: string, log: DaemonLog): Promise<Daemon> {
-  const node = await Node.open(dataDir);
+  const node = await Node.open(dataDir, { runtime: true });
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
   let server: Server | undefined;
@@ -58,8 +58,10 @@ export async function startDaemon(dataDir: string, log: DaemonLog): Promise<Daem
 
 async function dispatch(node: Node, op: string, args: Record<string, unknown>): Promise<unknown> {
   switch (op) {
+    case 'ping':
+      return { aid: node.identity.aid };
     case 'status':
-      return { aid: node.identity.aid, hub: node.config.hub, card: await node.ownCard() };
+      return { aid: node.identity.aid, hub: node.config.hub, card: (await node.store.meta.get('card')) ?? null };
     case 'find':
       return node.find(args as never);
     case 'card':

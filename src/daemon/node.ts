@@ -9,9 +9,8 @@ import { ActorHost } from '../runtime/host.js';
 import { HubClient } from '../hub/client.js';
 import { Reader, type ReadCard } from '../reader/reader.js';
 import { currentCard, publishToHub, readProfile, type OwnCard } from '../card/publish.js';
-import { defaultName } from '../card/build.js';
+import { defaultName, type Profile } from '../card/build.js';
 import { explain } from '../reasons.js';
-import { EXT_X402 } from '../card/constants.js';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -38,13 +37,15 @@ export class Node {
     readonly config: Config,
     readonly identity: Identity,
     readonly store: Store,
-    readonly host: ActorHost,
+    /** The actor host: the daemon runs one; one-shot CLI commands do not need it. */
+    readonly host: ActorHost | null,
     readonly client: HubClient,
     readonly reader: Reader,
     private readonly now: () => number,
   ) {}
 
-  static async open(dataDir: string, now: () => number = Date.now): Promise<Node> {
+  static async open(dataDir: string, opts: { runtime?: boolean; now?: () => number } = {}): Promise<Node> {
+    const now = opts.now ?? Date.now;
     const { config, problems } = await readConfig(dataDir);
     const errors = problems.filter((p) => p.severity === 'error');
     if (!config || errors.length > 0) {
@@ -54,7 +55,7 @@ export class Node {
     const store = await Store.open(dataDir);
     try {
       // A daemon's quotas must survive power loss, not only a crash: fsync every batch.
-      const host = await ActorHost.start(store, { sync: true });
+      const host = opts.runtime ? await ActorHost.start(store, { sync: true }) : null;
       const client = new HubClient(config.hub, identity, now);
       return new Node(dataDir, config, identity, store, host, client, new Reader(store, client, now), now);
     } catch (err) {
@@ -64,13 +65,13 @@ export class Node {
   }
 
   /** Our card for the current config and profile (re-signed only when its content changed). */
-  async ownCard(): Promise<OwnCard> {
-    return currentCard(this.store, this.config, await readProfile(this.dataDir), this.identity, this.now());
+  async ownCard(profile?: Profile): Promise<OwnCard> {
+    return currentCard(this.store, this.config, profile ?? (await readProfile(this.dataDir)), this.identity, this.now());
   }
 
   async publish(): Promise<{ own: OwnCard; outcome: 'published' | 'withdrawn' }> {
-    const own = await this.ownCard();
     const profile = await readProfile(this.dataDir);
+    const own = await this.ownCard(profile);
     const outcome = await publishToHub(this.client, own, profile.name || defaultName(this.identity.aid));
     return { own, outcome };
   }
@@ -82,7 +83,7 @@ export class Node {
   /** `anet card` (SPEC §6.3–6.4), public-card path. */
   async card(aid: string): Promise<CardView> {
     const read = await this.reader.publicCard(aid);
-    const x402 = read.card?.capabilities?.extensions?.some((e) => e.uri === EXT_X402) ?? false;
+    const x402 = read.charge !== 'free';
     // Extended cards are fetched only when the public card declares x402 or a contact credential is held.
     const reason = !read.verified ? read.code! : x402 ? 'card_unavailable' : 'not_applicable';
     return {
@@ -102,7 +103,7 @@ export class Node {
   }
 
   async close(): Promise<void> {
-    await this.host.close();
+    await this.host?.close();
     await this.store.close();
   }
 }

@@ -152,10 +152,11 @@ async function pruneNonces(store: HubStore, at: number): Promise<void> {
   if (old.length) await store.nonces.batch(old.map((key) => ({ type: 'del' as const, key })));
 }
 
-function kelFrom(body: Record<string, unknown>): KelState {
+function kelFrom(body: Record<string, unknown>): { kel: KelState; bytes: Uint8Array } {
   if (typeof body.kel !== 'string') throw new HubError(400, 'BAD_REQUEST', 'kel must be base64 CoreDet CBOR');
+  const bytes = new Uint8Array(Buffer.from(body.kel, 'base64'));
   try {
-    return validateKel(new Uint8Array(Buffer.from(body.kel, 'base64')));
+    return { kel: validateKel(bytes), bytes };
   } catch (err) {
     if (err instanceof KelError) throw new HubError(400, `KEL_${err.code}`, err.message);
     throw err;
@@ -173,7 +174,7 @@ function checkCard(wire: unknown, kel: KelState, rec: AgentRecord | undefined, n
 /** Register (or re-register): the KEL must equal or extend the stored one; a card is optional. */
 async function register(store: HubStore, now: () => number, req: IncomingMessage, path: string, raw: Buffer) {
   const body = json(raw);
-  const kel = kelFrom(body);
+  const { kel, bytes } = kelFrom(body);
   const rec = await store.agent(kel.aid);
   if (rec) acceptKel(validateKel(rec.kel), kel);
   await authenticate(store, now, req, path, raw, kel);
@@ -181,7 +182,7 @@ async function register(store: HubStore, now: () => number, req: IncomingMessage
   const next: AgentRecord = {
     aid: kel.aid,
     name,
-    kel: new Uint8Array(Buffer.from(body.kel as string, 'base64')),
+    kel: bytes,
     card: rec?.card ?? null,
     seq: rec?.seq ?? null,
     digest: rec?.digest ?? null,
@@ -229,12 +230,12 @@ async function withdraw(store: HubStore, now: () => number, req: IncomingMessage
 
 async function updateKel(store: HubStore, now: () => number, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
   const rec = await known(store, aid);
-  const kel = kelFrom(json(raw));
+  const { kel, bytes } = kelFrom(json(raw));
   if (kel.aid !== aid) throw new HubError(400, 'KEL_WRONG_AID', 'the KEL is another AID\'s');
   acceptKel(validateKel(rec.kel), kel);
   // After a rotation the node signs with its new key, which only the new KEL names.
   await authenticate(store, now, req, path, raw, kel);
-  await store.agents.put(aid, { ...rec, kel: new Uint8Array(Buffer.from(json(raw).kel as string, 'base64')), updatedAt: now() });
+  await store.agents.put(aid, { ...rec, kel: bytes, updatedAt: now() });
   return { aid, ksn: kel.ksn };
 }
 

@@ -15,6 +15,8 @@ export function listPath(dataDir: string, config: Config, list: ListName): strin
   return isAbsolute(file) ? file : join(dataDir, file);
 }
 
+const bare = (line: string) => line.replace(/#.*/, '').trim();
+
 export interface ListFile {
   aids: Set<string>;
   lines: string[];
@@ -32,7 +34,7 @@ export async function readList(path: string): Promise<ListFile> {
   }
   const lines = text.split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
-  const aids = new Set(lines.map((l) => l.replace(/#.*/, '').trim()).filter(isAid));
+  const aids = new Set(lines.map(bare).filter(isAid));
   return { aids, lines };
 }
 
@@ -49,7 +51,6 @@ export async function standing(dataDir: string, config: Config, aid: string): Pr
 export async function editList(path: string, op: 'add' | 'rm', aid: string): Promise<boolean> {
   const file = await readList(path);
   if (file.error) throw new Error(file.error);
-  const bare = (line: string) => line.replace(/#.*/, '').trim();
   if (op === 'add') {
     if (file.aids.has(aid)) return false;
     await writeFileAtomic(path, [...file.lines, aid].join('\n') + '\n', 0o600);

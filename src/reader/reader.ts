@@ -38,6 +38,14 @@ export function chargeOf(card: AgentCard | null): Charge {
   return !x402 ? 'free' : x402.required ? 'paid' : 'some skills paid';
 }
 
+function parseOrNull(wire: string): AgentCard | null {
+  try {
+    return JSON.parse(wire) as AgentCard;
+  } catch {
+    return null;
+  }
+}
+
 export class Reader {
   constructor(private readonly store: Store, private readonly client: HubClient, private readonly now: () => number = Date.now) {}
 
@@ -58,8 +66,9 @@ export class Reader {
     if (!stored) {
       if (!incoming) return { kel: offered ? 'invalid' : null, fresh: false, peer };
       if (incoming.aid !== aid) return { kel: 'invalid', fresh: false, peer };
-      await this.savePeer(aid, { kel: offered!, kelFetchedAt: this.now(), highWater: null });
-      return { kel: incoming, fresh: true, peer: (await this.store.peers.get(aid)) as PeerRecord };
+      const created: PeerRecord = { kel: offered!, kelFetchedAt: this.now(), highWater: null };
+      await this.savePeer(aid, created);
+      return { kel: incoming, fresh: true, peer: created };
     }
     const cmp = incoming ? compareKel(stored, incoming) : null;
     if (cmp?.kind === 'extension' || cmp?.kind === 'same') {
@@ -84,15 +93,10 @@ export class Reader {
     const { kel, fresh, peer } = await this.kelFor(aid, kelBytes);
     const hw: HighWater | null = peer?.highWater ? { seq: BigInt(peer.highWater.seq), digest: peer.highWater.digest } : null;
     const result = verifyCard(wire, { kel, now: this.now(), highWater: hw });
-    let card: AgentCard | null = null;
-    try {
-      card = JSON.parse(wire) as AgentCard;
-    } catch {
-      card = null;
-    }
+    const card: AgentCard | null = result.ok ? result.card : parseOrNull(wire);
     if (result.ok) {
-      card = result.card;
-      if (!hw || result.seq > hw.seq) await this.savePeer(aid, { ...(peer ?? (await this.store.peers.get(aid)) as PeerRecord), highWater: { seq: result.seq.toString(), digest: result.digest } });
+      // A verified card means kelFor found or stored a KEL, so `peer` is set.
+      if (!hw || result.seq > hw.seq) await this.savePeer(aid, { ...peer!, highWater: { seq: result.seq.toString(), digest: result.digest } });
       await recordCard(this.store, { aid, seq: result.seq.toString(), digest: result.digest, wire, source: `hub ${this.client.base}`, obtainedAt: this.now() });
     }
     return {

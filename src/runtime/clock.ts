@@ -5,7 +5,9 @@ export interface Clock {
   at(at: number, fn: () => void): { cancel(): void };
 }
 
-const MAX_TIMEOUT = 2 ** 31 - 1;
+/** Node timers hold at most 2^31−1 ms; a longer delay fires at once. */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+const MAX_TIMEOUT = MAX_TIMEOUT_MS;
 
 export const systemClock: Clock = {
   now: () => Date.now(),

@@ -18,8 +18,8 @@ function inertScope(machine: AnyStateMachine, input: unknown): unknown {
   return scope;
 }
 
-export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }, input?: unknown): AnyMachineSnapshot {
-  return machine.transition(snapshot, event, inertScope(machine, input ?? snapshot.context) as never) as AnyMachineSnapshot;
+export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }): AnyMachineSnapshot {
+  return machine.transition(snapshot, event, inertScope(machine, snapshot.context) as never) as AnyMachineSnapshot;
 }
 
 /** The machine's initial snapshot for `input`, through the same reused inert scope. */

@@ -6,7 +6,6 @@ import { step, initial } from './pure.js';
 import { Store, seqKey, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { pack, unpack } from '../../store/codec.js';
 import { KINDS, type ActorKind } from './kinds.js';
-import { restoreSnapshot } from './host.js';
 
 export interface ReplayStep {
   entry: JournalEntry;
@@ -112,4 +111,3 @@ function describe(rebuilt: unknown, stored: unknown): string {
   return 'context differs from the snapshot';
 }
 
-export { restoreSnapshot };
