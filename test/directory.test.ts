@@ -98,3 +98,21 @@ test('SPEC §6.4: anet card on the public-card path, and --json', async (t) => {
   t.is(unknown.code, 1);
   t.regex(unknown.stderr, /^anet: the hub refused: UNKNOWN_AID/);
 });
+
+test('SPEC §5.1: a daemon started while its hub is down says so, retries, and publishes once the hub is up', async (t) => {
+  const { createServer } = await import('node:net');
+  const port = await new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+  const root = await tempDir(t);
+  const a = join(root, 'a');
+  await runBin(['init', '--data', a]);
+  await writeFile(join(a, 'config.json'), JSON.stringify(providerConfig(`http://127.0.0.1:${port}`, [0, 0])));
+  const daemon = startBin(t, ['daemon', '--data', a]);
+  t.regex(await daemon.waitFor(/cannot reach the hub/), /retrying every 5 s/);
+  startBin(t, ['hub', 'start', '--port', String(port), '--data', join(root, 'hub')]);
+  t.regex(await daemon.waitFor(/card seq 1 published/, 20_000), new RegExp(`published to http://127.0.0.1:${port}`));
+});
