@@ -168,3 +168,24 @@ test('SPEC §2: doctor without config.json uses the defaults; a broken identity 
   t.is(r.code, 1);
   t.regex(r.stdout, new RegExp(`theirs is owned by uid ${NOBODY}, who could replace the socket`));
 });
+
+test('SPEC §3.2: a private socket directory under a directory others can write to is an error; symlinked paths are resolved', async (t) => {
+  const { symlink } = await import('node:fs/promises');
+  const open = join(await tempDir(t), 'shared');
+  await mkdir(open);
+  await chmod(open, 0o777);
+  const inner = join(open, 'mine');
+  await mkdir(inner, { mode: 0o700 });
+  const service = await startSampleService(join(inner, 'svc.sock'), echoHandler);
+  t.teardown(() => service.close());
+  const data = await nodeWith(t, offering('echo', `unix://${service.socketPath}`));
+  const r = await runCli(['doctor', '--data', data]);
+  t.is(r.code, 1);
+  t.regex(r.stdout, /shared is writable by other users/);
+  // A safe directory reached through a symlink is judged by where it leads, not by the link's mode.
+  const safe = await privateSocket(t);
+  const link = join(await tempDir(t), 'link');
+  await symlink(join(safe, '..'), link);
+  const viaLink = await nodeWith(t, offering('echo', `unix://${link}/svc.sock`));
+  t.is((await runCli(['doctor', '--data', viaLink])).code, 0);
+});

@@ -1,7 +1,8 @@
 // Socket safety (SPEC §3.2): a service socket must be a socket owned by the daemon's user, in a directory
-// no other user can write to (unless sticky and owned by the daemon's user or root). The reason returned
+// no other user can write to (unless sticky and owned by the daemon's user or root) — and so must every
+// directory above it be, since renaming an ancestor would swap the socket too. The reason returned
 // is for the operator; callers are only told `service_unavailable`.
-import { lstat } from 'node:fs/promises';
+import { lstat, realpath } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 const STICKY = 0o1000;
@@ -11,6 +12,17 @@ export interface SocketFault {
   /** True when nothing is there yet: the service may simply not be running. */
   missing: boolean;
   reason: string;
+}
+
+async function unsafeDirectory(dir: string, uid: number): Promise<string | null> {
+  const ds = await lstat(dir);
+  // A directory's owner can always replace entries in it, so it must be us (or root).
+  if (ds.uid !== uid && ds.uid !== 0) return `${dir} is owned by uid ${ds.uid}, who could replace the socket; use a directory of your own`;
+  if ((ds.mode & WRITABLE_BY_OTHERS) !== 0) {
+    const safeSticky = (ds.mode & STICKY) !== 0 && (ds.uid === uid || ds.uid === 0);
+    if (!safeSticky) return `${dir} is writable by other users, so the socket could be replaced; use a private directory`;
+  }
+  return null;
 }
 
 export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): Promise<SocketFault | null> {
@@ -24,13 +36,12 @@ export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): 
   }
   if (!st.isSocket()) return fault(`${path} is not a socket`);
   if (st.uid !== uid) return fault(`${path} is owned by uid ${st.uid}, not the daemon's uid ${uid}`);
-  const dir = dirname(path);
-  const ds = await lstat(dir);
-  // The directory's owner can always replace entries in it, so it must be us (or root).
-  if (ds.uid !== uid && ds.uid !== 0) return fault(`${dir} is owned by uid ${ds.uid}, who could replace the socket; use a directory of your own`);
-  if ((ds.mode & WRITABLE_BY_OTHERS) !== 0) {
-    const safeSticky = (ds.mode & STICKY) !== 0 && (ds.uid === uid || ds.uid === 0);
-    if (!safeSticky) return fault(`${dir} is writable by other users, so the socket could be replaced; use a private directory`);
+  // Every directory on the way must be safe: whoever can rename an ancestor can swap the whole path.
+  // Walk the resolved path (a symlink's own mode bits mean nothing).
+  for (let dir = await realpath(dirname(path)); ; dir = dirname(dir)) {
+    const why = await unsafeDirectory(dir, uid);
+    if (why) return fault(why);
+    if (dirname(dir) === dir) break;
   }
   return null;
 }
