@@ -1,0 +1,96 @@
+// WIRE.md §4: envelopes — the hub sees only the recipient and a padded size; the receiver refuses a bad
+// signature, another recipient, an expired message, a replayed mid and unknown inner keys below 64.
+import test from 'ava';
+import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identity/cbor.js';
+import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/relay/envelope.js';
+import { generateX25519, seal } from '../src/relay/hpke.js';
+import { testIdentity } from './helpers/identity.js';
+
+const alice = testIdentity('env-alice', 1);
+const bob = testIdentity('env-bob');
+const bobKey = generateX25519();
+const kid = new Uint8Array(16).fill(7);
+const NOW = 1_800_000_000_000;
+const sender = { aid: alice.kel.aid, ksn: alice.kel.ksn, signer: alice.keys[alice.kel.ksn]! };
+const to = { aid: bob.kel.aid, kid, publicKey: bobKey.publicKey };
+const msg = (body: CborValue = 'hello', exp = NOW + 60_000) => ({ type: 'task.send', ix: 0, ts: NOW, exp, body });
+
+function context(overrides: Partial<OpenContext> = {}): OpenContext {
+  const seen = new Set<string>();
+  return {
+    me: bob.kel.aid,
+    keys: new Map([[Buffer.from(kid).toString('hex'), bobKey]]),
+    now: NOW,
+    seen: (mid) => {
+      const k = Buffer.from(mid).toString('hex');
+      const had = seen.has(k);
+      seen.add(k);
+      return had;
+    },
+    kelOf: (aid) => (aid === alice.kel.aid ? alice.kel : null),
+    ...overrides,
+  };
+}
+
+const refusal = (fn: () => unknown) => {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof EnvelopeRefused) return err.code;
+    throw err;
+  }
+  return 'accepted';
+};
+
+test('WIRE §4: a sealed envelope opens with its fields; the outside shows only the recipient and a padded size', (t) => {
+  const { bytes, mid } = sealEnvelope(sender, to, msg(new Map([['capability', 'echo']])));
+  const got = openEnvelope(bytes, context());
+  t.like(got, { from: alice.kel.aid, ksn: 1, to: bob.kel.aid, type: 'task.send', ix: 0, ts: NOW });
+  t.deepEqual(got.mid, mid);
+  t.deepEqual(got.body, new Map([['capability', 'echo']]));
+  t.is(envelopeRecipient(bytes), bob.kel.aid);
+  const outer = decodeCanonical(bytes) as Map<number, CborValue>;
+  t.deepEqual([...outer.keys()], [1, 2, 3, 4, 5, 6]);
+  t.false(Buffer.from(bytes).includes(Buffer.from(alice.kel.aid)), 'the sender is only inside the ciphertext');
+  const small = (decodeCanonical(sealEnvelope(sender, to, msg('x')).bytes) as Map<number, Uint8Array>).get(6)!.length;
+  const larger = (decodeCanonical(sealEnvelope(sender, to, msg('y'.repeat(100))).bytes) as Map<number, Uint8Array>).get(6)!.length;
+  t.is(small, larger, 'sizes are padded');
+  t.true(small - 16 >= 256 && Number.isInteger(Math.log2(small - 16)), `a power of two plus the tag: ${small}`);
+});
+
+test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unknown kid and tampering', (t) => {
+  const { bytes } = sealEnvelope(sender, to, msg());
+  const ctx = context();
+  t.is(refusal(() => openEnvelope(bytes, ctx)), 'accepted');
+  t.is(refusal(() => openEnvelope(bytes, ctx)), 'REPLAYED');
+  t.is(refusal(() => openEnvelope(bytes, context({ me: alice.kel.aid }))), 'NOT_FOR_ME');
+  t.is(refusal(() => openEnvelope(sealEnvelope(sender, to, msg('late', NOW)).bytes, context())), 'EXPIRED');
+  t.is(refusal(() => openEnvelope(bytes, context({ keys: new Map() }))), 'UNKNOWN_KID');
+  const outer = decodeCanonical(bytes) as Map<number, CborValue>;
+  const ct = outer.get(6) as Uint8Array;
+  const tampered = encodeCanonical(new Map([...outer, [6, Uint8Array.from(ct, (b, i) => (i === 5 ? b ^ 1 : b))]]));
+  t.is(refusal(() => openEnvelope(tampered, context())), 'UNDECRYPTABLE');
+  t.is(refusal(() => openEnvelope(bytes, context({ kelOf: () => null }))), 'UNKNOWN_SENDER');
+});
+
+test('WIRE §4: a signature by another key, or by the sender\'s rotated-away key, is refused', (t) => {
+  const mallory = testIdentity('env-mallory');
+  const forged = sealEnvelope({ aid: alice.kel.aid, ksn: 1, signer: mallory.keys[0]! }, to, msg());
+  t.is(refusal(() => openEnvelope(forged.bytes, context())), 'BAD_SIGNATURE');
+  const stale = sealEnvelope({ aid: alice.kel.aid, ksn: 0, signer: alice.keys[0]! }, to, msg());
+  t.is(refusal(() => openEnvelope(stale.bytes, context())), 'BAD_SIGNATURE');
+});
+
+test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are extensions and ignored', (t) => {
+  const craft = (extra: number) => {
+    const inner = new Map<number, CborValue>([
+      [1, alice.kel.aid], [2, 1], [3, bob.kel.aid], [4, 'task.send'], [5, 0], [6, new Uint8Array(16).fill(extra % 256)], [7, NOW], [8, NOW + 1000], [9, 'x'], [extra, 'extension'],
+    ]);
+    const sig = alice.keys[1]!.sign(encodeCanonical(inner));
+    const info = encodeCanonical(new Map<number, CborValue>([[1, 'anet-relay/v1'], [2, bob.kel.aid], [3, 1], [4, kid]]));
+    const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(new Map([...inner, [20, sig]])));
+    return encodeCanonical(new Map<number, CborValue>([[1, 1], [2, bob.kel.aid], [3, 1], [4, kid], [5, enc], [6, ct]]));
+  };
+  t.is(refusal(() => openEnvelope(craft(30), context())), 'UNKNOWN_FIELD');
+  t.is(refusal(() => openEnvelope(craft(70), context())), 'accepted');
+});
