@@ -2,6 +2,8 @@
 // JWKS. Every card is verified on entry against the stored KEL; every write is signed by the node.
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { HubStore, type AgentRecord } from './store.js';
+import { Relay, MAX_ENVELOPE } from './relay.js';
+import { EnvelopeRefused } from '../relay/envelope.js';
 import { authMessage, AUTH_WINDOW_MS } from './auth.js';
 import { verifyCard } from '../card/verify.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
@@ -29,6 +31,7 @@ export interface Hub {
   aid: string;
   server: Server;
   store: HubStore;
+  relay: Relay;
   close(): Promise<void>;
 }
 
@@ -37,8 +40,9 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   if (!(await hasIdentity(opts.dataDir))) await createIdentity(opts.dataDir, now());
   const identity = await loadIdentity(opts.dataDir);
   const store = await HubStore.open(opts.dataDir);
+  const relay = new Relay(now);
   const server = createServer((req, res) => {
-    handle(store, now, req, res).catch((err) => {
+    handle(store, relay, now, req, res).catch((err) => {
       const e = err instanceof HubError ? err : new HubError(500, 'INTERNAL', (err as Error).message);
       send(res, e.status, { error: { code: e.code, message: e.message } });
     });
@@ -54,7 +58,9 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     aid: identity.aid,
     server,
     store,
+    relay,
     close: async () => {
+      relay.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await store.close();
@@ -68,12 +74,12 @@ function send(res: ServerResponse, status: number, body: unknown, type = 'applic
   res.end(data);
 }
 
-async function readBody(req: IncomingMessage): Promise<Buffer> {
+async function readBody(req: IncomingMessage, max = MAX_BODY): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY) throw new HubError(413, 'TOO_LARGE', `request body over ${MAX_BODY} bytes`);
+    if (size > max) throw new HubError(413, 'TOO_LARGE', `request body over ${max} bytes`);
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
@@ -89,10 +95,11 @@ function json(body: Buffer): Record<string, unknown> {
   throw new HubError(400, 'BAD_REQUEST', 'the body must be a JSON object');
 }
 
-async function handle(store: HubStore, now: () => number, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(store: HubStore, relay: Relay, now: () => number, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://hub');
   const parts = url.pathname.split('/').filter(Boolean);
   const method = req.method ?? 'GET';
+  if (url.pathname.startsWith('/relay/v2')) return handleRelay(store, relay, now, req, res, url.pathname, method);
   const body = await readBody(req);
   if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true });
   if (parts[0] !== 'agents') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${url.pathname}`);
@@ -114,6 +121,28 @@ async function handle(store: HubStore, now: () => number, req: IncomingMessage, 
   if (what === 'card' && method === 'DELETE') return send(res, 200, await withdraw(store, now, req, url.pathname, body, aid));
   if (what === 'kel' && method === 'PUT') return send(res, 200, await updateKel(store, now, req, url.pathname, body, aid));
   throw new HubError(404, 'NOT_FOUND', `no route ${method} ${url.pathname}`);
+}
+
+/** POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed). */
+async function handleRelay(store: HubStore, relay: Relay, now: () => number, req: IncomingMessage, res: ServerResponse, path: string, method: string): Promise<void> {
+  if (method === 'POST' && path === '/relay/v2/send') {
+    const body = await readBody(req, MAX_ENVELOPE);
+    let outcome: string;
+    try {
+      outcome = relay.accept(new Uint8Array(body));
+    } catch (err) {
+      if (err instanceof EnvelopeRefused || (err as Error).name === 'CborError') throw new HubError(400, 'BAD_ENVELOPE', (err as Error).message);
+      throw err;
+    }
+    if (outcome === 'full') throw new HubError(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full');
+    return send(res, 202, { outcome });
+  }
+  if (method === 'GET' && path === '/relay/v2/stream') {
+    const rec = await known(store, header(req, 'x-anet-aid'));
+    await authenticate(store, now, req, path, Buffer.alloc(0), validateKel(rec.kel));
+    return relay.attach(rec.aid, req, res);
+  }
+  throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
 }
 
 function header(req: IncomingMessage, name: string): string {

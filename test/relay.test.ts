@@ -1,0 +1,132 @@
+// SPEC §11 / WIRE §4: the hub relay pushes envelopes to connected nodes, queues them (bounded, with a
+// TTL) for offline ones, needs a signed stream to receive, and never writes who talked to whom.
+import test from 'ava';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { tempDir } from './helpers/tmp.js';
+import { startHub } from '../src/hub/server.js';
+import { HubClient, HubRefusedError } from '../src/hub/client.js';
+import { RelayClient } from '../src/relay/client.js';
+import { sealEnvelope, openEnvelope } from '../src/relay/envelope.js';
+import { generateX25519 } from '../src/relay/hpke.js';
+import { createIdentity, type Identity } from '../src/identity/store.js';
+
+async function setup(t: any, now?: () => number) {
+  const root = await tempDir(t);
+  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, ...(now ? { now } : {}) });
+  t.teardown(() => hub.close());
+  const mk = async (name: string) => {
+    const id = await createIdentity(join(root, name), Date.now());
+    await new HubClient(hub.url, id).register(name, null);
+    return id;
+  };
+  return { root, hub, alice: await mk('alice'), bob: await mk('bob') };
+}
+
+const key = generateX25519();
+const kid = new Uint8Array(16).fill(1);
+function envelopeTo(from: Identity, to: Identity, body: string) {
+  return sealEnvelope({ aid: from.aid, ksn: from.kel.ksn, signer: from.signer }, { aid: to.aid, kid, publicKey: key.publicKey }, { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body }).bytes;
+}
+
+function inbox() {
+  const got: Uint8Array[] = [];
+  let wake: (() => void) | null = null;
+  return {
+    got,
+    push: (b: Uint8Array) => {
+      got.push(b);
+      wake?.();
+    },
+    next: (n: number) => new Promise<void>((resolve) => {
+      const check = () => (got.length >= n ? resolve() : (wake = check));
+      check();
+    }),
+  };
+}
+
+test('SPEC §11: an envelope to a connected node is pushed at once and opens end to end', async (t) => {
+  const { hub, alice, bob } = await setup(t);
+  const box = inbox();
+  const bobRelay = new RelayClient(hub.url, bob, box.push);
+  await bobRelay.connect();
+  t.teardown(() => bobRelay.close());
+  const aliceRelay = new RelayClient(hub.url, alice, () => {});
+  t.teardown(() => aliceRelay.close());
+  t.is(await aliceRelay.send(envelopeTo(alice, bob, 'hi bob')), 'delivered');
+  await box.next(1);
+  const opened = openEnvelope(box.got[0]!, {
+    me: bob.aid, keys: new Map([[Buffer.from(kid).toString('hex'), key]]), now: Date.now(), seen: () => false,
+    kelOf: (aid) => (aid === alice.aid ? alice.kel : null),
+  });
+  t.like(opened, { from: alice.aid, body: 'hi bob' });
+});
+
+test('SPEC §11: an offline node gets its queue on connect; the queue is bounded and expires', async (t) => {
+  let now = Date.now();
+  const { hub, alice, bob } = await setup(t, () => now);
+  const sender = new RelayClient(hub.url, alice, () => {});
+  t.teardown(() => sender.close());
+  t.is(await sender.send(envelopeTo(alice, bob, 'one')), 'queued');
+  t.is(await sender.send(envelopeTo(alice, bob, 'two')), 'queued');
+  const box = inbox();
+  const bobRelay = new RelayClient(hub.url, bob, box.push);
+  await bobRelay.connect();
+  await box.next(2);
+  t.is(box.got.length, 2);
+  bobRelay.close();
+  await new Promise((r) => setTimeout(r, 50));
+  t.is(await sender.send(envelopeTo(alice, bob, 'late')), 'queued');
+  now += 11 * 60_000; // past the 10-minute TTL
+  const box2 = inbox();
+  const again = new RelayClient(hub.url, bob, box2.push, () => now);
+  await again.connect();
+  t.teardown(() => again.close());
+  await new Promise((r) => setTimeout(r, 100));
+  t.is(box2.got.length, 0, 'expired envelopes are dropped, not delivered');
+  t.is(hub.relay.stats.expired, 1);
+});
+
+test('SPEC §11: receiving needs a stream signed by the AID; garbage is refused', async (t) => {
+  const { hub, alice, root } = await setup(t);
+  const stranger = await createIdentity(join(root, 'stranger'), Date.now());
+  await t.throwsAsync(new RelayClient(hub.url, stranger, () => {}).connect(), { instanceOf: HubRefusedError, message: /UNKNOWN_AID/ });
+  const res = await fetch(`${hub.url}/relay/v2/send`, { method: 'POST', body: 'not cbor' });
+  t.is(res.status, 400);
+  t.is((await res.json()).error.code, 'BAD_ENVELOPE');
+  const forged = await fetch(`${hub.url}/relay/v2/stream`, { headers: { 'x-anet-aid': alice.aid, 'x-anet-time': String(Date.now()), 'x-anet-nonce': '0'.repeat(32), 'x-anet-signature': 'AAAA' } });
+  t.is(forged.status, 401);
+});
+
+test('SPEC §11: the hub writes nothing of the messages it relays to its data dir', async (t) => {
+  const { hub, alice, bob, root } = await setup(t);
+  const sender = new RelayClient(hub.url, alice, () => {});
+  t.teardown(() => sender.close());
+  const marker = 'MARKER-relay-body-7f3a';
+  const sent: Uint8Array[] = [];
+  for (let i = 0; i < 5; i++) {
+    const e = envelopeTo(alice, bob, marker);
+    sent.push(e);
+    await sender.send(e);
+  }
+  await hub.close();
+  const files: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) await walk(p);
+      else files.push(p);
+    }
+  };
+  await walk(join(root, 'hub'));
+  let bytes = 0;
+  for (const f of files) {
+    const content = await readFile(f);
+    bytes += (await stat(f)).size;
+    t.false(content.includes(Buffer.from(marker)), `${f} holds a message body`);
+    // Not even the ciphertext: the queue lives in memory only.
+    for (const e of sent) t.false(content.includes(Buffer.from(e.subarray(e.length - 48))), `${f} holds an envelope`);
+  }
+  t.true(bytes > 0);
+  t.is(hub.relay.stats.queued, 5);
+});
