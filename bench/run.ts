@@ -1,5 +1,6 @@
 // `npm run bench [-- runtime] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
 import { benchRuntime } from './runtime.js';
+import { benchRelay } from './relay.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -10,4 +11,5 @@ let ok = true;
 if (all || which.includes('runtime')) {
   ok = (await benchRuntime(quick ? { events: 20_000, buckets: 10_000, restoreEvents: 50_000 } : { events: 200_000, buckets: 100_000, restoreEvents: 1_000_000 })) && ok;
 }
+if (all || which.includes('relay')) ok = (await benchRelay(quick ? 200 : 2000)) && ok;
 process.exitCode = ok ? 0 : 1;
