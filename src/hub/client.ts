@@ -29,8 +29,9 @@ export class HubClient {
   }
 
   private async request(method: string, path: string, body?: unknown, signed = false): Promise<Response> {
-    const bytes = body === undefined ? new Uint8Array() : Buffer.from(JSON.stringify(body));
-    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const raw = body instanceof Uint8Array;
+    const bytes = body === undefined ? new Uint8Array() : raw ? Buffer.from(body) : Buffer.from(JSON.stringify(body));
+    const headers: Record<string, string> = { 'content-type': raw ? 'application/cbor' : 'application/json' };
     if (signed) {
       if (!this.identity) throw new Error('a signed hub request needs the node identity');
       Object.assign(headers, signRequest(this.identity.signer, this.identity.aid, method, path, bytes, this.now()));
@@ -75,6 +76,15 @@ export class HubClient {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') qs.set(k, String(v));
     return (await (await this.request('GET', `/agents?${qs}`)).json()) as SearchResult;
+  }
+
+  /** Publishes our signed encryption key set (WIRE §4). */
+  async putKeys(keySet: Uint8Array): Promise<void> {
+    await this.request('PUT', `/agents/${this.identity!.aid}/keys`, keySet, true);
+  }
+
+  async keys(aid: string): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.request('GET', `/agents/${aid}/keys`)).arrayBuffer());
   }
 
   async card(aid: string): Promise<string> {

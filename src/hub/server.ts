@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse, type Server } 
 import { HubStore, type AgentRecord } from './store.js';
 import { Relay, MAX_ENVELOPE } from './relay.js';
 import { EnvelopeRefused } from '../relay/envelope.js';
+import { verifyKeySet } from '../relay/keyset.js';
 import { authMessage, AUTH_WINDOW_MS } from './auth.js';
 import { verifyCard } from '../card/verify.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
@@ -116,7 +117,12 @@ async function handle(store: HubStore, relay: Relay, now: () => number, req: Inc
     }
     if (what === 'kel') return send(res, 200, Buffer.from(rec.kel), 'application/cbor');
     if (what === 'jwks.json') return send(res, 200, jwks(rec));
+    if (what === 'keys') {
+      if (!rec.keys) throw new HubError(404, 'NO_KEYS', `${aid} has published no encryption keys`);
+      return send(res, 200, Buffer.from(rec.keys), 'application/cbor');
+    }
   }
+  if (what === 'keys' && method === 'PUT') return send(res, 200, await putKeys(store, now, req, url.pathname, body, aid));
   if (what === 'card' && method === 'PUT') return send(res, 200, await publish(store, now, req, url.pathname, body, aid));
   if (what === 'card' && method === 'DELETE') return send(res, 200, await withdraw(store, now, req, url.pathname, body, aid));
   if (what === 'kel' && method === 'PUT') return send(res, 200, await updateKel(store, now, req, url.pathname, body, aid));
@@ -266,6 +272,19 @@ async function updateKel(store: HubStore, now: () => number, req: IncomingMessag
   await authenticate(store, now, req, path, raw, kel);
   await store.agents.put(aid, { ...rec, kel: bytes, updatedAt: now() });
   return { aid, ksn: kel.ksn };
+}
+
+async function putKeys(store: HubStore, now: () => number, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
+  const rec = await known(store, aid);
+  const kel = validateKel(rec.kel);
+  await authenticate(store, now, req, path, raw, kel);
+  try {
+    verifyKeySet(new Uint8Array(raw), kel, now());
+  } catch (err) {
+    throw new HubError(400, 'BAD_KEY_SET', (err as Error).message);
+  }
+  await store.agents.put(aid, { ...rec, keys: new Uint8Array(raw), updatedAt: now() });
+  return { aid };
 }
 
 function jwks(rec: AgentRecord) {

@@ -17,6 +17,8 @@ export interface AgentRecord {
   /** Highest card seq accepted, and the digest of that card (SEQ_ROLLBACK / SEQ_FORK survive restarts). */
   seq: string | null;
   digest: string | null;
+  /** The node's signed encryption key set (WIRE §4), verified on entry. */
+  keys?: Uint8Array;
   updatedAt: number;
 }
 
