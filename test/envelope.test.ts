@@ -5,6 +5,7 @@ import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identit
 import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/relay/envelope.js';
 import { generateX25519, seal } from '../src/relay/hpke.js';
 import { testIdentity } from './helpers/identity.js';
+import { codeOf } from './helpers/errors.js';
 
 const alice = testIdentity('env-alice', 1);
 const bob = testIdentity('env-bob');
@@ -32,15 +33,7 @@ function context(overrides: Partial<OpenContext> = {}): OpenContext {
   };
 }
 
-const refusal = (fn: () => unknown) => {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof EnvelopeRefused) return err.code;
-    throw err;
-  }
-  return 'accepted';
-};
+const refusal = (fn: () => unknown) => codeOf(fn, EnvelopeRefused);
 
 test('WIRE §4: a sealed envelope opens with its fields; the outside shows only the recipient and a padded size', (t) => {
   const { bytes, mid } = sealEnvelope(sender, to, msg(new Map([['capability', 'echo']])));
