@@ -5,6 +5,7 @@ import { HubStore, type AgentRecord } from './store.js';
 import { Relay, MAX_ENVELOPE } from './relay.js';
 import { EnvelopeRefused } from '../relay/envelope.js';
 import { verifyKeySet } from '../relay/keyset.js';
+import { CborError } from '../identity/cbor.js';
 import { authMessage, AUTH_WINDOW_MS } from './auth.js';
 import { verifyCard } from '../card/verify.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
@@ -137,7 +138,7 @@ async function handleRelay(store: HubStore, relay: Relay, now: () => number, req
     try {
       outcome = relay.accept(new Uint8Array(body));
     } catch (err) {
-      if (err instanceof EnvelopeRefused || (err as Error).name === 'CborError') throw new HubError(400, 'BAD_ENVELOPE', (err as Error).message);
+      if (err instanceof EnvelopeRefused || err instanceof CborError) throw new HubError(400, 'BAD_ENVELOPE', (err as Error).message);
       throw err;
     }
     if (outcome === 'full') throw new HubError(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full');
