@@ -2,7 +2,7 @@
 // consume nothing) and the in-flight counter, as pure machines.
 import test from 'ava';
 import fc from 'fast-check';
-import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
+import { transition, initialTransition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { bucketMachine, type BucketContext } from '../machines/bucket.js';
 import { inflightMachine, type InflightContext } from '../machines/inflight.js';
 import { step, initial } from '../src/runtime/pure.js';
@@ -11,6 +11,17 @@ import { isDeepStrictEqual } from 'node:util';
 
 const admit = (s: AnyMachineSnapshot, at: number) => transition(bucketMachine, s as never, { type: 'ADMIT', at })[0];
 const last = (s: AnyMachineSnapshot) => (s.context as BucketContext).last!;
+
+/** Steps a machine both through xstate's transition() and the host's fast step; false once they differ. */
+function bothPaths(machine: AnyStateMachine, input: unknown) {
+  let a: AnyMachineSnapshot = initialTransition(machine, input)[0];
+  let b = initial(machine, input);
+  return (event: object): boolean => {
+    a = transition(machine, a as never, event as never)[0];
+    b = step(machine, b, event as never);
+    return isDeepStrictEqual(machine.getPersistedSnapshot(a), machine.getPersistedSnapshot(b));
+  };
+}
 
 test('SPEC §2.1: never more than N admitted in any window; a refusal happens only when N are inside it', (t) => {
   fc.assert(
@@ -107,22 +118,15 @@ test('SPEC §14: the host\'s fast pure step gives exactly the snapshots of xstat
         { maxLength: 40 },
       ),
       (events) => {
-        let a: AnyMachineSnapshot = initialTransition(bucketMachine, { limit: 3, windowMs: 700 })[0];
-        let b = initial(bucketMachine, { limit: 3, windowMs: 700 });
+        const bucket = bothPaths(bucketMachine, { limit: 3, windowMs: 700 });
         let at = 0;
         for (const e of events) {
           at += e.gap;
-          a = transition(bucketMachine, a as never, { type: e.type, at })[0];
-          b = step(bucketMachine, b, { type: e.type, at } as never);
-          if (!isDeepStrictEqual(bucketMachine.getPersistedSnapshot(a), bucketMachine.getPersistedSnapshot(b))) return false;
+          if (!bucket({ type: e.type, at })) return false;
         }
-        let c: AnyMachineSnapshot = initialTransition(inflightMachine, { max: 2 })[0];
-        let d = initial(inflightMachine, { max: 2 });
+        const inflight = bothPaths(inflightMachine, { max: 2 });
         for (const [i, e] of events.entries()) {
-          const ev = { type: e.type === 'ADMIT' ? 'START' : 'FINISH', at: i, id: `c${e.gap % 3}` };
-          c = transition(inflightMachine, c as never, ev as never)[0];
-          d = step(inflightMachine, d, ev);
-          if (!isDeepStrictEqual(inflightMachine.getPersistedSnapshot(c), inflightMachine.getPersistedSnapshot(d))) return false;
+          if (!inflight({ type: e.type === 'ADMIT' ? 'START' : 'FINISH', at: i, id: `c${e.gap % 3}` })) return false;
         }
         return true;
       },
@@ -137,8 +141,7 @@ test('SPEC §14: the fast pure step matches xstate transition() for the card-fet
     fc.property(
       fc.array(fc.record({ kind: fc.constantFrom('NEED', 'REPLY_OK', 'REPLY_NC', 'REPLY_BAD', 'SEQ', 'TICK'), gap: fc.nat(40_000) }), { maxLength: 30 }),
       (events) => {
-        let a: AnyMachineSnapshot = initialTransition(cardFetchMachine)[0];
-        let b = initial(cardFetchMachine, undefined);
+        const fetch = bothPaths(cardFetchMachine, undefined);
         let at = 0;
         let n = 0;
         for (const e of events) {
@@ -149,9 +152,7 @@ test('SPEC §14: the fast pure step matches xstate transition() for the card-fet
             : e.kind === 'SEQ' ? { type: 'PUBLIC_SEQ', at, publicSeq: String(1 + (n % 4)) }
             : e.kind === 'TICK' ? { type: 'TICK', at }
             : { type: 'REPLY', at, requestId: rid, result: e.kind === 'REPLY_OK' ? 'ok' : e.kind === 'REPLY_NC' ? 'not_configured' : 'invalid', wire: '{}' };
-          a = transition(cardFetchMachine, a as never, ev as never)[0];
-          b = step(cardFetchMachine, b, ev);
-          if (!isDeepStrictEqual(cardFetchMachine.getPersistedSnapshot(a), cardFetchMachine.getPersistedSnapshot(b))) return false;
+          if (!fetch(ev)) return false;
         }
         return true;
       },

@@ -41,7 +41,7 @@ export const CHAT_SKILL: AgentSkill = {
   tags: ['chat'],
 };
 
-const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+export const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** The public capabilities that go on the public card: offered and not allow_only, sorted by id. */
 export function listedCapabilities(config: Config): OfferedCapability[] {

@@ -6,8 +6,6 @@ export const EXT_PREVIEW = 'https://agentnetwork.org.cn/a2a/ext/anet-preview/v1'
 export const EXT_PRICE = 'https://agentnetwork.org.cn/a2a/ext/anet-price/v1';
 export const RELAY_BINDING = 'https://agentnetwork.org.cn/a2a/bindings/anet-relay/v1';
 export const CHAT_SKILL_ID = 'chat';
-/** Largest price amount (SPEC §5.4). */
-export const MAX_AMOUNT = (1n << 63n) - 1n;
 
 /** WIRE.md §3.4 CARD_TOO_LARGE limits, inclusive. */
 export const LIMITS = {

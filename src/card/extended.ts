@@ -3,8 +3,9 @@
 // peers); `not_configured` when the kind meant for the caller adds nothing to the public card.
 import type { Config } from '../config/schema.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
-import { buildPublicCard, skillOf, isPriced, type Profile, type CardStamp } from './build.js';
-import { EXT_PRICE, MAX_AMOUNT } from './constants.js';
+import { buildPublicCard, skillOf, isPriced, byId, type Profile, type CardStamp } from './build.js';
+import { EXT_PRICE } from './constants.js';
+import { MAX_CREDITS } from '../config/schema.js';
 import type { AgentCard } from './types.js';
 
 export type ExtendedKind = 'general' | 'list';
@@ -13,8 +14,6 @@ export interface Price {
   skillId: string;
   amount: string;
 }
-
-const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 export function buildExtendedCard(
   config: Config,
@@ -64,7 +63,7 @@ export function pricesOf(card: AgentCard): { network: string; asset: string; pri
   }
   const prices: Price[] = [];
   for (const item of p.prices as { skillId?: unknown; amount?: unknown }[]) {
-    if (typeof item?.skillId !== 'string' || typeof item.amount !== 'string' || !CANONICAL_AMOUNT.test(item.amount) || BigInt(item.amount) > MAX_AMOUNT) {
+    if (typeof item?.skillId !== 'string' || typeof item.amount !== 'string' || !CANONICAL_AMOUNT.test(item.amount) || BigInt(item.amount) > MAX_CREDITS) {
       return { error: `price ${JSON.stringify(item)} is not a canonical amount from 1 to 2^63-1` };
     }
     const last = prices[prices.length - 1];
