@@ -67,7 +67,7 @@ async function throughHub(n: number): Promise<number[]> {
     const got = new Promise<Uint8Array>((r) => (arrived = r));
     const { bytes } = sealEnvelope({ aid: alice.aid, ksn: 0, signer: alice.signer }, { aid: bob.aid, kid, publicKey: key.publicKey }, { type: 'bench', ix: i, ts: Date.now(), exp: Date.now() + 60_000, body: 'x'.repeat(200) });
     await sender.send(bytes);
-    openEnvelope(await got, { me: bob.aid, keys, now: Date.now(), seen: () => false, kelOf: () => alice.kel });
+    await openEnvelope(await got, { me: bob.aid, keys, now: Date.now(), seen: () => false, kelOf: () => alice.kel });
     out.push(performance.now() - t0);
   }
   sender.close();

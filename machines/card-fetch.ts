@@ -1,7 +1,8 @@
 // The reader's extended-card fetch for one provider (SPEC §6.1–6.3), every timing an explicit state:
 // `waiting` (at most 10 s for the answer), `cached` (24 h, stale at once on a newer public seq), and the
 // 60 s guard after any attempt (`guarded` decisions while it holds). Pure: time and the request id come
-// in events; the host sends the request when a NEED ends in `waiting` with a new request id.
+// in events; the host sends the request when a NEED ends in `waiting` with a new request id, and reports
+// `unreachable` when it could not be sent at all.
 import { setup, assign } from 'xstate';
 
 export const WAIT_MS = 10_000;
@@ -30,7 +31,7 @@ export interface CardFetchContext {
 
 export type CardFetchEvent =
   | { type: 'NEED'; at: number; publicSeq: string; requestId: string }
-  | { type: 'REPLY'; at: number; requestId: string; result: 'ok' | 'not_configured' | 'invalid'; wire?: string }
+  | { type: 'REPLY'; at: number; requestId: string; result: 'ok' | 'not_configured' | 'invalid' | 'unreachable'; wire?: string }
   | { type: 'PUBLIC_SEQ'; at: number; publicSeq: string }
   | { type: 'TICK'; at: number };
 
@@ -46,7 +47,11 @@ export const cardFetchMachine = setup({
     freshCache: ({ context, event }) => fresh(context, event as E<'NEED'>),
     guarded: ({ context, event }) => guardHolds(context, event.at),
     ourReply: ({ context, event }) => (event as E<'REPLY'>).requestId === context.requestId,
-    replyOk: ({ context, event }) => (event as E<'REPLY'>).requestId === context.requestId && (event as E<'REPLY'>).result !== 'invalid',
+    replyOk: ({ context, event }) => {
+      const e = event as E<'REPLY'>;
+      return e.requestId === context.requestId && (e.result === 'ok' || e.result === 'not_configured');
+    },
+    unreachable: ({ context, event }) => (event as E<'REPLY'>).requestId === context.requestId && (event as E<'REPLY'>).result === 'unreachable',
     waitOver: ({ context, event }) => context.waitUntil !== null && event.at >= context.waitUntil,
     cacheOver: ({ context, event }) => context.expiresAt !== null && event.at >= context.expiresAt,
     seqMovedOn: ({ context, event }) => newerSeq(context, (event as E<'PUBLIC_SEQ'>).publicSeq),
@@ -91,6 +96,8 @@ export const cardFetchMachine = setup({
         NEED: { actions: 'holdBack' },
         REPLY: [
           { guard: 'replyOk', actions: 'store', target: 'cached' },
+          // The request could not be sent (no key set, hub down): unavailable now, not after 10 s.
+          { guard: 'unreachable', actions: 'unavailable', target: 'idle' },
           { guard: 'ourReply', actions: 'invalid', target: 'idle' },
         ],
         TICK: { guard: 'waitOver', actions: 'unavailable', target: 'idle' },

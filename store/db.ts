@@ -56,6 +56,10 @@ export class Store {
   readonly cards: Sub;
   /** Per remote AID: the KEL last accepted (only extensions replace it) and the card high-water mark. */
   readonly peers: Sub;
+  /** `<exp>!<mid hex>` and `<mid hex>`: message ids received and not yet expired (the replay guard). */
+  readonly mids: Sub;
+  /** Per issuer AID: the contact-level delivery credential it gave us (SPEC §7). */
+  readonly contacts: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
     const opts = { valueEncoding: msgpack };
@@ -66,6 +70,8 @@ export class Store {
     this.meta = db.sublevel<string, unknown>('meta', opts) as Sub;
     this.cards = db.sublevel<string, unknown>('cards', opts) as Sub;
     this.peers = db.sublevel<string, unknown>('peers', opts) as Sub;
+    this.mids = db.sublevel<string, unknown>('mids', opts) as Sub;
+    this.contacts = db.sublevel<string, unknown>('contacts', opts) as Sub;
   }
 
   static path(dataDir: string): string {

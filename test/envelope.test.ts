@@ -5,7 +5,7 @@ import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identit
 import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/relay/envelope.js';
 import { generateX25519, seal } from '../src/relay/hpke.js';
 import { testIdentity } from './helpers/identity.js';
-import { codeOf } from './helpers/errors.js';
+import { codeOfAsync } from './helpers/errors.js';
 
 const alice = testIdentity('env-alice', 1);
 const bob = testIdentity('env-bob');
@@ -33,11 +33,11 @@ function context(overrides: Partial<OpenContext> = {}): OpenContext {
   };
 }
 
-const refusal = (fn: () => unknown) => codeOf(fn, EnvelopeRefused);
+const refusal = (fn: () => Promise<unknown>) => codeOfAsync(fn, EnvelopeRefused);
 
-test('WIRE §4: a sealed envelope opens with its fields; the outside shows only the recipient and a padded size', (t) => {
+test('WIRE §4: a sealed envelope opens with its fields; the outside shows only the recipient and a padded size', async (t) => {
   const { bytes, mid } = sealEnvelope(sender, to, msg(new Map([['capability', 'echo']])));
-  const got = openEnvelope(bytes, context());
+  const got = await openEnvelope(bytes, context());
   t.like(got, { from: alice.kel.aid, ksn: 1, to: bob.kel.aid, type: 'task.send', ix: 0, ts: NOW });
   t.deepEqual(got.mid, mid);
   t.deepEqual(got.body, new Map([['capability', 'echo']]));
@@ -51,30 +51,30 @@ test('WIRE §4: a sealed envelope opens with its fields; the outside shows only 
   t.true(small - 16 >= 256 && Number.isInteger(Math.log2(small - 16)), `a power of two plus the tag: ${small}`);
 });
 
-test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unknown kid and tampering', (t) => {
+test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unknown kid and tampering', async (t) => {
   const { bytes } = sealEnvelope(sender, to, msg());
   const ctx = context();
-  t.is(refusal(() => openEnvelope(bytes, ctx)), 'accepted');
-  t.is(refusal(() => openEnvelope(bytes, ctx)), 'REPLAYED');
-  t.is(refusal(() => openEnvelope(bytes, context({ me: alice.kel.aid }))), 'NOT_FOR_ME');
-  t.is(refusal(() => openEnvelope(sealEnvelope(sender, to, msg('late', NOW)).bytes, context())), 'EXPIRED');
-  t.is(refusal(() => openEnvelope(bytes, context({ keys: new Map() }))), 'UNKNOWN_KID');
+  t.is(await refusal(() => openEnvelope(bytes, ctx)), 'accepted');
+  t.is(await refusal(() => openEnvelope(bytes, ctx)), 'REPLAYED');
+  t.is(await refusal(() => openEnvelope(bytes, context({ me: alice.kel.aid }))), 'NOT_FOR_ME');
+  t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, msg('late', NOW)).bytes, context())), 'EXPIRED');
+  t.is(await refusal(() => openEnvelope(bytes, context({ keys: new Map() }))), 'UNKNOWN_KID');
   const outer = decodeCanonical(bytes) as Map<number, CborValue>;
   const ct = outer.get(6) as Uint8Array;
   const tampered = encodeCanonical(new Map([...outer, [6, Uint8Array.from(ct, (b, i) => (i === 5 ? b ^ 1 : b))]]));
-  t.is(refusal(() => openEnvelope(tampered, context())), 'UNDECRYPTABLE');
-  t.is(refusal(() => openEnvelope(bytes, context({ kelOf: () => null }))), 'UNKNOWN_SENDER');
+  t.is(await refusal(() => openEnvelope(tampered, context())), 'UNDECRYPTABLE');
+  t.is(await refusal(() => openEnvelope(bytes, context({ kelOf: () => null }))), 'UNKNOWN_SENDER');
 });
 
-test('WIRE §4: a signature by another key, or by the sender\'s rotated-away key, is refused', (t) => {
+test('WIRE §4: a signature by another key, or by the sender\'s rotated-away key, is refused', async (t) => {
   const mallory = testIdentity('env-mallory');
   const forged = sealEnvelope({ aid: alice.kel.aid, ksn: 1, signer: mallory.keys[0]! }, to, msg());
-  t.is(refusal(() => openEnvelope(forged.bytes, context())), 'BAD_SIGNATURE');
+  t.is(await refusal(() => openEnvelope(forged.bytes, context())), 'BAD_SIGNATURE');
   const stale = sealEnvelope({ aid: alice.kel.aid, ksn: 0, signer: alice.keys[0]! }, to, msg());
-  t.is(refusal(() => openEnvelope(stale.bytes, context())), 'BAD_SIGNATURE');
+  t.is(await refusal(() => openEnvelope(stale.bytes, context())), 'BAD_SIGNATURE');
 });
 
-test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are extensions and ignored', (t) => {
+test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are extensions and ignored', async (t) => {
   const craft = (extra: number) => {
     const inner = new Map<number, CborValue>([
       [1, alice.kel.aid], [2, 1], [3, bob.kel.aid], [4, 'task.send'], [5, 0], [6, new Uint8Array(16).fill(extra % 256)], [7, NOW], [8, NOW + 1000], [9, 'x'], [extra, 'extension'],
@@ -84,6 +84,6 @@ test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are ext
     const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(new Map([...inner, [20, sig]])));
     return encodeCanonical(new Map<number, CborValue>([[1, 1], [2, bob.kel.aid], [3, 1], [4, kid], [5, enc], [6, ct]]));
   };
-  t.is(refusal(() => openEnvelope(craft(30), context())), 'UNKNOWN_FIELD');
-  t.is(refusal(() => openEnvelope(craft(70), context())), 'accepted');
+  t.is(await refusal(() => openEnvelope(craft(30), context())), 'UNKNOWN_FIELD');
+  t.is(await refusal(() => openEnvelope(craft(70), context())), 'accepted');
 });

@@ -55,7 +55,7 @@ test('SPEC §11: an envelope to a connected node is pushed at once and opens end
   t.teardown(() => aliceRelay.close());
   t.is(await aliceRelay.send(envelopeTo(alice, bob, 'hi bob')), 'delivered');
   await box.next(1);
-  const opened = openEnvelope(box.got[0]!, {
+  const opened = await openEnvelope(box.got[0]!, {
     me: bob.aid, keys: new Map([[Buffer.from(kid).toString('hex'), key]]), now: Date.now(), seen: () => false,
     kelOf: (aid) => (aid === alice.aid ? alice.kel : null),
   });

@@ -17,24 +17,23 @@ export interface BusOptions {
   concurrency?: number;
   /** Messages waiting for a handler; beyond this `publish` refuses. */
   maxBacklog?: number;
-  onError?(err: unknown, message: PeerMessage): void;
 }
 
-export class Bus {
-  private readonly input = new Subject<PeerMessage>();
+export class Bus<T = PeerMessage> {
+  private readonly input = new Subject<T>();
   private readonly concurrency: number;
   private readonly maxBacklog: number;
   private waiting = 0;
   private subscription: Subscription | null = null;
   readonly stats = { delivered: 0, failed: 0, dropped: 0 };
 
-  constructor(private readonly opts: BusOptions = {}) {
+  constructor(private readonly opts: BusOptions & { onError?(err: unknown, message: T): void } = {}) {
     this.concurrency = opts.concurrency ?? 32;
     this.maxBacklog = opts.maxBacklog ?? 10_000;
   }
 
   /** Starts delivering messages to `handler`. */
-  start(handler: (message: PeerMessage) => Promise<void> | void): void {
+  start(handler: (message: T) => Promise<void> | void): void {
     if (this.subscription) throw new Error('the bus is already started');
     this.subscription = this.input
       .pipe(
@@ -58,7 +57,7 @@ export class Bus {
   }
 
   /** Queues a message; false (and counted as dropped) when the backlog is full. */
-  publish(message: PeerMessage): boolean {
+  publish(message: T): boolean {
     if (!this.subscription) throw new Error('the bus is not started');
     if (this.waiting >= this.maxBacklog) {
       this.stats.dropped++;

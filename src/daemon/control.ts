@@ -44,7 +44,7 @@ export class ControlError extends Error {
 export function callDaemon(dataDir: string, op: string, args: Record<string, unknown>): Promise<unknown | undefined> {
   return new Promise((resolve, reject) => {
     const body = Buffer.from(JSON.stringify(args));
-    const req = request({ socketPath: controlPath(dataDir), path: `/${op}`, method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+    const req = request({ socketPath: controlPath(dataDir), path: `/${op}`, method: 'POST', agent: false, headers: { 'content-type': 'application/json' } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => {

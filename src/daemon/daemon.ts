@@ -1,10 +1,11 @@
-// `anet daemon`: holds the node open, publishes its card at start (retrying while the hub is down),
-// and serves the control socket for the CLI.
+// `anet daemon`: holds the node open, publishes its card at start (retrying while the hub is down), then
+// opens its relay stream (peer messages), and serves the control socket for the CLI.
 import type { Server } from 'node:http';
 import { unlink } from 'node:fs/promises';
 import { Node } from './node.js';
 import { serveControl, controlPath } from './control.js';
 import { HubUnreachableError } from '../hub/client.js';
+import type { Clock } from '../runtime/clock.js';
 
 export interface Daemon {
   node: Node;
@@ -18,8 +19,8 @@ export interface DaemonLog {
 
 const RETRY_MS = 5000;
 
-export async function startDaemon(dataDir: string, log: DaemonLog): Promise<Daemon> {
-  const node = await Node.open(dataDir, { runtime: true });
+export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock?: Clock } = {}): Promise<Daemon> {
+  const node = await Node.open(dataDir, { runtime: true, log, ...opts });
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
   let server: Server | undefined;
@@ -30,10 +31,17 @@ export async function startDaemon(dataDir: string, log: DaemonLog): Promise<Daem
     throw err;
   }
   const published = new Promise<void>((resolve) => {
+    let done = false;
     const attempt = async () => {
       try {
-        const { own, outcome } = await node.publish();
-        log(outcome === 'published' ? `card seq ${own.seq} published to ${node.config.hub}` : `no capability offered: card withdrawn from ${node.config.hub}`);
+        if (!done) {
+          const { own, outcome } = await node.publish();
+          log(outcome === 'published' ? `card seq ${own.seq} published to ${node.config.hub}` : `no capability offered: card withdrawn from ${node.config.hub}`);
+          done = true;
+        }
+        // Registered: now the hub accepts our key set and our signed relay stream.
+        await node.network();
+        log(`relay stream open on ${node.config.hub}`);
         resolve();
       } catch (err) {
         log(`${(err as Error).message}${err instanceof HubUnreachableError ? `; retrying every ${RETRY_MS / 1000} s` : ''}`);
@@ -49,6 +57,7 @@ export async function startDaemon(dataDir: string, log: DaemonLog): Promise<Daem
     close: async () => {
       closed = true;
       clearTimeout(retry);
+      server!.closeAllConnections();
       await new Promise<void>((resolve) => server!.close(() => resolve()));
       await unlink(controlPath(dataDir)).catch(() => {});
       await node.close();
@@ -61,7 +70,7 @@ async function dispatch(node: Node, op: string, args: Record<string, unknown>): 
     case 'ping':
       return { aid: node.identity.aid };
     case 'status':
-      return { aid: node.identity.aid, hub: node.config.hub, card: (await node.store.meta.get('card')) ?? null };
+      return { aid: node.identity.aid, hub: node.config.hub, card: (await node.store.meta.get('card')) ?? null, relay: node.relayStatus() };
     case 'find':
       return node.find(args as never);
     case 'card':

@@ -6,11 +6,15 @@ import type { Config } from '../config/schema.js';
 import { loadIdentity, type Identity } from '../identity/store.js';
 import { Store } from '../../store/db.js';
 import { ActorHost } from '../runtime/host.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import { HubClient } from '../hub/client.js';
 import { Reader, type ReadCard } from '../reader/reader.js';
 import { currentCard, publishToHub, readProfile, type OwnCard } from '../card/publish.js';
 import { defaultName, type Profile } from '../card/build.js';
 import { explain } from '../reasons.js';
+import { Messenger } from '../relay/messenger.js';
+import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
+import { cardDesk, CARD_REQUEST, CARD_REPLY } from '../card/desk.js';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -25,10 +29,18 @@ export interface CardView {
   card: unknown;
   skills: string[];
   extended: 'ok' | 'not_applicable' | 'not_configured' | null;
-  reason: string;
+  reason: string | null;
   explanation: string;
   prices: { skillId: string; amount: string }[] | null;
   fetchedAt: number | null;
+}
+
+export interface NodeOptions {
+  /** Start the actor host now (the daemon); otherwise it starts when first needed. */
+  runtime?: boolean;
+  /** Time for the node (tests drive it); the system clock by default. */
+  clock?: Clock;
+  log?: (line: string) => void;
 }
 
 export class Node {
@@ -37,15 +49,76 @@ export class Node {
     readonly config: Config,
     readonly identity: Identity,
     readonly store: Store,
-    /** The actor host: the daemon runs one; one-shot CLI commands do not need it. */
-    readonly host: ActorHost | null,
+    /** The actor host: the daemon starts one at once; a one-shot CLI command only when it needs one. */
+    private runtime: ActorHost | null,
     readonly client: HubClient,
     readonly reader: Reader,
-    private readonly now: () => number,
-  ) {}
+    private readonly clock: Clock,
+    private readonly log: (line: string) => void,
+  ) {
+    this.now = () => clock.now();
+    this.fetcher = new CardFetcher({ me: identity.aid, host: () => this.actors(), messenger: () => this.network(), reader, store, now: this.now });
+  }
 
-  static async open(dataDir: string, opts: { runtime?: boolean; now?: () => number } = {}): Promise<Node> {
-    const now = opts.now ?? Date.now;
+  private readonly now: () => number;
+
+  readonly fetcher: CardFetcher;
+  private messenger: Promise<Messenger> | null = null;
+  private hubAidCache: Promise<string> | null = null;
+
+  get host(): ActorHost | null {
+    return this.runtime;
+  }
+
+  /** The actor host, started on first use. */
+  async actors(): Promise<ActorHost> {
+    // A daemon's quotas must survive power loss, not only a crash: fsync every batch.
+    this.runtime ??= await ActorHost.start(this.store, { sync: true, clock: this.clock });
+    return this.runtime;
+  }
+
+  /** The hub's AID (prices name its ledger), asked once. */
+  hubAid(): Promise<string> {
+    this.hubAidCache ??= this.client.health().then((h) => h.aid);
+    this.hubAidCache.catch(() => (this.hubAidCache = null));
+    return this.hubAidCache;
+  }
+
+  /**
+   * The relay messenger, started on first use: publishes our encryption keys, opens the push stream,
+   * answers card requests and takes card replies. Needs the node to be registered with its hub.
+   */
+  network(): Promise<Messenger> {
+    this.messenger ??= this.startNetwork();
+    this.messenger.catch(() => (this.messenger = null));
+    return this.messenger;
+  }
+
+  /** The relay stream's state and message counters, for `status`. */
+  relayStatus(): { connected: boolean; received: number; sent: number; refused: Record<string, number> } | null {
+    return this.openMessenger ? { connected: this.openMessenger.connected, ...this.openMessenger.stats } : null;
+  }
+
+  private openMessenger: Messenger | null = null;
+
+  private async startNetwork(): Promise<Messenger> {
+    const host = await this.actors();
+    const messenger = new Messenger({ dataDir: this.dataDir, identity: this.identity, hub: this.config.hub, client: this.client, reader: this.reader, store: this.store, now: this.now, log: this.log });
+    messenger.on(CARD_REQUEST, cardDesk({ dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, hubAid: () => this.hubAid(), now: this.now }));
+    messenger.on(CARD_REPLY, this.fetcher.onReply());
+    try {
+      await messenger.start();
+      this.openMessenger = messenger;
+    } catch (err) {
+      messenger.close();
+      throw err;
+    }
+    return messenger;
+  }
+
+  static async open(dataDir: string, opts: NodeOptions = {}): Promise<Node> {
+    const clock = opts.clock ?? systemClock;
+    const now = () => clock.now();
     const { config, problems } = await readConfig(dataDir);
     const errors = problems.filter((p) => p.severity === 'error');
     if (!config || errors.length > 0) {
@@ -54,10 +127,10 @@ export class Node {
     const identity = await loadIdentity(dataDir);
     const store = await Store.open(dataDir);
     try {
-      // A daemon's quotas must survive power loss, not only a crash: fsync every batch.
-      const host = opts.runtime ? await ActorHost.start(store, { sync: true }) : null;
       const client = new HubClient(config.hub, identity, now);
-      return new Node(dataDir, config, identity, store, host, client, new Reader(store, client, now), now);
+      const node = new Node(dataDir, config, identity, store, null, client, new Reader(store, client, now), clock, opts.log ?? (() => {}));
+      if (opts.runtime) await node.actors();
+      return node;
     } catch (err) {
       await store.close();
       throw err;
@@ -80,30 +153,42 @@ export class Node {
     return this.reader.find(args);
   }
 
-  /** `anet card` (SPEC §6.3–6.4), public-card path. */
+  /** `anet card` (SPEC §6.3–6.4): the public card, and the extended card when §6.1 allows a fetch. */
   async card(aid: string): Promise<CardView> {
     const read = await this.reader.publicCard(aid);
-    const x402 = read.charge !== 'free';
-    // Extended cards are fetched only when the public card declares x402 or a contact credential is held.
-    const reason = !read.verified ? read.code! : x402 ? 'card_unavailable' : 'not_applicable';
+    const ext: ExtendedResult = read.verified
+      ? await this.fetcher.extended(read)
+      : { extended: null, reason: null, card: null, prices: null, fetchedAt: null };
+    const card = ext.card ?? read.card;
+    const reason = !read.verified ? read.code! : ext.reason;
     return {
       aid,
       name: read.name,
       verified: read.verified,
       key: read.key,
       charge: read.charge,
-      card: read.card,
-      skills: read.skills,
-      extended: read.verified && !x402 ? 'not_applicable' : null,
+      card,
+      skills: ext.card ? ext.card.skills.map((s) => s.id) : read.skills,
+      extended: ext.extended,
       reason,
-      explanation: explain(reason),
-      prices: null,
-      fetchedAt: null,
+      explanation: reason ? explain(reason) : pricesSentence(ext.fetchedAt!),
+      prices: ext.prices,
+      fetchedAt: ext.fetchedAt,
     };
   }
 
   async close(): Promise<void> {
-    await this.host?.close();
+    const messenger = await this.messenger?.catch(() => null);
+    messenger?.close();
+    await this.runtime?.close();
     await this.store.close();
   }
+}
+
+/** The last line of `anet card` when the extended card was obtained (SPEC §6.4). */
+export function pricesSentence(fetchedAt: number): string {
+  const d = new Date(fetchedAt);
+  const two = (n: number) => String(n).padStart(2, '0');
+  const when = `${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+  return `Prices are signed by the other side, fetched ${when}; payment follows the quote in the task, and a quote above these prices is not paid automatically.`;
 }

@@ -87,6 +87,11 @@ export class HubClient {
     return new Uint8Array(await (await this.request('GET', `/agents/${aid}/keys`)).arrayBuffer());
   }
 
+  /** The hub's AID (its ledger is `hub:<aid>` in prices) and its relay counters. */
+  async health(): Promise<{ aid: string; relay: { delivered: number; queued: number; dropped: number; expired: number } }> {
+    return (await (await this.request('GET', '/health')).json()) as never;
+  }
+
   async card(aid: string): Promise<string> {
     return (await this.request('GET', `/agents/${aid}/card`)).text();
   }

@@ -44,7 +44,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const store = await HubStore.open(opts.dataDir);
   const relay = new Relay(now);
   const server = createServer((req, res) => {
-    handle(store, relay, now, req, res).catch((err) => {
+    handle(store, relay, identity.aid, now, req, res).catch((err) => {
       const e = err instanceof HubError ? err : new HubError(500, 'INTERNAL', (err as Error).message);
       send(res, e.status, { error: { code: e.code, message: e.message } });
     });
@@ -97,13 +97,14 @@ function json(body: Buffer): Record<string, unknown> {
   throw new HubError(400, 'BAD_REQUEST', 'the body must be a JSON object');
 }
 
-async function handle(store: HubStore, relay: Relay, now: () => number, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(store: HubStore, relay: Relay, hubAid: string, now: () => number, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://hub');
   const parts = url.pathname.split('/').filter(Boolean);
   const method = req.method ?? 'GET';
   if (url.pathname.startsWith('/relay/v2')) return handleRelay(store, relay, now, req, res, url.pathname, method);
   const body = await readBody(req);
-  if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true });
+  // The relay counts envelopes (never who sent them to whom): operators watch them, tests count them.
+  if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true, aid: hubAid, relay: relay.stats });
   if (parts[0] !== 'agents') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${url.pathname}`);
   if (parts.length === 1 && method === 'GET') return send(res, 200, await search(store, url.searchParams));
   if (parts.length === 1 && method === 'POST') return send(res, 200, await register(store, now, req, url.pathname, body));

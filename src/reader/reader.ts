@@ -84,6 +84,24 @@ export class Reader {
     return { kel: stored, fresh: this.now() - peer!.kelFetchedAt <= KEL_FRESH_MS, peer };
   }
 
+  /**
+   * The KEL of a peer to check a message with: the stored one, moved forward by `offered` when that
+   * extends it; fetched from the hub when we hold none and none was offered. Null when no valid KEL is
+   * known or the AID shows duplicity.
+   */
+  async kel(aid: string, offered: Uint8Array | null = null): Promise<KelState | null> {
+    let found = await this.kelFor(aid, offered);
+    if (found.kel === null && !offered) found = await this.kelFor(aid, await this.client.kel(aid).catch(() => null));
+    return found.kel === 'invalid' ? null : found.kel;
+  }
+
+  /** The hub's copy of a peer's KEL, taken when it extends ours (a peer's key set is signed after a rotation). */
+  async refreshKel(aid: string): Promise<KelState | null> {
+    const offered = await this.client.kel(aid).catch(() => null);
+    const found = await this.kelFor(aid, offered);
+    return found.kel === 'invalid' ? null : found.kel;
+  }
+
   private async savePeer(aid: string, rec: PeerRecord): Promise<void> {
     await this.store.peers.put(aid, rec);
   }

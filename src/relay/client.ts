@@ -9,6 +9,8 @@ export class RelayClient {
   private readonly base: URL;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 16 });
   private stream: ClientRequest | null = null;
+  /** Called once when an open push stream ends (hub restart, network loss): the owner reconnects. */
+  onClose: () => void = () => {};
 
   constructor(hub: string, private readonly identity: Identity, private readonly onEnvelope: (bytes: Uint8Array) => void, private readonly now: () => number = Date.now) {
     this.base = new URL(hub);
@@ -18,7 +20,19 @@ export class RelayClient {
   connect(): Promise<void> {
     const path = '/relay/v2/stream';
     const headers = signRequest(this.identity.signer, this.identity.aid, 'GET', path, new Uint8Array(), this.now());
+    this.stream?.destroy();
+    this.stream = null;
     return new Promise((resolve, reject) => {
+      let ended = false;
+      let opened = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        if (this.stream === req) {
+          this.stream = null;
+          this.onClose();
+        }
+      };
       const req = request({ host: this.base.hostname, port: this.base.port, path, method: 'GET', headers: { ...headers } }, (res) => {
         if (res.statusCode !== 200) {
           const chunks: Buffer[] = [];
@@ -27,6 +41,11 @@ export class RelayClient {
           return;
         }
         res.socket.setNoDelay(true);
+        opened = true;
+        this.stream = req;
+        res.on('end', end);
+        res.on('close', end);
+        res.on('error', end);
         let pending: Buffer = Buffer.alloc(0);
         res.on('data', (chunk: Buffer) => {
           pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
@@ -40,9 +59,8 @@ export class RelayClient {
         });
         resolve();
       });
-      req.on('error', (err) => reject(new HubUnreachableError(this.base.origin, err)));
+      req.on('error', (err) => (opened ? end() : reject(new HubUnreachableError(this.base.origin, err))));
       req.end();
-      this.stream = req;
     });
   }
 
@@ -67,9 +85,14 @@ export class RelayClient {
     });
   }
 
+  get connected(): boolean {
+    return this.stream !== null;
+  }
+
   close(): void {
-    this.stream?.destroy();
+    const stream = this.stream;
     this.stream = null;
+    stream?.destroy();
     this.agent.destroy();
   }
 }

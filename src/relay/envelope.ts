@@ -86,10 +86,10 @@ export interface OpenContext {
   /** Our encryption keys by hex kid. */
   keys: Map<string, X25519KeyPair>;
   now: number;
-  /** True when this mid was seen before; records it otherwise. */
-  seen(mid: Uint8Array): boolean;
+  /** True when this mid was seen before; records it (until `exp`) otherwise. */
+  seen(mid: Uint8Array, exp: number): boolean | Promise<boolean>;
   /** The sender's KEL, extended by the tail it sent when that is valid; null when unknown. */
-  kelOf(aid: string, tail: Uint8Array | undefined): KelState | null;
+  kelOf(aid: string, tail: Uint8Array | undefined): KelState | null | Promise<KelState | null>;
 }
 
 /** The outer envelope's recipient, as the hub reads it (nothing else is in the clear). */
@@ -100,7 +100,7 @@ export function envelopeRecipient(bytes: Uint8Array): string {
   return to;
 }
 
-export function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Received {
+export async function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Promise<Received> {
   const outer = decode(bytes, 'envelope');
   const to = outer.get(2), kid = outer.get(4), enc = outer.get(5), ct = outer.get(6);
   if (outer.get(1) !== 1 || outer.get(3) !== SUITE || typeof to !== 'string' || !(kid instanceof Uint8Array) || kid.length !== 16 || !(enc instanceof Uint8Array) || !(ct instanceof Uint8Array)) {
@@ -122,7 +122,7 @@ export function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Received {
   const m = fields(inner);
   if (m.to !== ctx.me) throw new EnvelopeRefused('NOT_FOR_ME', 'the signed recipient is another AID');
   if (m.exp <= ctx.now) throw new EnvelopeRefused('EXPIRED', `expired at ${m.exp}`);
-  const kel = ctx.kelOf(m.from, m.kel);
+  const kel = await ctx.kelOf(m.from, m.kel);
   if (!kel) throw new EnvelopeRefused('UNKNOWN_SENDER', `no valid KEL for ${m.from}`);
   const signed = new Map([...inner].filter(([k]) => k !== 20 && k !== 21));
   const sig = inner.get(20);
@@ -130,7 +130,7 @@ export function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Received {
     throw new EnvelopeRefused('BAD_SIGNATURE', 'not signed by the sender\'s current key');
   }
   // Replay is checked last, so a forged copy cannot burn a genuine message's mid.
-  if (ctx.seen(m.mid)) throw new EnvelopeRefused('REPLAYED', 'this message was already received');
+  if (await ctx.seen(m.mid, m.exp)) throw new EnvelopeRefused('REPLAYED', 'this message was already received');
   return m;
 }
 

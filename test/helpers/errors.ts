@@ -8,3 +8,14 @@ export function codeOf(fn: () => unknown, type: abstract new (...args: never[]) 
   }
   return 'accepted';
 }
+
+/** `codeOf` for a function that returns a promise. */
+export async function codeOfAsync(fn: () => Promise<unknown>, type: abstract new (...args: never[]) => Error & { code: string }): Promise<string> {
+  try {
+    await fn();
+  } catch (err) {
+    if (err instanceof type) return err.code;
+    throw err;
+  }
+  return 'accepted';
+}

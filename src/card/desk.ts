@@ -1,0 +1,72 @@
+// The provider's side of `card.request` (SPEC §5.3, §6.2, §7): at most 6 answers per sender per 60 s (the
+// reply-limiter machine; past it, no answer at all), the `list` card for peers on the allow or trust
+// list and the `general` card for anyone else (`not_configured` when it would add nothing), signed like
+// the public card it extends, with a fresh contact credential for listed peers.
+import type { Config } from '../config/schema.js';
+import type { Identity } from '../identity/store.js';
+import type { Store } from '../../store/db.js';
+import type { ActorHost } from '../runtime/host.js';
+import { REPLY_LIMIT } from '../runtime/kinds.js';
+import type { BucketContext } from '../../machines/bucket.js';
+import type { Messenger, MessageHandler } from '../relay/messenger.js';
+import { fromBody, toBody } from '../relay/body.js';
+import { standing } from '../inbound/lists.js';
+import { issueCredential } from '../contacts/credential.js';
+import { buildExtendedCard, type ExtendedKind } from './extended.js';
+import { readProfile, type OwnCard } from './publish.js';
+import { signCard } from './jws.js';
+import { EXT_CARD } from './constants.js';
+import type { AgentCard } from './types.js';
+import type { CardStamp } from './build.js';
+
+export const CARD_REQUEST = 'card.request';
+export const CARD_REPLY = 'card.reply';
+/** A card request or reply older than this is useless: the reader waits 10 s. */
+export const CARD_MESSAGE_TTL_MS = 30_000;
+
+export interface DeskParts {
+  dataDir: string;
+  config: Config;
+  identity: Identity;
+  store: Store;
+  host: ActorHost;
+  messenger: Messenger;
+  hubAid: () => Promise<string>;
+  now: () => number;
+}
+
+/** The stamp (seq, issue time) of the public card we publish now, from its signed bytes. */
+function stampOf(own: OwnCard | undefined): CardStamp | null {
+  if (!own?.wire) return null;
+  const card = JSON.parse(own.wire) as AgentCard;
+  const p = card.capabilities.extensions.find((e) => e.uri === EXT_CARD)?.params as { seq: string; issuedAt: string; notBefore: string };
+  return { seq: BigInt(p.seq), issuedAt: Number(p.issuedAt), notBefore: Number(p.notBefore) };
+}
+
+/** The body of our answer to `from`: the signed card or not_configured, and a credential if listed. */
+export async function cardReplyBody(parts: Omit<DeskParts, 'host' | 'messenger'>, from: string, rid: string): Promise<Map<string, import('../identity/cbor.js').CborValue>> {
+  const who = await standing(parts.dataDir, parts.config, from);
+  const listed = who === 'allowed' || who === 'trusted';
+  const kind: ExtendedKind = listed ? 'list' : 'general';
+  const stamp = stampOf((await parts.store.meta.get('card')) as OwnCard | undefined);
+  const card = stamp ? buildExtendedCard(parts.config, await readProfile(parts.dataDir), parts.identity.aid, stamp, kind, await parts.hubAid()) : 'not_configured';
+  const { identity } = parts;
+  const wire = card === 'not_configured' ? undefined : JSON.stringify(signCard(card, identity.signer, parts.config.hub, identity.aid, identity.kel.ksn));
+  return toBody({
+    rid,
+    ...(wire ? { card: wire } : { not_configured: true }),
+    credential: listed ? issueCredential(identity, from, parts.now()) : undefined,
+  });
+}
+
+export function cardDesk(parts: DeskParts): MessageHandler {
+  return async (m) => {
+    const body = fromBody(m.body);
+    const rid = body?.rid;
+    if (typeof rid !== 'string' || rid.length > 64) return;
+    const limiter = await parts.host.send(`reply-limiter/${m.from}`, 'reply-limiter', REPLY_LIMIT, { type: 'ADMIT', at: m.at });
+    // Past 6 requests in 60 s the sender gets no answer at all (SPEC §6.2).
+    if (!(limiter.context as BucketContext).last?.admitted) return;
+    await parts.messenger.send(m.from, CARD_REPLY, await cardReplyBody(parts, m.from, rid), { ix: m.ix + 1, ttlMs: CARD_MESSAGE_TTL_MS });
+  };
+}

@@ -1,0 +1,179 @@
+// The reader's side of extended cards (SPEC §6.1–6.3): contact the provider only when its public card
+// declares a2a-x402 or we hold a valid contact credential from it; every decision (fetch, serve the 24 h
+// cache, hold back inside the 60 s guard, give up after 10 s) is the card-fetch machine's, journaled.
+// A reply is taken only when it answers the request the machine is waiting for; its card must verify
+// under the provider's KEL and extend the public card we hold (same AID and seq) with strict prices.
+import { randomBytes } from 'node:crypto';
+import type { AnyMachineSnapshot } from 'xstate';
+import type { ActorHost } from '../runtime/host.js';
+import type { CardFetchContext, CardFetchEvent } from '../../machines/card-fetch.js';
+import type { Messenger, MessageHandler } from '../relay/messenger.js';
+import { fromBody, toBody } from '../relay/body.js';
+import { CARD_REQUEST, CARD_MESSAGE_TTL_MS } from '../card/desk.js';
+import { verifyCard } from '../card/verify.js';
+import { pricesOf, type Price } from '../card/extended.js';
+import { recordCard } from '../card/history.js';
+import { EXT_CARD } from '../card/constants.js';
+import type { AgentCard } from '../card/types.js';
+import { checkCredential, Contacts } from '../contacts/credential.js';
+import type { Store } from '../../store/db.js';
+import type { Reader, ReadCard } from './reader.js';
+
+export type ExtendedState = 'ok' | 'not_applicable' | 'not_configured' | null;
+
+export interface ExtendedResult {
+  extended: ExtendedState;
+  /** Null when the extended card was obtained; else the §6.3 reason. */
+  reason: 'not_applicable' | 'not_configured' | 'card_unavailable' | 'card_signature_invalid' | null;
+  card: AgentCard | null;
+  prices: Price[] | null;
+  fetchedAt: number | null;
+}
+
+export interface FetcherParts {
+  me: string;
+  /** The runtime and the messenger are started on first need (a one-shot CLI may never need them). */
+  host: () => Promise<ActorHost>;
+  messenger: () => Promise<Messenger>;
+  reader: Reader;
+  store: Store;
+  now: () => number;
+}
+
+const actorOf = (aid: string) => `card-fetch/${aid}`;
+const KIND = 'card-fetch';
+
+export function publicSeqOf(card: AgentCard | null): string | null {
+  const seq = card?.capabilities?.extensions?.find((e) => e.uri === EXT_CARD)?.params?.seq;
+  return typeof seq === 'string' ? seq : null;
+}
+
+export class CardFetcher {
+  private readonly contacts: Contacts;
+  /** Callers waiting on a request id, woken when its reply (or its end) is journaled. */
+  private readonly waiters = new Map<string, (() => void)[]>();
+
+  constructor(private readonly parts: FetcherParts) {
+    this.contacts = new Contacts(parts.store);
+  }
+
+  /** A valid contact credential from `aid`, if we hold one (an expired or invalid one is dropped). */
+  async credentialFrom(aid: string): Promise<boolean> {
+    const bytes = await this.contacts.held(aid);
+    if (!bytes) return false;
+    const kel = await this.parts.reader.kel(aid);
+    const check = kel ? checkCredential(bytes, { iss: aid, sub: this.parts.me, kel, now: this.parts.now() }) : { ok: false as const };
+    if (!check.ok) await this.contacts.forget(aid);
+    return check.ok;
+  }
+
+  /** The §6.3 outcome for a provider whose public card verified. */
+  async extended(pub: ReadCard): Promise<ExtendedResult> {
+    const seq = publicSeqOf(pub.card);
+    const credential = await this.credentialFrom(pub.aid);
+    if (!seq || (pub.charge === 'free' && !credential)) return { extended: 'not_applicable', reason: 'not_applicable', card: null, prices: null, fetchedAt: null };
+    const requestId = randomBytes(12).toString('hex');
+    let snap = await this.event(pub.aid, { type: 'NEED', at: this.parts.now(), publicSeq: seq, requestId });
+    const ctx = snap.context as CardFetchContext;
+    if (ctx.decision === 'fetch') snap = await this.request(pub.aid, requestId, credential ? 'list' : 'general', ctx.waitUntil!);
+    else if (snap.value === 'waiting') snap = await this.await(pub.aid, ctx.requestId!, ctx.waitUntil!);
+    return this.result(snap);
+  }
+
+  private async event(aid: string, event: CardFetchEvent): Promise<AnyMachineSnapshot> {
+    return (await this.parts.host()).send(actorOf(aid), KIND, undefined, event);
+  }
+
+  private async state(aid: string): Promise<AnyMachineSnapshot | undefined> {
+    return (await this.parts.host()).state(actorOf(aid));
+  }
+
+  private async request(aid: string, rid: string, kind: 'list' | 'general', waitUntil: number): Promise<AnyMachineSnapshot> {
+    try {
+      const messenger = await this.parts.messenger();
+      await messenger.send(aid, CARD_REQUEST, toBody({ kind, rid }), { ttlMs: CARD_MESSAGE_TTL_MS });
+    } catch {
+      // No key set, no KEL, the hub down or the queue full: the card cannot be had now.
+      return this.event(aid, { type: 'REPLY', at: this.parts.now(), requestId: rid, result: 'unreachable' });
+    }
+    return this.await(aid, rid, waitUntil);
+  }
+
+  /** Waits for the reply to `rid` or the end of the 10 s wait, then returns the machine's state. */
+  private async await(aid: string, rid: string, waitUntil: number): Promise<AnyMachineSnapshot> {
+    for (;;) {
+      let wake!: () => void;
+      const woken = new Promise<void>((resolve) => (wake = resolve));
+      this.waiters.set(rid, [...(this.waiters.get(rid) ?? []), wake]);
+      // Re-read at least every second, so a clock that jumps (NTP, or a test) is noticed.
+      const delay = Math.min(1000, Math.max(0, waitUntil - this.parts.now()));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([woken, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
+      clearTimeout(timer);
+      const left = (this.waiters.get(rid) ?? []).filter((w) => w !== wake);
+      if (left.length) this.waiters.set(rid, left);
+      else this.waiters.delete(rid);
+      let snap = (await this.state(aid))!;
+      const ctx = snap.context as CardFetchContext;
+      if (snap.value !== 'waiting' || ctx.requestId !== rid) return snap;
+      if (this.parts.now() >= waitUntil) {
+        snap = await this.event(aid, { type: 'TICK', at: this.parts.now() });
+        if (snap.value !== 'waiting' || (snap.context as CardFetchContext).requestId !== rid) return snap;
+      }
+    }
+  }
+
+  private wake(rid: string): void {
+    for (const wake of this.waiters.get(rid) ?? []) wake();
+    this.waiters.delete(rid);
+  }
+
+  private result(snap: AnyMachineSnapshot): ExtendedResult {
+    const ctx = snap.context as CardFetchContext;
+    const none = { card: null, prices: null, fetchedAt: null };
+    const outcome = ctx.outcome;
+    // Outside `cached` a held card is stale (its public seq moved on, or 24 h passed).
+    const current = snap.value === 'cached';
+    if (outcome?.kind === 'ok' && current) {
+      const card = JSON.parse(outcome.wire) as AgentCard;
+      const prices = pricesOf(card);
+      return { extended: 'ok', reason: null, card, prices: 'error' in prices ? [] : prices.prices, fetchedAt: outcome.fetchedAt };
+    }
+    if (outcome?.kind === 'not_configured' && current) return { extended: 'not_configured', reason: 'not_configured', ...none, fetchedAt: outcome.fetchedAt };
+    if (outcome?.kind === 'card_signature_invalid') return { extended: null, reason: 'card_signature_invalid', ...none };
+    return { extended: null, reason: 'card_unavailable', ...none };
+  }
+
+  /** `card.reply`: taken only when it answers the request the provider's machine is waiting for. */
+  onReply(): MessageHandler {
+    return async (m) => {
+      const body = fromBody(m.body);
+      const rid = body?.rid;
+      if (!body || typeof rid !== 'string') return;
+      const state = await this.state(m.from);
+      const ctx = state?.context as CardFetchContext | undefined;
+      if (state?.value !== 'waiting' || ctx?.requestId !== rid) return;
+      await this.takeCredential(m.from, body.credential);
+      const result = await this.judge(m.from, ctx.publicSeq!, body);
+      await this.event(m.from, { type: 'REPLY', at: m.at, requestId: rid, ...result });
+      this.wake(rid);
+    };
+  }
+
+  /** A reply with a credential renews ours; a reply without one means we are no longer on its lists. */
+  private async takeCredential(from: string, credential: unknown): Promise<void> {
+    if (!(credential instanceof Uint8Array)) return this.contacts.forget(from);
+    const kel = await this.parts.reader.kel(from);
+    if (kel && checkCredential(credential, { iss: from, sub: this.parts.me, kel, now: this.parts.now() }).ok) await this.contacts.keep(from, credential);
+  }
+
+  private async judge(from: string, publicSeq: string, body: Record<string, unknown>): Promise<{ result: 'ok' | 'not_configured' | 'invalid'; wire?: string }> {
+    if (body.not_configured === true && body.card === undefined) return { result: 'not_configured' };
+    if (typeof body.card !== 'string') return { result: 'invalid' };
+    const kel = await this.parts.reader.kel(from);
+    const check = verifyCard(body.card, { kel, now: this.parts.now() });
+    if (!check.ok || check.identity.aid !== from || check.seq.toString() !== publicSeq || 'error' in pricesOf(check.card)) return { result: 'invalid' };
+    await recordCard(this.parts.store, { aid: from, seq: publicSeq, digest: check.digest, wire: body.card, source: 'peer (extended card)', obtainedAt: this.parts.now() });
+    return { result: 'ok', wire: body.card };
+  }
+}

@@ -1,0 +1,199 @@
+// A node's end-to-end messaging (SPEC §8, WIRE §4): publishes its signed encryption key set to the hub,
+// keeps one push stream open (reconnecting), opens each arriving envelope (signature under the sender's
+// KEL, which the message's KEL copy may move forward; replayed and expired ones refused) and hands it to
+// the handler of its type through the RxJS bus; seals and sends messages to peers by their key sets.
+import type { CborValue } from '../identity/cbor.js';
+import { encodeKel } from '../identity/kel.js';
+import type { Identity } from '../identity/store.js';
+import type { Store } from '../../store/db.js';
+import type { HubClient } from '../hub/client.js';
+import { HubRefusedError } from '../hub/client.js';
+import type { Reader } from '../reader/reader.js';
+import { Bus } from '../bus/bus.js';
+import { RelayClient } from './client.js';
+import { sealEnvelope, openEnvelope, EnvelopeRefused, type Received } from './envelope.js';
+import { currentKeys, signKeySet, verifyKeySet, type PublicEncryptionKey } from './keyset.js';
+import { ReplayGuard } from './replay-guard.js';
+import type { X25519KeyPair } from './hpke.js';
+
+/** A message's lifetime unless the sender says otherwise: long enough for the hub's offline queue. */
+export const DEFAULT_TTL_MS = 60_000;
+const RECONNECT_MS = [250, 1000, 2000, 5000];
+const HOUR = 3_600_000;
+/** A peer's key set is fetched again after this long (it may have added a key). */
+const PEER_KEYS_MS = HOUR;
+
+export class PeerUnreachableError extends Error {
+  override name = 'PeerUnreachableError';
+}
+
+export type MessageHandler = (m: Received & { at: number }) => Promise<void> | void;
+
+export interface MessengerOptions {
+  dataDir: string;
+  identity: Identity;
+  hub: string;
+  client: HubClient;
+  reader: Reader;
+  store: Store;
+  now: () => number;
+  log: (line: string) => void;
+}
+
+export class Messenger {
+  private readonly relay: RelayClient;
+  private readonly guard: ReplayGuard;
+  private readonly bus: Bus<{ bytes: Uint8Array; at: number }>;
+  private readonly handlers = new Map<string, MessageHandler>();
+  private ownKeys = new Map<string, X25519KeyPair>();
+  private keySet: Uint8Array | null = null;
+  private readonly peerKeys = new Map<string, { key: PublicEncryptionKey; until: number }>();
+  private closed = false;
+  private attempt = 0;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  readonly stats = { received: 0, sent: 0, refused: {} as Record<string, number> };
+
+  constructor(private readonly opts: MessengerOptions) {
+    this.relay = new RelayClient(opts.hub, opts.identity, (bytes) => this.arrived(bytes), opts.now);
+    this.relay.onClose = () => this.scheduleReconnect();
+    this.guard = new ReplayGuard(opts.store);
+    this.bus = new Bus({ concurrency: 32, maxBacklog: 10_000, onError: (err) => opts.log(`message handler failed: ${(err as Error).message}`) });
+  }
+
+  /** Registers the handler of one message type (a message of a type with no handler is dropped). */
+  on(type: string, handler: MessageHandler): void {
+    this.handlers.set(type, handler);
+  }
+
+  /** Publishes our key set and opens the push stream; throws when the hub cannot be reached or refuses. */
+  async start(): Promise<void> {
+    this.bus.start(({ bytes, at }) => this.receive(bytes, at));
+    await this.renewKeys(true);
+    await this.relay.connect();
+    this.renewTimer = setInterval(() => void this.renewKeys(false).catch((err) => this.opts.log(`encryption keys: ${(err as Error).message}`)), HOUR);
+    this.renewTimer.unref();
+  }
+
+  get connected(): boolean {
+    return this.relay.connected;
+  }
+
+  /** Loads (and every 7 days adds) our X25519 keys; publishes the signed set when it changed. */
+  private async renewKeys(publish: boolean): Promise<void> {
+    const { keys, changed } = await currentKeys(this.opts.dataDir, this.opts.now());
+    this.ownKeys = new Map(keys.map((k) => [Buffer.from(k.kid).toString('hex'), k]));
+    this.keySet = signKeySet(this.opts.identity, keys);
+    if (publish || changed) await this.opts.client.putKeys(this.keySet);
+    await this.guard.prune(this.opts.now());
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed) return;
+    const delay = RECONNECT_MS[Math.min(this.attempt, RECONNECT_MS.length - 1)]!;
+    this.attempt++;
+    this.reconnectTimer = setTimeout(() => {
+      this.relay.connect().then(
+        () => {
+          this.attempt = 0;
+          this.opts.log('relay stream reconnected');
+        },
+        () => this.scheduleReconnect(),
+      );
+    }, delay);
+  }
+
+  private arrived(bytes: Uint8Array): void {
+    if (!this.bus.publish({ bytes, at: this.opts.now() })) this.count('BACKLOG_FULL');
+  }
+
+  private count(code: string): void {
+    this.stats.refused[code] = (this.stats.refused[code] ?? 0) + 1;
+  }
+
+  private async receive(bytes: Uint8Array, at: number): Promise<void> {
+    let m: Received;
+    try {
+      m = await openEnvelope(bytes, {
+        me: this.opts.identity.aid,
+        keys: this.ownKeys,
+        now: at,
+        seen: (mid, exp) => this.guard.seen(mid, exp),
+        kelOf: (aid, tail) => this.opts.reader.kel(aid, tail ?? null),
+      });
+    } catch (err) {
+      if (!(err instanceof EnvelopeRefused)) throw err;
+      this.count(err.code);
+      return;
+    }
+    this.stats.received++;
+    const handler = this.handlers.get(m.type);
+    if (!handler) return this.count('UNKNOWN_TYPE');
+    await handler({ ...m, at });
+  }
+
+  /** The encryption key to seal a message to `aid` with: the newest valid key of its signed set. */
+  private async recipientKey(aid: string): Promise<PublicEncryptionKey> {
+    const now = this.opts.now();
+    const cached = this.peerKeys.get(aid);
+    if (cached && now < cached.until) return cached.key;
+    let set: Uint8Array;
+    try {
+      set = await this.opts.client.keys(aid);
+    } catch (err) {
+      if (err instanceof HubRefusedError) throw new PeerUnreachableError(`${aid} has published no encryption keys on the hub (${err.code})`);
+      throw err;
+    }
+    const keys = await this.verifiedKeys(aid, set, now);
+    const key = keys[0];
+    if (!key) throw new PeerUnreachableError(`${aid} has no encryption key valid now`);
+    this.peerKeys.set(aid, { key, until: Math.min(now + PEER_KEYS_MS, key.notAfter) });
+    return key;
+  }
+
+  /** Verifies a key set under the peer's KEL, taking the hub's newer KEL once if the peer rotated. */
+  private async verifiedKeys(aid: string, set: Uint8Array, now: number): Promise<PublicEncryptionKey[]> {
+    const stored = await this.opts.reader.kel(aid);
+    if (stored) {
+      try {
+        return verifyKeySet(set, stored, now);
+      } catch {
+        // Perhaps signed after a rotation we have not seen: take the hub's KEL if it extends ours.
+      }
+    }
+    const fresh = await this.opts.reader.refreshKel(aid);
+    if (!fresh) throw new PeerUnreachableError(`no valid KEL is known for ${aid}`);
+    try {
+      return verifyKeySet(set, fresh, now);
+    } catch (err) {
+      throw new PeerUnreachableError(`the key set of ${aid} does not verify: ${(err as Error).message}`);
+    }
+  }
+
+  /** Seals and sends one message; resolves when the hub has taken it (pushed or queued). */
+  async send(to: string, type: string, body: CborValue, opts: { ix?: number; ttlMs?: number } = {}): Promise<'delivered' | 'queued'> {
+    const key = await this.recipientKey(to);
+    const now = this.opts.now();
+    const { identity } = this.opts;
+    const { bytes } = sealEnvelope({ aid: identity.aid, ksn: identity.kel.ksn, signer: identity.signer }, { aid: to, kid: key.kid, publicKey: key.publicKey }, {
+      type,
+      ix: opts.ix ?? 0,
+      ts: now,
+      exp: now + (opts.ttlMs ?? DEFAULT_TTL_MS),
+      body,
+      kel: encodeKel(identity.kel.events),
+      ...(this.keySet ? { keys: this.keySet } : {}),
+    });
+    const outcome = await this.relay.send(bytes);
+    this.stats.sent++;
+    return outcome;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.renewTimer);
+    this.relay.close();
+    this.bus.stop();
+  }
+}
