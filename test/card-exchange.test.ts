@@ -2,7 +2,12 @@
 // relay — every row of the §6.3 table, the fetch conditions, the 10 s / 24 h / 60 s timings, the
 // provider's six-per-minute limit, contact credentials, and allow_only invisibility.
 import test from 'ava';
-import { startNet, providerConfig } from './helpers/net.js';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { startNet, providerConfig, rawPeer } from './helpers/net.js';
+import { toBody } from '../src/relay/body.js';
+import { CARD_REQUEST, CARD_REPLY } from '../src/card/desk.js';
+import type { CardFetchContext } from '../machines/card-fetch.js';
 import { runCli } from './helpers/cli.js';
 
 const card = async (aid: string, dir: string) => {
@@ -32,4 +37,281 @@ test('SPEC §6.3 row 2: a priced provider is contacted; all skills and signed pr
   t.deepEqual(lines.slice(1, 4), ['chat            free', 'text.summarize  free', 'text.translate  3 credits']);
   t.regex(lines[4]!, /^Prices are signed by the other side/);
   t.is(net.envelopes() - before, 2, 'the second look is served from the 24 h cache');
+});
+
+test('SPEC §6.1, §6.3 row 1: a free provider with no credential is never contacted; anet find never contacts anyone', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.summarize', description: 'Summarise.' }], 'open'));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const before = net.envelopes();
+  const found = await runCli(['find', 'summarise', '--data', c.dir]);
+  t.is(found.code, 0, found.stderr);
+  t.true(found.stdout.includes(p.aid));
+  const view = await card(p.aid, c.dir);
+  t.like(view, { verified: true, charge: 'free', extended: 'not_applicable', reason: 'not_applicable', prices: null, fetchedAt: null });
+  t.regex(view.explanation, /not contacted/);
+  // Even a paid provider is not contacted by find.
+  const paid = await net.node('paid', providerConfig([{ id: 'text.summarize', price: 5 }]));
+  await net.start(paid.dir);
+  const all = await runCli(['find', '--data', c.dir, '--json']);
+  t.is(JSON.parse(all.stdout).length, 2);
+  t.is(net.envelopes(), before, 'no envelope passed the hub');
+});
+
+test('SPEC §6.3 row 4, §6.2: an offline provider gives card_unavailable after the 10 s wait; no refetch within 60 s', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  const provider = await net.start(p.dir);
+  await provider.close(); // its key set stays on the hub; envelopes to it are queued and never answered
+  await net.start(c.dir);
+  const before = net.envelopes();
+  const pending = card(p.aid, c.dir);
+  await new Promise((r) => setTimeout(r, 300));
+  t.is(net.envelopes() - before, 1, 'the request was sent');
+  net.clock.advance(10_000);
+  const view = await pending;
+  t.like(view, { verified: true, charge: 'paid', extended: null, reason: 'card_unavailable', prices: null });
+  t.regex(view.explanation, /could not be obtained/);
+  net.clock.advance(45_000); // (real time passes too: stay clear of the 60 s edge)
+  t.like(await card(p.aid, c.dir), { reason: 'card_unavailable' });
+  t.is(net.envelopes() - before, 1, 'inside 60 s of the attempt: not sent again');
+  net.clock.advance(5_000);
+  const again = card(p.aid, c.dir);
+  await new Promise((r) => setTimeout(r, 300));
+  t.is(net.envelopes() - before, 2, 'after 60 s: tried again');
+  net.clock.advance(10_000);
+  t.like(await again, { reason: 'card_unavailable' });
+});
+
+test('SPEC §6.3 row 4: a provider that never published encryption keys is unavailable at once', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const reg = await runCli(['hub-register', '--name', 'keyless', '--data', p.dir]);
+  t.is(reg.code, 0, reg.stderr);
+  const c = await net.node('c');
+  await net.start(c.dir);
+  const before = net.envelopes();
+  t.like(await card(p.aid, c.dir), { verified: true, extended: null, reason: 'card_unavailable' });
+  t.is(net.envelopes(), before);
+});
+
+const allowOnlyProvider = (price: number | undefined) =>
+  providerConfig([
+    { id: 'text.translate', ...(price ? { price } : {}) },
+    { id: 'secret.tool', price: 7, allow_only: true, description: 'A tool for listed peers.' },
+  ]);
+
+test('SPEC §5.3, §7: a listed peer gets the list card and a credential; a stranger the general card; not_configured; removal revokes', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', allowOnlyProvider(3));
+  const c = await net.node('c');
+  const s = await net.node('s');
+  t.is((await runCli(['allow', 'add', c.aid, '--data', p.dir])).code, 0);
+  let provider = await net.start(p.dir);
+  const reader = await net.start(c.dir);
+  await net.start(s.dir);
+
+  const listed = await card(p.aid, c.dir);
+  t.like(listed, { extended: 'ok', charge: 'paid' });
+  t.deepEqual(listed.card.skills.map((k: { id: string }) => k.id), ['secret.tool', 'text.translate']);
+  t.deepEqual(listed.prices, [{ skillId: 'secret.tool', amount: '7' }, { skillId: 'text.translate', amount: '3' }]);
+  t.true(await reader.node.fetcher.credentialFrom(p.aid), 'the reply carried a contact credential');
+
+  const stranger = await card(p.aid, s.dir);
+  t.like(stranger, { extended: 'ok' });
+  t.deepEqual(stranger.card.skills.map((k: { id: string }) => k.id), ['text.translate']);
+  t.false(JSON.stringify(stranger).includes('secret.tool'));
+
+  // Free now, nothing hidden: the credential still lets c fetch, and the list card adds nothing.
+  await provider.close();
+  await net.configure(p.dir, providerConfig([{ id: 'text.translate' }]));
+  provider = await net.start(p.dir);
+  net.clock.advance(61_000);
+  let before = net.envelopes();
+  t.like(await card(p.aid, c.dir), { charge: 'free', extended: 'not_configured', reason: 'not_configured' });
+  t.is(net.envelopes() - before, 2);
+  before = net.envelopes();
+  t.like(await card(p.aid, s.dir), { extended: 'not_applicable' });
+  t.is(net.envelopes(), before, 'no credential, no x402: the stranger does not contact it');
+
+  // Removed from the allow list (read on every decision): the general card and no credential.
+  await provider.close();
+  await net.configure(p.dir, allowOnlyProvider(3));
+  provider = await net.start(p.dir);
+  t.is((await runCli(['allow', 'rm', c.aid, '--data', p.dir])).code, 0);
+  net.clock.advance(61_000);
+  const removed = await card(p.aid, c.dir);
+  t.like(removed, { extended: 'ok' });
+  t.deepEqual(removed.card.skills.map((k: { id: string }) => k.id), ['text.translate']);
+  t.false(await reader.node.fetcher.credentialFrom(p.aid), 'an answer without a credential revokes it');
+});
+
+test('SPEC §7: a contact credential expires 30 days after issue; then a free provider is no longer contacted', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', allowOnlyProvider(3));
+  const c = await net.node('c');
+  t.is((await runCli(['trust', 'add', c.aid, '--data', p.dir])).code, 0);
+  let provider = await net.start(p.dir);
+  const reader = await net.start(c.dir);
+  t.like(await card(p.aid, c.dir), { extended: 'ok' });
+  await provider.close();
+  await net.configure(p.dir, allowOnlyProvider(undefined));
+  provider = await net.start(p.dir);
+  net.clock.advance(61_000);
+  const free = await card(p.aid, c.dir);
+  t.like(free, { charge: 'free', extended: 'ok' }, 'the credential alone is reason to fetch');
+  t.deepEqual(free.prices, [{ skillId: 'secret.tool', amount: '7' }]);
+  // That reply re-issued the credential: 30 days from now.
+  net.clock.advance(30 * 24 * 3_600_000 - 1_000);
+  t.true(await reader.node.fetcher.credentialFrom(p.aid), 'valid until exp');
+  net.clock.advance(2_000);
+  const before = net.envelopes();
+  t.like(await card(p.aid, c.dir), { extended: 'not_applicable' });
+  t.is(net.envelopes(), before);
+  t.false(await reader.node.fetcher.credentialFrom(p.aid));
+});
+
+const until = async (check: () => boolean, what: string) => {
+  for (let i = 0; i < 100 && !check(); i++) await new Promise((r) => setTimeout(r, 20));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+};
+
+test('SPEC §6.2: a provider answers one sender at most 6 card requests per 60 s, then gives no answer', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  for (let i = 0; i < 7; i++) await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: `r${i}` }));
+  await until(() => x.received.length >= 6, 'six replies');
+  await new Promise((r) => setTimeout(r, 300));
+  t.deepEqual(x.received.map((m) => m.body.rid).sort(), ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'], 'the seventh gets no answer');
+  net.clock.advance(60_000);
+  await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: 'later' }));
+  await until(() => x.received.length === 7, 'an answer once the window moved on');
+  t.is(x.received[6]!.body.rid, 'later');
+});
+
+test('SPEC §6.3 row 4: a reader whose AID is past the provider\'s six per minute gets card_unavailable', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  // Six requests under c's own AID (sent with its keys from elsewhere): the provider's window for c is full.
+  const asC = await rawPeer(t, net, 'as-c', { identityOf: c.dir });
+  const sent = net.envelopes();
+  for (let i = 0; i < 6; i++) await asC.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: `flood${i}` }));
+  await until(() => net.envelopes() - sent === 12, 'six requests and six replies');
+  const pending = card(p.aid, c.dir);
+  await until(() => net.envelopes() - sent === 13, 'the reader\'s request');
+  net.clock.advance(10_000);
+  t.like(await pending, { verified: true, extended: null, reason: 'card_unavailable' });
+  t.is(net.envelopes() - sent, 13, 'no answer to the seventh');
+});
+
+test('SPEC §6.3 row 5: an extended card whose signature fails is not used: card_signature_invalid', async (t) => {
+  const net = await startNet(t);
+  const m = await net.node('m', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  const mallory = await net.start(m.dir);
+  await net.start(c.dir);
+  // The provider's own parts sign a real extended card; this one lowers the price after signing.
+  const messenger = await mallory.node.network();
+  const honest = messenger['handlers'].get(CARD_REQUEST)!;
+  messenger.on(CARD_REQUEST, async (req) => {
+    const send = messenger.send.bind(messenger);
+    messenger.send = (to, type, body, o) => {
+      const b = body as Map<string, unknown>;
+      b.set('card', String(b.get('card')).replace('"amount":"3"', '"amount":"1"'));
+      return send(to, type, b as never, o);
+    };
+    try {
+      await honest(req);
+    } finally {
+      messenger.send = send;
+    }
+  });
+  const view = await card(m.aid, c.dir);
+  t.like(view, { verified: true, extended: null, reason: 'card_signature_invalid', prices: null });
+  t.regex(view.explanation, /failed its signature/);
+  t.false(JSON.stringify(view.card).includes('anet-price'), 'the public card is shown');
+});
+
+test('SPEC §2.1 allow_only, §5.3: a stranger\'s list request gets byte for byte what it would get if the capability did not exist', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', allowOnlyProvider(3));
+  let provider = await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'with-hidden' }));
+  await until(() => x.received.length === 1, 'a reply');
+  await provider.close();
+  await net.configure(p.dir, providerConfig([{ id: 'text.translate', price: 3 }]));
+  provider = await net.start(p.dir);
+  await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'without' }));
+  await until(() => x.received.length === 2, 'a reply');
+  const [a, b] = x.received.map((r) => r.body.card as string);
+  t.true(a!.includes('text.translate'));
+  t.is(a, b, 'byte-identical');
+  t.false(a!.includes('secret.tool'));
+  t.is(x.received[0]!.body.credential, undefined, 'no credential for a stranger');
+  t.is(x.received[0]!.type, CARD_REPLY);
+});
+
+test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states that hold across a restart of the reader', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  let reader = await net.start(c.dir);
+  t.like(await card(p.aid, c.dir), { extended: 'ok' });
+  await reader.close();
+  reader = await net.start(c.dir);
+  const before = net.envelopes();
+  t.like(await card(p.aid, c.dir), { extended: 'ok' }, 'served from the restored cache');
+  t.is(net.envelopes(), before);
+  const state = await reader.node.host!.state(`card-fetch/${p.aid}`);
+  t.is(state!.value, 'cached');
+  net.clock.advance(24 * 3_600_000);
+  const after = await card(p.aid, c.dir);
+  t.like(after, { extended: 'ok' });
+  t.is(net.envelopes() - before, 2, 'after 24 h the card is fetched again');
+  t.true((await reader.node.host!.state(`card-fetch/${p.aid}`))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
+});
+
+async function filesContaining(dir: string, marker: string): Promise<string[]> {
+  const hits: string[] = [];
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    if ((await readFile(path)).includes(marker)) hits.push(path);
+  }
+  return hits;
+}
+
+test('SPEC §11, §5.3: the hub\'s stored bytes never hold an extended card, a price or a message body', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([
+    { id: 'text.translate', price: 424242 },
+    { id: 'secret.tool', price: 987654321, allow_only: true, description: 'MARKER-HIDDEN-7731' },
+  ]));
+  const c = await net.node('c');
+  t.is((await runCli(['allow', 'add', c.aid, '--data', p.dir])).code, 0);
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const listed = await card(p.aid, c.dir);
+  t.deepEqual(listed.prices.map((x: { amount: string }) => x.amount), ['987654321', '424242']);
+  const x = await rawPeer(t, net, 'x');
+  await x.messenger.send(p.aid, 'note', 'MARKER-BODY-5521');
+  await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'MARKER-RID-9' }));
+  await until(() => x.received.length === 1, 'a reply');
+  await net.hub.close();
+  const hubDir = join(net.root, 'hub');
+  for (const marker of ['MARKER-HIDDEN-7731', '987654321', '424242', 'anet-price', 'MARKER-BODY-5521', 'MARKER-RID-9', 'secret.tool']) {
+    t.deepEqual(await filesContaining(hubDir, marker), [], marker);
+  }
+  // The search can find such bytes: the reader's own store keeps the extended card it saw, for audit.
+  t.not((await filesContaining(c.dir, 'MARKER-HIDDEN-7731')).length, 0);
 });

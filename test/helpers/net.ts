@@ -8,6 +8,13 @@ import { runCli } from './cli.js';
 import { OffsetClock } from './clock.js';
 import { startHub, type Hub } from '../../src/hub/server.js';
 import { startDaemon, type Daemon } from '../../src/daemon/daemon.js';
+import { createIdentity, loadIdentity } from '../../src/identity/store.js';
+import { Store } from '../../store/db.js';
+import { HubClient } from '../../src/hub/client.js';
+import { Reader } from '../../src/reader/reader.js';
+import { Messenger } from '../../src/relay/messenger.js';
+import { fromBody } from '../../src/relay/body.js';
+import { CARD_REPLY } from '../../src/card/desk.js';
 
 export interface Net {
   root: string;
@@ -78,4 +85,29 @@ export function providerConfig(caps: { id: string; price?: number | string; allo
       },
     },
   };
+}
+
+/**
+ * A bare peer made of the node's own parts (identity, hub client, reader, messenger) with no card desk or
+ * fetcher: a test drives it to send raw messages, as another implementation — or a misbehaving one — would.
+ */
+export async function rawPeer(t: ExecutionContext, net: Net, name: string, opts: { identityOf?: string; connect?: boolean } = {}) {
+  const dir = opts.identityOf ?? join(net.root, name);
+  if (!opts.identityOf) await createIdentity(dir, net.clock.now());
+  const identity = await loadIdentity(dir);
+  const storeDir = join(net.root, `${name}-raw-store`);
+  const store = await Store.open(storeDir);
+  const now = () => net.clock.now();
+  const client = new HubClient(net.hub.url, identity, now);
+  if (!opts.identityOf) await client.register(name, null);
+  const reader = new Reader(store, client, now);
+  const messenger = new Messenger({ dataDir: opts.identityOf ? storeDir : dir, identity, hub: net.hub.url, client, reader, store, now, log: () => {} });
+  const received: { type: string; body: Record<string, unknown> }[] = [];
+  messenger.on(CARD_REPLY, (m) => void received.push({ type: m.type, body: fromBody(m.body) ?? {} }));
+  if (opts.connect ?? !opts.identityOf) await messenger.start();
+  t.teardown(async () => {
+    messenger.close();
+    await store.close();
+  });
+  return { aid: identity.aid, identity, messenger, received };
 }
