@@ -10,6 +10,15 @@ import { RelayClient } from '../src/relay/client.js';
 import { sealEnvelope, openEnvelope } from '../src/relay/envelope.js';
 import { generateX25519 } from '../src/relay/hpke.js';
 import { createIdentity } from '../src/identity/store.js';
+import { writeFile } from 'node:fs/promises';
+import { Node } from '../src/daemon/node.js';
+import { Store } from '../store/db.js';
+import { Reader } from '../src/reader/reader.js';
+import { Messenger } from '../src/relay/messenger.js';
+import { fromBody, toBody } from '../src/relay/body.js';
+import { CARD_REQUEST, CARD_REPLY } from '../src/card/desk.js';
+import { verifyCard } from '../src/card/verify.js';
+import { pricesOf } from '../src/card/extended.js';
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
@@ -77,6 +86,97 @@ async function throughHub(n: number): Promise<number[]> {
   return out;
 }
 
+/** `total` POSTs of a card-sized body, `concurrency` at once, answered with a card-sized body: requests/s. */
+async function plainPostThroughput(total: number, concurrency: number): Promise<number> {
+  const answer = Buffer.alloc(2048, 1);
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-length': answer.length }).end(answer));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  const body = Buffer.alloc(600, 1);
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const req = request({ port, host: '127.0.0.1', method: 'POST', path: '/', agent, headers: { 'content-length': body.length } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve());
+      });
+      req.end(body);
+    });
+  const t0 = performance.now();
+  await pool(total, concurrency, one);
+  const perSec = total / ((performance.now() - t0) / 1000);
+  agent.destroy();
+  server.close();
+  return perSec;
+}
+
+async function pool(total: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < total) await task(next++);
+  }));
+}
+
+/**
+ * Extended-card fetches through a loopback hub: a real provider node (reply limiter, card build, signing)
+ * answering requesters that each stay under its six per minute, every reply verified as a reader does.
+ */
+async function cardFetchThroughput(total: number, concurrency: number): Promise<number> {
+  const root = await mkdtemp(join(tmpdir(), 'anet-bench-cards-'));
+  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  const pdir = join(root, 'provider');
+  await createIdentity(pdir, Date.now());
+  await writeFile(join(pdir, 'config.json'), JSON.stringify({
+    hub: hub.url,
+    inbound: { public_capabilities: [{ id: 'text.summarize' }, { id: 'text.translate' }] },
+    modules: { service: { capabilities: [
+      { id: 'text.summarize', url: 'unix:///run/anet-bench/s.sock', price: 5, description: 'Summarise a plain-text document.' },
+      { id: 'text.translate', url: 'unix:///run/anet-bench/t.sock', price: 3, description: 'Translate text between two languages.' },
+    ] } },
+  }));
+  const provider = await Node.open(pdir, { runtime: true });
+  await provider.publish();
+  await provider.network();
+  const store = await Store.open(join(root, 'requesters'));
+  const waiting = new Map<string, (body: Record<string, unknown>) => void>();
+  const perPeer = 5;
+  const peers: Messenger[] = [];
+  for (let i = 0; i < Math.ceil(total / perPeer); i++) {
+    const dir = join(root, `r${i}`);
+    const id = await createIdentity(dir, Date.now());
+    const client = new HubClient(hub.url, id);
+    await client.register(`r${i}`, null);
+    const m = new Messenger({ dataDir: dir, identity: id, hub: hub.url, client, reader: new Reader(store, client), store, now: Date.now, log: () => {} });
+    m.on(CARD_REPLY, (msg) => {
+      const body = fromBody(msg.body)!;
+      waiting.get(body.rid as string)?.(body);
+    });
+    await m.start();
+    peers.push(m);
+  }
+  const kel = provider.identity.kel;
+  const t0 = performance.now();
+  await pool(total, concurrency, async (i) => {
+    const rid = `f${i}`;
+    const replied = new Promise<Record<string, unknown>>((r) => waiting.set(rid, r));
+    await peers[Math.floor(i / perPeer)]!.send(provider.identity.aid, CARD_REQUEST, toBody({ kind: 'general', rid }));
+    const body = await replied;
+    waiting.delete(rid);
+    const check = verifyCard(body.card as string, { kel, now: Date.now() });
+    if (!check.ok || 'error' in pricesOf(check.card)) throw new Error('a fetched card did not verify');
+  });
+  const perSec = total / ((performance.now() - t0) / 1000);
+  for (const m of peers) m.close();
+  await store.close();
+  await provider.close();
+  await hub.close();
+  await rm(root, { recursive: true, force: true });
+  return perSec;
+}
+
 export async function benchRelay(n: number): Promise<boolean> {
   console.log(`bench/relay (node ${process.version}, ${n} messages one after another)`);
   await plainPost(50); // warm-up
@@ -87,5 +187,10 @@ export async function benchRelay(n: number): Promise<boolean> {
   row('baseline: plain HTTP POST, loopback', base, '1.00x');
   const ok = pct(relay, 50) <= 5;
   row('envelope through the hub (one way)', relay, `${(pct(relay, 50) / pct(base, 50)).toFixed(2)}x p50`, 'p50 <= 5 ms', ok);
+  const fetches = Math.max(200, Math.floor(n / 2));
+  const posts = await plainPostThroughput(fetches, 32);
+  const cards = await cardFetchThroughput(fetches, 32);
+  console.log(`${'baseline: plain HTTP POST, 32 at once'.padEnd(40)} ${posts.toFixed(0).padStart(7)} req/s   1.00x`);
+  console.log(`${'extended-card fetch, 32 at once'.padEnd(40)} ${cards.toFixed(0).padStart(7)} /s      ${(cards / posts).toFixed(3)}x  (request, limiter, build, sign, seal, relay, open, verify)`);
   return ok;
 }

@@ -46,18 +46,35 @@ function parseOrNull(wire: string): AgentCard | null {
   }
 }
 
+/** A 'same' KEL refreshes the stored fetch time at most this often (every message carries the KEL). */
+const REFRESH_WRITE_MS = 60_000;
+const KEL_CACHE = 4096;
+
 export class Reader {
+  /** The last validated KEL bytes per AID: validation checks every event's signature, once. */
+  private readonly validated = new Map<string, { bytes: Uint8Array; state: KelState }>();
+
   constructor(private readonly store: Store, private readonly client: HubClient, private readonly now: () => number = Date.now) {}
+
+  /** validateKel, remembered per AID for the bytes last seen; throws like validateKel. */
+  private validate(aid: string, bytes: Uint8Array): KelState {
+    const hit = this.validated.get(aid);
+    if (hit && Buffer.from(hit.bytes.buffer, hit.bytes.byteOffset, hit.bytes.byteLength).equals(bytes)) return hit.state;
+    const state = validateKel(bytes);
+    if (this.validated.size >= KEL_CACHE) this.validated.clear();
+    this.validated.set(aid, { bytes, state });
+    return state;
+  }
 
   /** The KEL to verify with: the stored one unless the offered one extends it. */
   private async kelFor(aid: string, offered: Uint8Array | null): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
     const peer = (await this.store.peers.get(aid)) as PeerRecord | undefined;
     let stored: KelState | undefined;
-    if (peer) stored = validateKel(peer.kel);
+    if (peer) stored = this.validate(aid, peer.kel);
     let incoming: KelState | undefined;
     if (offered) {
       try {
-        incoming = validateKel(offered);
+        incoming = this.validate(aid, offered);
       } catch {
         incoming = undefined;
       }
@@ -71,6 +88,7 @@ export class Reader {
       return { kel: incoming, fresh: true, peer: created };
     }
     const cmp = incoming ? compareKel(stored, incoming) : null;
+    if (cmp?.kind === 'same' && this.now() - peer!.kelFetchedAt < REFRESH_WRITE_MS) return { kel: stored, fresh: true, peer };
     if (cmp?.kind === 'extension' || cmp?.kind === 'same') {
       const next = { ...peer!, kel: offered!, kelFetchedAt: this.now() };
       await this.savePeer(aid, next);
