@@ -60,6 +60,8 @@ export class Store {
   readonly mids: Sub;
   /** Per issuer AID: the contact-level delivery credential it gave us (SPEC §7). */
   readonly contacts: Sub;
+  /** Per peer AID: the contact credential we last issued it (its ksn and expiry), to renew after a rotation. */
+  readonly issued: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
     const opts = { valueEncoding: msgpack };
@@ -72,6 +74,7 @@ export class Store {
     this.peers = db.sublevel<string, unknown>('peers', opts) as Sub;
     this.mids = db.sublevel<string, unknown>('mids', opts) as Sub;
     this.contacts = db.sublevel<string, unknown>('contacts', opts) as Sub;
+    this.issued = db.sublevel<string, unknown>('issued', opts) as Sub;
   }
 
   static path(dataDir: string): string {

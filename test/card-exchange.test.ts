@@ -315,3 +315,27 @@ test('SPEC §11, §5.3: the hub\'s stored bytes never hold an extended card, a p
   // The search can find such bytes: the reader's own store keeps the extended card it saw, for audit.
   t.not((await filesContaining(c.dir, 'MARKER-HIDDEN-7731')).length, 0);
 });
+
+test('SPEC §7: after a key rotation the provider renews a listed peer\'s credential unasked, signed with the new key', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', allowOnlyProvider(3));
+  const c = await net.node('c');
+  t.is((await runCli(['allow', 'add', c.aid, '--data', p.dir])).code, 0);
+  let provider = await net.start(p.dir);
+  const reader = await net.start(c.dir);
+  t.like(await card(p.aid, c.dir), { extended: 'ok' });
+  await provider.close();
+  const rotated = await runCli(['key', 'rotate', '--data', p.dir]);
+  t.is(rotated.code, 0, rotated.stderr);
+  await net.configure(p.dir, allowOnlyProvider(undefined));
+  provider = await net.start(p.dir);
+  // Poll without judging the held credential (an old one would be dropped as invalid now).
+  const held = () => reader.node.store.contacts.get(p.aid) as Promise<Uint8Array | undefined>;
+  const first = await held();
+  for (let i = 0; i < 100 && Buffer.compare(Buffer.from((await held()) ?? []), Buffer.from(first ?? [])) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  t.notDeepEqual(await held(), first, 'a renewed credential arrived');
+  t.true(await reader.node.fetcher.credentialFrom(p.aid), 'valid under the new key');
+  net.clock.advance(61_000);
+  const free = await card(p.aid, c.dir);
+  t.like(free, { charge: 'free', extended: 'ok', key: 'confirmed' }, 'so the free provider is still fetched');
+});

@@ -11,7 +11,7 @@ import type { BucketContext } from '../../machines/bucket.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import { fromBody, toBody } from '../relay/body.js';
 import { standing } from '../inbound/lists.js';
-import { issueCredential } from '../contacts/credential.js';
+import { issueAndRecord, signedByOldKey } from '../contacts/credential.js';
 import { buildExtendedCard, type ExtendedKind } from './extended.js';
 import { readProfile, type OwnCard } from './publish.js';
 import { signCard } from './jws.js';
@@ -21,6 +21,8 @@ import type { CardStamp } from './build.js';
 
 export const CARD_REQUEST = 'card.request';
 export const CARD_REPLY = 'card.reply';
+/** A renewed contact credential, sent unasked after a key rotation (SPEC §7). */
+export const CONTACT_CREDENTIAL = 'contact.credential';
 /** A card request or reply older than this is useless: the reader waits 10 s. */
 export const CARD_MESSAGE_TTL_MS = 30_000;
 
@@ -55,7 +57,7 @@ export async function cardReplyBody(parts: Omit<DeskParts, 'host' | 'messenger'>
   return toBody({
     rid,
     ...(wire ? { card: wire } : { not_configured: true }),
-    credential: listed ? issueCredential(identity, from, parts.now()) : undefined,
+    credential: listed ? await issueAndRecord(parts.store, identity, from, parts.now()) : undefined,
   });
 }
 
@@ -69,4 +71,22 @@ export function cardDesk(parts: DeskParts): MessageHandler {
     if (!(limiter.context as BucketContext).last?.admitted) return;
     await parts.messenger.send(m.from, CARD_REPLY, await cardReplyBody(parts, m.from, rid), { ix: m.ix + 1, ttlMs: CARD_MESSAGE_TTL_MS });
   };
+}
+
+/**
+ * After a key rotation, sends each peer still on our lists a credential signed with the new key; peers
+ * since removed get none (and their record is dropped). Returns how many were renewed.
+ */
+export async function renewCredentials(parts: Omit<DeskParts, 'host'>): Promise<number> {
+  let renewed = 0;
+  for (const sub of await signedByOldKey(parts.store, parts.identity, parts.now())) {
+    const who = await standing(parts.dataDir, parts.config, sub);
+    if (who !== 'allowed' && who !== 'trusted') {
+      await parts.store.issued.del(sub);
+      continue;
+    }
+    const credential = await issueAndRecord(parts.store, parts.identity, sub, parts.now());
+    await parts.messenger.send(sub, CONTACT_CREDENTIAL, toBody({ credential })).then(() => renewed++, () => {});
+  }
+  return renewed;
 }

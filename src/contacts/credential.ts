@@ -74,3 +74,28 @@ export class Contacts {
     return v ? new Uint8Array(v) : undefined;
   }
 }
+
+export interface IssuedRecord {
+  ksn: number;
+  iat: number;
+  exp: number;
+}
+
+/** Issues a credential to `sub` and remembers it (so a key rotation can renew it). */
+export async function issueAndRecord(store: Store, issuer: Identity, sub: string, now: number): Promise<Uint8Array> {
+  const bytes = issueCredential(issuer, sub, now);
+  const rec: IssuedRecord = { ksn: issuer.kel.ksn, iat: now, exp: now + CREDENTIAL_MS };
+  await store.issued.put(sub, rec);
+  return bytes;
+}
+
+/** The peers holding an unexpired credential of ours signed by a key we have since rotated away. */
+export async function signedByOldKey(store: Store, issuer: Identity, now: number): Promise<string[]> {
+  const out: string[] = [];
+  for await (const [sub, rec] of store.issued.iterator()) {
+    const r = rec as IssuedRecord;
+    if (r.exp <= now) await store.issued.del(sub);
+    else if (r.ksn !== issuer.kel.ksn) out.push(sub);
+  }
+  return out;
+}

@@ -14,7 +14,7 @@ import { defaultName, type Profile } from '../card/build.js';
 import { explain } from '../reasons.js';
 import { Messenger } from '../relay/messenger.js';
 import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
-import { cardDesk, CARD_REQUEST, CARD_REPLY } from '../card/desk.js';
+import { cardDesk, renewCredentials, CARD_REQUEST, CARD_REPLY, CONTACT_CREDENTIAL } from '../card/desk.js';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -106,9 +106,15 @@ export class Node {
     const messenger = new Messenger({ dataDir: this.dataDir, identity: this.identity, hub: this.config.hub, client: this.client, reader: this.reader, store: this.store, now: this.now, log: this.log });
     messenger.on(CARD_REQUEST, cardDesk({ dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, hubAid: () => this.hubAid(), now: this.now }));
     messenger.on(CARD_REPLY, this.fetcher.onReply());
+    messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
     try {
       await messenger.start();
       this.openMessenger = messenger;
+      const parts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, messenger, hubAid: () => this.hubAid(), now: this.now };
+      void renewCredentials(parts).then(
+        (n) => n > 0 && this.log(`renewed ${n} contact credential(s) after the key rotation`),
+        (err) => this.log(`renewing contact credentials: ${(err as Error).message}`),
+      );
     } catch (err) {
       messenger.close();
       throw err;

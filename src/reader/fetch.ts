@@ -160,6 +160,14 @@ export class CardFetcher {
     };
   }
 
+  /** `contact.credential`: a provider renewing our credential after its key rotation. */
+  onCredential(): MessageHandler {
+    return async (m) => {
+      const credential = fromBody(m.body)?.credential;
+      if (credential instanceof Uint8Array) await this.takeCredential(m.from, credential);
+    };
+  }
+
   /** A reply with a credential renews ours; a reply without one means we are no longer on its lists. */
   private async takeCredential(from: string, credential: unknown): Promise<void> {
     if (!(credential instanceof Uint8Array)) return this.contacts.forget(from);
