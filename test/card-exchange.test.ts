@@ -339,3 +339,16 @@ test('SPEC §7: after a key rotation the provider renews a listed peer\'s creden
   const free = await card(p.aid, c.dir);
   t.like(free, { charge: 'free', extended: 'ok', key: 'confirmed' }, 'so the free provider is still fetched');
 });
+
+test('SPEC §6.4: anet card without a reader daemon registers the reader, fetches, and keeps the answer for the next run', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  const first = await card(p.aid, c.dir);
+  t.like(first, { extended: 'ok', code: 0 });
+  t.deepEqual(first.prices, [{ skillId: 'text.translate', amount: '3' }]);
+  const before = net.envelopes();
+  t.like(await card(p.aid, c.dir), { extended: 'ok', fetchedAt: first.fetchedAt }, 'the journaled cache, in a new process state');
+  t.is(net.envelopes(), before);
+});

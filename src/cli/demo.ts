@@ -7,6 +7,7 @@ import { startSampleService, echoHandler, reverseHandler, type SampleService } f
 import type { Io } from './output.js';
 import { startHub } from '../hub/server.js';
 import { loadIdentity } from '../identity/store.js';
+import { startDaemon } from '../daemon/daemon.js';
 
 export async function cmdDemo(io: Io): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'anet-demo-'));
@@ -67,16 +68,27 @@ async function tour(io: Io, root: string, services: SampleService[], cleanups: (
 
   io.out('\n5. The node signs its public card (no prices on it: they go on extended cards) and registers it.');
   await run(io, ['hub-register', '--name', 'translator', '--data', a]);
+  io.out('  (the translator\'s daemon now runs: it opens its relay stream and answers card requests)');
+  const daemon = await startDaemon(a, () => {});
+  await daemon.published;
+  let daemonRunning = true;
+  const stopDaemon = async () => {
+    if (daemonRunning) await daemon.close();
+    daemonRunning = false;
+  };
+  cleanups.push(stopDaemon);
 
   io.out('\n6. Another node searches the directory. It contacts only the hub, and checks every card against its KEL.');
   await run(io, ['init', '--data', b]);
   await writeFile(join(b, 'config.json'), JSON.stringify({ hub: hub.url }));
   await run(io, ['find', 'reverse', '--data', b]);
+  io.out('\n7. The card says some skills are paid, so viewing it contacts the agent, end to end encrypted through');
+  io.out('   the hub relay: the prices come signed by the agent itself, and the hub cannot read them.');
   await run(io, ['card', aid, '--data', b]);
 
-  io.out('\n7. Rotating the key keeps the AID; the next card is signed with the new key, and readers follow the KEL.');
+  io.out('\n8. Rotating the key keeps the AID; the next card is signed with the new key, and readers follow the KEL.');
+  await stopDaemon();
   await run(io, ['key', 'rotate', '--data', a]);
-  await run(io, ['card', aid, '--data', b]);
   await run(io, ['find', '--data', b]);
   const kelFile = join(root, 'kel.hex');
   await run(io, ['kel', 'export', kelFile, '--hex', '--data', a]);

@@ -7,7 +7,7 @@ import { loadIdentity, type Identity } from '../identity/store.js';
 import { Store } from '../../store/db.js';
 import { ActorHost } from '../runtime/host.js';
 import { systemClock, type Clock } from '../runtime/clock.js';
-import { HubClient } from '../hub/client.js';
+import { HubClient, HubRefusedError } from '../hub/client.js';
 import { Reader, type ReadCard } from '../reader/reader.js';
 import { currentCard, publishToHub, readProfile, type OwnCard } from '../card/publish.js';
 import { defaultName, type Profile } from '../card/build.js';
@@ -108,7 +108,12 @@ export class Node {
     messenger.on(CARD_REPLY, this.fetcher.onReply());
     messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
     try {
-      await messenger.start();
+      await messenger.start().catch(async (err) => {
+        // Never registered (a one-shot `anet card` on a node whose daemon never ran): register, then retry.
+        if (!(err instanceof HubRefusedError && err.code === 'UNKNOWN_AID')) throw err;
+        await this.publish();
+        await messenger.start();
+      });
       this.openMessenger = messenger;
       const parts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, messenger, hubAid: () => this.hubAid(), now: this.now };
       void renewCredentials(parts).then(

@@ -49,6 +49,7 @@ export class Messenger {
   private keySet: Uint8Array | null = null;
   private readonly peerKeys = new Map<string, { key: PublicEncryptionKey; until: number }>();
   private closed = false;
+  private busStarted = false;
   private attempt = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
@@ -68,8 +69,9 @@ export class Messenger {
 
   /** Publishes our key set and opens the push stream; throws when the hub cannot be reached or refuses. */
   async start(): Promise<void> {
-    this.bus.start(({ bytes, at }) => this.receive(bytes, at));
     await this.renewKeys(true);
+    if (!this.busStarted) this.bus.start(({ bytes, at }) => this.receive(bytes, at));
+    this.busStarted = true;
     await this.relay.connect();
     this.renewTimer = setInterval(() => void this.renewKeys(false).catch((err) => this.opts.log(`encryption keys: ${(err as Error).message}`)), HOUR);
     this.renewTimer.unref();
