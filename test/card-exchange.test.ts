@@ -182,12 +182,18 @@ const until = async (check: () => boolean, what: string) => {
 test('SPEC §6.2: a provider answers one sender at most 6 card requests per 60 s, then gives no answer', async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
-  await net.start(p.dir);
+  let provider = await net.start(p.dir);
   const x = await rawPeer(t, net, 'x');
   for (let i = 0; i < 7; i++) await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: `r${i}` }));
   await until(() => x.received.length >= 6, 'six replies');
   await new Promise((r) => setTimeout(r, 300));
   t.deepEqual(x.received.map((m) => m.body.rid).sort(), ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'], 'the seventh gets no answer');
+  // The window is journaled: a restarted provider still does not answer inside it.
+  await provider.close();
+  provider = await net.start(p.dir);
+  await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: 'after-restart' }));
+  await new Promise((r) => setTimeout(r, 300));
+  t.is(x.received.length, 6, 'still no answer after a restart');
   net.clock.advance(60_000);
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: 'later' }));
   await until(() => x.received.length === 7, 'an answer once the window moved on');
@@ -258,6 +264,11 @@ test('SPEC §2.1 allow_only, §5.3: a stranger\'s list request gets byte for byt
   t.false(a!.includes('secret.tool'));
   t.is(x.received[0]!.body.credential, undefined, 'no credential for a stranger');
   t.is(x.received[0]!.type, CARD_REPLY);
+  // A denied peer learns nothing more, and nothing less, than a stranger (SPEC §4 rule 1).
+  t.is((await runCli(['deny', 'add', x.aid, '--data', p.dir])).code, 0);
+  await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'denied' }));
+  await until(() => x.received.length === 3, 'a reply');
+  t.is(x.received[2]!.body.card, a);
 });
 
 test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states that hold across a restart of the reader', async (t) => {
