@@ -8,6 +8,8 @@ import { startNet, providerConfig, rawPeer } from './helpers/net.js';
 import { toBody } from '../src/relay/body.js';
 import { CARD_REQUEST, CARD_REPLY } from '../src/card/desk.js';
 import type { CardFetchContext } from '../machines/card-fetch.js';
+import type { BucketContext } from '../machines/bucket.js';
+import type { Daemon } from '../src/daemon/daemon.js';
 import { runCli } from './helpers/cli.js';
 
 const card = async (aid: string, dir: string) => {
@@ -69,8 +71,7 @@ test('SPEC §6.3 row 4, §6.2: an offline provider gives card_unavailable after 
   await net.start(c.dir);
   const before = net.envelopes();
   const pending = card(p.aid, c.dir);
-  await new Promise((r) => setTimeout(r, 300));
-  t.is(net.envelopes() - before, 1, 'the request was sent');
+  await until(() => net.envelopes() - before === 1, 'the request');
   net.clock.advance(10_000);
   const view = await pending;
   t.like(view, { verified: true, charge: 'paid', extended: null, reason: 'card_unavailable', prices: null });
@@ -80,8 +81,7 @@ test('SPEC §6.3 row 4, §6.2: an offline provider gives card_unavailable after 
   t.is(net.envelopes() - before, 1, 'inside 60 s of the attempt: not sent again');
   net.clock.advance(5_000);
   const again = card(p.aid, c.dir);
-  await new Promise((r) => setTimeout(r, 300));
-  t.is(net.envelopes() - before, 2, 'after 60 s: tried again');
+  await until(() => net.envelopes() - before === 2, 'a new request after 60 s');
   net.clock.advance(10_000);
   t.like(await again, { reason: 'card_unavailable' });
 });
@@ -179,6 +179,15 @@ const until = async (check: () => boolean, what: string) => {
   if (!check()) throw new Error(`timed out waiting for ${what}`);
 };
 
+/** Waits until the provider has opened `count` messages in all and journaled their limiter decisions. */
+async function processed(provider: Daemon, count: number): Promise<void> {
+  await until(() => (provider.node.relayStatus()?.received ?? 0) >= count, `${count} messages at the provider`);
+  await provider.node.host!.idle();
+}
+
+const lastDecision = async (provider: Daemon, sender: string) =>
+  ((await provider.node.host!.state(`reply-limiter/${sender}`))!.context as BucketContext).last;
+
 test('SPEC §6.2: a provider answers one sender at most 6 card requests per 60 s, then gives no answer', async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
@@ -186,13 +195,18 @@ test('SPEC §6.2: a provider answers one sender at most 6 card requests per 60 s
   const x = await rawPeer(t, net, 'x');
   for (let i = 0; i < 7; i++) await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: `r${i}` }));
   await until(() => x.received.length >= 6, 'six replies');
-  await new Promise((r) => setTimeout(r, 300));
+  await processed(provider, 7);
+  const seventh = (await lastDecision(provider, x.aid)) as { admitted: false; retryAfterMs: number };
+  t.false(seventh.admitted);
   t.deepEqual(x.received.map((m) => m.body.rid).sort(), ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'], 'the seventh gets no answer');
   // The window is journaled: a restarted provider still does not answer inside it.
   await provider.close();
   provider = await net.start(p.dir);
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: 'after-restart' }));
-  await new Promise((r) => setTimeout(r, 300));
+  await processed(provider, 1);
+  const eighth = (await lastDecision(provider, x.aid)) as { admitted: false; retryAfterMs: number };
+  t.false(eighth.admitted);
+  t.true(eighth.retryAfterMs < seventh.retryAfterMs, 'a new refusal, later in the same window');
   t.is(x.received.length, 6, 'still no answer after a restart');
   net.clock.advance(60_000);
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: 'later' }));
@@ -283,13 +297,13 @@ test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states t
   const before = net.envelopes();
   t.like(await card(p.aid, c.dir), { extended: 'ok' }, 'served from the restored cache');
   t.is(net.envelopes(), before);
-  const state = await reader.node.host!.state(`card-fetch/${p.aid}`);
+  const state = await reader.node.host!.state(`card-fetch/${p.aid}/general`);
   t.is(state!.value, 'cached');
   net.clock.advance(24 * 3_600_000);
   const after = await card(p.aid, c.dir);
   t.like(after, { extended: 'ok' });
   t.is(net.envelopes() - before, 2, 'after 24 h the card is fetched again');
-  t.true((await reader.node.host!.state(`card-fetch/${p.aid}`))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
+  t.true((await reader.node.host!.state(`card-fetch/${p.aid}/general`))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
 });
 
 async function filesContaining(dir: string, marker: string): Promise<string[]> {

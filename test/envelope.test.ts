@@ -1,5 +1,6 @@
 // WIRE.md §4: envelopes — the hub sees only the recipient and a padded size; the receiver refuses a bad
-// signature, another recipient, an expired message, a replayed mid and unknown inner keys below 64.
+// signature, another recipient, an expired message, a lifetime over 15 minutes, a replayed mid and
+// unknown inner keys below 64.
 import test from 'ava';
 import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identity/cbor.js';
 import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/relay/envelope.js';
@@ -46,7 +47,7 @@ test('WIRE §4: a sealed envelope opens with its fields; the outside shows only 
   t.deepEqual([...outer.keys()], [1, 2, 3, 4, 5, 6]);
   t.false(Buffer.from(bytes).includes(Buffer.from(alice.kel.aid)), 'the sender is only inside the ciphertext');
   const small = (decodeCanonical(sealEnvelope(sender, to, msg('x')).bytes) as Map<number, Uint8Array>).get(6)!.length;
-  const larger = (decodeCanonical(sealEnvelope(sender, to, msg('y'.repeat(100))).bytes) as Map<number, Uint8Array>).get(6)!.length;
+  const larger = (decodeCanonical(sealEnvelope(sender, to, msg('y'.repeat(4))).bytes) as Map<number, Uint8Array>).get(6)!.length;
   t.is(small, larger, 'sizes are padded');
   t.true(small - 16 >= 256 && Number.isInteger(Math.log2(small - 16)), `a power of two plus the tag: ${small}`);
 });
@@ -58,6 +59,9 @@ test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unkno
   t.is(await refusal(() => openEnvelope(bytes, ctx)), 'REPLAYED');
   t.is(await refusal(() => openEnvelope(bytes, context({ me: alice.kel.aid }))), 'NOT_FOR_ME');
   t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, msg('late', NOW)).bytes, context())), 'EXPIRED');
+  // A lifetime past 15 minutes would make the replay guard remember its mid for as long: refused.
+  t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, msg('forever', NOW + 16 * 60_000)).bytes, context())), 'BAD_TIME');
+  t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, { ...msg(), ts: NOW + 6 * 60_000, exp: NOW + 7 * 60_000 }).bytes, context())), 'BAD_TIME');
   t.is(await refusal(() => openEnvelope(bytes, context({ keys: new Map() }))), 'UNKNOWN_KID');
   const outer = decodeCanonical(bytes) as Map<number, CborValue>;
   const ct = outer.get(6) as Uint8Array;
@@ -86,4 +90,17 @@ test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are ext
   };
   t.is(await refusal(() => openEnvelope(craft(30), context())), 'UNKNOWN_FIELD');
   t.is(await refusal(() => openEnvelope(craft(70), context())), 'accepted');
+});
+
+test('WIRE §4: every body size pads to exactly a power of two, including where the pad\'s header grows', async (t) => {
+  const sizes = new Set<number>();
+  for (let n = 0; n < 1200; n++) {
+    const { bytes } = sealEnvelope(sender, to, msg('x'.repeat(n)));
+    const ct = (decodeCanonical(bytes) as Map<number, Uint8Array>).get(6)!;
+    sizes.add(ct.length - 16);
+    const opened = await openEnvelope(bytes, context());
+    if (opened.body !== 'x'.repeat(n)) return t.fail(`body of ${n} bytes did not survive`);
+  }
+  for (const size of sizes) t.true(size >= 256 && Number.isInteger(Math.log2(size)), `padded size ${size}`);
+  t.true(sizes.size >= 3);
 });

@@ -130,3 +130,19 @@ test('SPEC §11: the hub writes nothing of the messages it relays to its data di
   t.true(bytes > 0);
   t.is(hub.relay.stats.queued, 5);
 });
+
+test('SPEC §11: a relay client closed while its stream is being opened does not keep a stream', async (t) => {
+  const { hub, alice, bob } = await setup(t);
+  const box = inbox();
+  const client = new RelayClient(hub.url, bob, box.push);
+  const opening = client.connect();
+  client.close();
+  await t.throwsAsync(opening);
+  t.false(client.connected);
+  const sender = new RelayClient(hub.url, alice, () => {});
+  t.teardown(() => sender.close());
+  const env = envelopeTo(alice, bob, 'after close');
+  const out = await sender.send(env);
+  t.is(out, 'queued', 'no stream of bob is attached at the hub');
+  t.is(box.got.length, 0);
+});

@@ -11,7 +11,8 @@ import type { BucketContext } from '../../machines/bucket.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import { fromBody, toBody } from '../relay/body.js';
 import { standing } from '../inbound/lists.js';
-import { issueAndRecord, signedByOldKey } from '../contacts/credential.js';
+import { issueAndRecord, issueCredential, recordIssued, signedByOldKey } from '../contacts/credential.js';
+import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
 import { buildExtendedCard, type ExtendedKind } from './extended.js';
 import { readProfile, type OwnCard } from './publish.js';
 import { signCard } from './jws.js';
@@ -85,8 +86,17 @@ export async function renewCredentials(parts: Omit<DeskParts, 'host'>): Promise<
       await parts.store.issued.del(sub);
       continue;
     }
-    const credential = await issueAndRecord(parts.store, parts.identity, sub, parts.now());
-    await parts.messenger.send(sub, CONTACT_CREDENTIAL, toBody({ credential })).then(() => renewed++, () => {});
+    const now = parts.now();
+    const credential = issueCredential(parts.identity, sub, now);
+    try {
+      // As long as the hub queues for an offline peer; recorded only once the hub has it, so a failed
+      // renewal is tried again at the next start.
+      await parts.messenger.send(sub, CONTACT_CREDENTIAL, toBody({ credential }), { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 });
+    } catch {
+      continue;
+    }
+    await recordIssued(parts.store, parts.identity, sub, now);
+    renewed++;
   }
   return renewed;
 }

@@ -81,11 +81,16 @@ export interface IssuedRecord {
   exp: number;
 }
 
-/** Issues a credential to `sub` and remembers it (so a key rotation can renew it). */
-export async function issueAndRecord(store: Store, issuer: Identity, sub: string, now: number): Promise<Uint8Array> {
-  const bytes = issueCredential(issuer, sub, now);
+/** Remembers that `sub` holds a credential issued now (so a key rotation can renew it). */
+export async function recordIssued(store: Store, issuer: Identity, sub: string, now: number): Promise<void> {
   const rec: IssuedRecord = { ksn: issuer.kel.ksn, iat: now, exp: now + CREDENTIAL_MS };
   await store.issued.put(sub, rec);
+}
+
+/** Issues a credential to `sub` and remembers it. */
+export async function issueAndRecord(store: Store, issuer: Identity, sub: string, now: number): Promise<Uint8Array> {
+  const bytes = issueCredential(issuer, sub, now);
+  await recordIssued(store, issuer, sub, now);
   return bytes;
 }
 

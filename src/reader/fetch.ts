@@ -40,7 +40,10 @@ export interface FetcherParts {
   now: () => number;
 }
 
-const actorOf = (aid: string) => `card-fetch/${aid}`;
+type Kind = 'list' | 'general';
+/** One machine per provider and kind: the list card held before a removal is not the general one after. */
+const actorOf = (aid: string, kind: Kind) => `card-fetch/${aid}/${kind}`;
+const KINDS: Kind[] = ['list', 'general'];
 const KIND = 'card-fetch';
 
 export function publicSeqOf(card: AgentCard | null): string | null {
@@ -73,54 +76,61 @@ export class CardFetcher {
     const credential = await this.credentialFrom(pub.aid);
     if (!seq || (pub.charge === 'free' && !credential)) return { extended: 'not_applicable', reason: 'not_applicable', card: null, prices: null, fetchedAt: null };
     const requestId = randomBytes(12).toString('hex');
-    let snap = await this.event(pub.aid, { type: 'NEED', at: this.parts.now(), publicSeq: seq, requestId });
+    const kind: Kind = credential ? 'list' : 'general';
+    const actor = actorOf(pub.aid, kind);
+    let snap = await this.event(actor, { type: 'NEED', at: this.parts.now(), publicSeq: seq, requestId });
     const ctx = snap.context as CardFetchContext;
-    if (ctx.decision === 'fetch') snap = await this.request(pub.aid, requestId, credential ? 'list' : 'general', ctx.waitUntil!);
-    else if (snap.value === 'waiting') snap = await this.await(pub.aid, ctx.requestId!, ctx.waitUntil!);
+    if (ctx.decision === 'fetch') snap = await this.request(pub.aid, actor, requestId, kind, ctx.waitUntil!);
+    else if (snap.value === 'waiting') snap = await this.await(actor, ctx.requestId!, ctx.waitUntil!);
     return this.result(snap);
   }
 
-  private async event(aid: string, event: CardFetchEvent): Promise<AnyMachineSnapshot> {
-    return (await this.parts.host()).send(actorOf(aid), KIND, undefined, event);
+  private async event(actor: string, event: CardFetchEvent): Promise<AnyMachineSnapshot> {
+    return (await this.parts.host()).send(actor, KIND, undefined, event);
   }
 
-  private async state(aid: string): Promise<AnyMachineSnapshot | undefined> {
-    return (await this.parts.host()).state(actorOf(aid));
+  private async state(actor: string): Promise<AnyMachineSnapshot | undefined> {
+    return (await this.parts.host()).state(actor);
   }
 
-  private async request(aid: string, rid: string, kind: 'list' | 'general', waitUntil: number): Promise<AnyMachineSnapshot> {
+  private async request(aid: string, actor: string, rid: string, kind: Kind, waitUntil: number): Promise<AnyMachineSnapshot> {
     try {
       const messenger = await this.parts.messenger();
       await messenger.send(aid, CARD_REQUEST, toBody({ kind, rid }), { ttlMs: CARD_MESSAGE_TTL_MS });
     } catch {
       // No key set, no KEL, the hub down or the queue full: the card cannot be had now.
-      return this.event(aid, { type: 'REPLY', at: this.parts.now(), requestId: rid, result: 'unreachable' });
+      return this.event(actor, { type: 'REPLY', at: this.parts.now(), requestId: rid, result: 'unreachable' });
     }
-    return this.await(aid, rid, waitUntil);
+    return this.await(actor, rid, waitUntil);
   }
 
   /** Waits for the reply to `rid` or the end of the 10 s wait, then returns the machine's state. */
-  private async await(aid: string, rid: string, waitUntil: number): Promise<AnyMachineSnapshot> {
+  private async await(actor: string, rid: string, waitUntil: number): Promise<AnyMachineSnapshot> {
     for (;;) {
       let wake!: () => void;
       const woken = new Promise<void>((resolve) => (wake = resolve));
       this.waiters.set(rid, [...(this.waiters.get(rid) ?? []), wake]);
+      // Registered first, then read: a reply taken before we registered is seen in the state.
+      let snap = (await this.state(actor))!;
+      if (snap.value !== 'waiting' || (snap.context as CardFetchContext).requestId !== rid) return this.unwait(rid, wake, snap);
+      if (this.parts.now() >= waitUntil) {
+        snap = await this.event(actor, { type: 'TICK', at: this.parts.now() });
+        if (snap.value !== 'waiting' || (snap.context as CardFetchContext).requestId !== rid) return this.unwait(rid, wake, snap);
+      }
       // Re-read at least every second, so a clock that jumps (NTP, or a test) is noticed.
       const delay = Math.min(1000, Math.max(0, waitUntil - this.parts.now()));
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([woken, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
       clearTimeout(timer);
-      const left = (this.waiters.get(rid) ?? []).filter((w) => w !== wake);
-      if (left.length) this.waiters.set(rid, left);
-      else this.waiters.delete(rid);
-      let snap = (await this.state(aid))!;
-      const ctx = snap.context as CardFetchContext;
-      if (snap.value !== 'waiting' || ctx.requestId !== rid) return snap;
-      if (this.parts.now() >= waitUntil) {
-        snap = await this.event(aid, { type: 'TICK', at: this.parts.now() });
-        if (snap.value !== 'waiting' || (snap.context as CardFetchContext).requestId !== rid) return snap;
-      }
+      this.unwait(rid, wake, snap);
     }
+  }
+
+  private unwait(rid: string, wake: () => void, snap: AnyMachineSnapshot): AnyMachineSnapshot {
+    const left = (this.waiters.get(rid) ?? []).filter((w) => w !== wake);
+    if (left.length) this.waiters.set(rid, left);
+    else this.waiters.delete(rid);
+    return snap;
   }
 
   private wake(rid: string): void {
@@ -150,13 +160,17 @@ export class CardFetcher {
       const body = fromBody(m.body);
       const rid = body?.rid;
       if (!body || typeof rid !== 'string') return;
-      const state = await this.state(m.from);
-      const ctx = state?.context as CardFetchContext | undefined;
-      if (state?.value !== 'waiting' || ctx?.requestId !== rid) return;
-      await this.takeCredential(m.from, body.credential);
-      const result = await this.judge(m.from, ctx.publicSeq!, body);
-      await this.event(m.from, { type: 'REPLY', at: m.at, requestId: rid, ...result });
-      this.wake(rid);
+      for (const kind of KINDS) {
+        const actor = actorOf(m.from, kind);
+        const state = await this.state(actor);
+        const ctx = state?.context as CardFetchContext | undefined;
+        if (state?.value !== 'waiting' || ctx?.requestId !== rid) continue;
+        await this.takeCredential(m.from, body.credential);
+        const result = await this.judge(m.from, ctx.publicSeq!, body);
+        await this.event(actor, { type: 'REPLY', at: m.at, requestId: rid, ...result });
+        this.wake(rid);
+        return;
+      }
     };
   }
 

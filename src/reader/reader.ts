@@ -53,6 +53,7 @@ const KEL_CACHE = 4096;
 export class Reader {
   /** The last validated KEL bytes per AID: validation checks every event's signature, once. */
   private readonly validated = new Map<string, { bytes: Uint8Array; state: KelState }>();
+  private readonly locks = new Map<string, Promise<void>>();
 
   constructor(private readonly store: Store, private readonly client: HubClient, private readonly now: () => number = Date.now) {}
 
@@ -66,8 +67,25 @@ export class Reader {
     return state;
   }
 
-  /** The KEL to verify with: the stored one unless the offered one extends it. */
-  private async kelFor(aid: string, offered: Uint8Array | null): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
+  /** Runs one read-modify-write of an AID's record at a time (messages are handled 32 at once). */
+  private locked<T>(aid: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(aid) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.then(() => {}, () => {});
+    this.locks.set(aid, tail);
+    void tail.then(() => {
+      if (this.locks.get(aid) === tail) this.locks.delete(aid);
+    });
+    return run;
+  }
+
+  /**
+   * The KEL to verify with: the stored one unless the offered one extends it. `source` says who offered
+   * it: only a copy from the hub counts as a refresh for the `key` column (a message's copy is read before
+   * its signature is checked, so it may move the KEL forward — events are signed — but never vouch for
+   * freshness). Callers hold the AID's lock.
+   */
+  private async kelFor(aid: string, offered: Uint8Array | null, source: 'hub' | 'peer'): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
     const peer = (await this.store.peers.get(aid)) as PeerRecord | undefined;
     let stored: KelState | undefined;
     if (peer) stored = this.validate(aid, peer.kel);
@@ -83,23 +101,26 @@ export class Reader {
     if (!stored) {
       if (!incoming) return { kel: offered ? 'invalid' : null, fresh: false, peer };
       if (incoming.aid !== aid) return { kel: 'invalid', fresh: false, peer };
-      const created: PeerRecord = { kel: offered!, kelFetchedAt: this.now(), highWater: null };
+      const created: PeerRecord = { kel: offered!, kelFetchedAt: source === 'hub' ? this.now() : 0, highWater: null };
       await this.savePeer(aid, created);
-      return { kel: incoming, fresh: true, peer: created };
+      return { kel: incoming, fresh: source === 'hub', peer: created };
     }
     const cmp = incoming ? compareKel(stored, incoming) : null;
-    if (cmp?.kind === 'same' && this.now() - peer!.kelFetchedAt < REFRESH_WRITE_MS) return { kel: stored, fresh: true, peer };
+    const wasFresh = this.now() - peer!.kelFetchedAt <= KEL_FRESH_MS;
+    if (cmp?.kind === 'same' && (source === 'peer' || this.now() - peer!.kelFetchedAt < REFRESH_WRITE_MS)) {
+      return { kel: stored, fresh: source === 'hub' || wasFresh, peer };
+    }
     if (cmp?.kind === 'extension' || cmp?.kind === 'same') {
-      const next = { ...peer!, kel: offered!, kelFetchedAt: this.now() };
+      const next = { ...peer!, kel: offered!, kelFetchedAt: source === 'hub' ? this.now() : peer!.kelFetchedAt };
       await this.savePeer(aid, next);
-      return { kel: incoming!, fresh: true, peer: next };
+      return { kel: incoming!, fresh: source === 'hub' || wasFresh, peer: next };
     }
     if (cmp?.kind === 'duplicity') {
       const next = { ...peer!, duplicity: { seq: cmp.seq, known: cmp.known.id, other: cmp.other.id } };
       await this.savePeer(aid, next);
       return { kel: 'invalid', fresh: false, peer: next };
     }
-    return { kel: stored, fresh: this.now() - peer!.kelFetchedAt <= KEL_FRESH_MS, peer };
+    return { kel: stored, fresh: wasFresh, peer };
   }
 
   /**
@@ -108,16 +129,20 @@ export class Reader {
    * known or the AID shows duplicity.
    */
   async kel(aid: string, offered: Uint8Array | null = null): Promise<KelState | null> {
-    let found = await this.kelFor(aid, offered);
-    if (found.kel === null && !offered) found = await this.kelFor(aid, await this.client.kel(aid).catch(() => null));
-    return found.kel === 'invalid' ? null : found.kel;
+    return this.locked(aid, async () => {
+      let found = await this.kelFor(aid, offered, 'peer');
+      if (found.kel === null && !offered) found = await this.kelFor(aid, await this.client.kel(aid).catch(() => null), 'hub');
+      return found.kel === 'invalid' ? null : found.kel;
+    });
   }
 
   /** The hub's copy of a peer's KEL, taken when it extends ours (a peer's key set is signed after a rotation). */
   async refreshKel(aid: string): Promise<KelState | null> {
     const offered = await this.client.kel(aid).catch(() => null);
-    const found = await this.kelFor(aid, offered);
-    return found.kel === 'invalid' ? null : found.kel;
+    return this.locked(aid, async () => {
+      const found = await this.kelFor(aid, offered, 'hub');
+      return found.kel === 'invalid' ? null : found.kel;
+    });
   }
 
   private async savePeer(aid: string, rec: PeerRecord): Promise<void> {
@@ -125,8 +150,12 @@ export class Reader {
   }
 
   /** Verifies one card as the hub served it, moves the high-water mark, records it for audit. */
-  async check(aid: string, wire: string, kelBytes: Uint8Array | null, name = ''): Promise<ReadCard & { result: CardResult }> {
-    const { kel, fresh, peer } = await this.kelFor(aid, kelBytes);
+  check(aid: string, wire: string, kelBytes: Uint8Array | null, name = ''): Promise<ReadCard & { result: CardResult }> {
+    return this.locked(aid, () => this.checkLocked(aid, wire, kelBytes, name));
+  }
+
+  private async checkLocked(aid: string, wire: string, kelBytes: Uint8Array | null, name: string): Promise<ReadCard & { result: CardResult }> {
+    const { kel, fresh, peer } = await this.kelFor(aid, kelBytes, 'hub');
     const hw: HighWater | null = peer?.highWater ? { seq: BigInt(peer.highWater.seq), digest: peer.highWater.digest } : null;
     const result = verifyCard(wire, { kel, now: this.now(), highWater: hw });
     const card: AgentCard | null = result.ok ? result.card : parseOrNull(wire);

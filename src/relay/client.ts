@@ -4,11 +4,43 @@ import { request, Agent, type ClientRequest } from 'node:http';
 import { signRequest } from '../hub/auth.js';
 import type { Identity } from '../identity/store.js';
 import { HubRefusedError, HubUnreachableError } from '../hub/client.js';
+import { MAX_ENVELOPE } from '../hub/relay.js';
+
+const CONNECT_TIMEOUT_MS = 10_000;
+const KEEPALIVE_MS = 30_000;
+
+/** Splits the stream into its 4-byte-length frames; a frame over the largest envelope ends the stream. */
+class FrameReader {
+  private chunks: Buffer[] = [];
+  private size = 0;
+
+  constructor(private readonly onFrame: (bytes: Uint8Array) => void, private readonly onBad: () => void) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (this.size >= 4) {
+      if (this.chunks[0]!.length < 4) this.chunks = [Buffer.concat(this.chunks)];
+      const length = this.chunks[0]!.readUInt32BE(0);
+      if (length > MAX_ENVELOPE) return this.onBad();
+      // Join the chunks only once the whole frame is here: no quadratic copying of a large frame.
+      if (this.size < 4 + length) return;
+      const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+      this.onFrame(new Uint8Array(all.subarray(4, 4 + length)));
+      const rest = all.subarray(4 + length);
+      this.chunks = rest.length ? [rest] : [];
+      this.size = rest.length;
+    }
+  }
+}
 
 export class RelayClient {
   private readonly base: URL;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 16 });
   private stream: ClientRequest | null = null;
+  /** The stream request while the hub has not answered yet (close() must end it too). */
+  private connecting: ClientRequest | null = null;
+  private closed = false;
   /** Called once when an open push stream ends (hub restart, network loss): the owner reconnects. */
   onClose: () => void = () => {};
 
@@ -18,6 +50,7 @@ export class RelayClient {
 
   /** Opens the push stream; resolves once the hub has accepted it. */
   connect(): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the relay client is closed'));
     const path = '/relay/v2/stream';
     const headers = signRequest(this.identity.signer, this.identity.aid, 'GET', path, new Uint8Array(), this.now());
     this.stream?.destroy();
@@ -28,9 +61,10 @@ export class RelayClient {
       const end = () => {
         if (ended) return;
         ended = true;
+        req.destroy();
         if (this.stream === req) {
           this.stream = null;
-          this.onClose();
+          if (!this.closed) this.onClose();
         }
       };
       const req = request({ host: this.base.hostname, port: this.base.port, path, method: 'GET', headers: { ...headers } }, (res) => {
@@ -40,26 +74,30 @@ export class RelayClient {
           res.on('end', () => reject(refusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
           return;
         }
+        // A close() while the hub was answering: this stream must not outlive its client.
+        if (this.closed) {
+          req.destroy();
+          return reject(new Error('the relay client is closed'));
+        }
+        req.setTimeout(0);
         res.socket.setNoDelay(true);
+        // Find a silently dead connection (no FIN from a vanished hub) and reconnect.
+        res.socket.setKeepAlive(true, KEEPALIVE_MS);
         opened = true;
         this.stream = req;
         res.on('end', end);
         res.on('close', end);
         res.on('error', end);
-        let pending: Buffer = Buffer.alloc(0);
-        res.on('data', (chunk: Buffer) => {
-          pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-          while (pending.length >= 4) {
-            const length = pending.readUInt32BE(0);
-            if (pending.length < 4 + length) break;
-            const bytes = new Uint8Array(pending.subarray(4, 4 + length));
-            pending = pending.subarray(4 + length);
-            this.onEnvelope(bytes);
-          }
-        });
+        const frames = new FrameReader((bytes) => this.onEnvelope(bytes), end);
+        res.on('data', (chunk: Buffer) => frames.push(chunk));
         resolve();
       });
-      req.on('error', (err) => (opened ? end() : reject(new HubUnreachableError(this.base.origin, err))));
+      this.connecting = req;
+      req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
+      req.on('error', (err) => (opened ? end() : reject(this.closed ? new Error('the relay client was closed') : new HubUnreachableError(this.base.origin, err))));
+      req.on('close', () => {
+        if (this.connecting === req) this.connecting = null;
+      });
       req.end();
     });
   }
@@ -90,9 +128,12 @@ export class RelayClient {
   }
 
   close(): void {
+    this.closed = true;
     const stream = this.stream;
     this.stream = null;
     stream?.destroy();
+    this.connecting?.destroy(new Error('the relay client was closed'));
+    this.connecting = null;
     this.agent.destroy();
   }
 }

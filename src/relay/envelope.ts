@@ -11,6 +11,10 @@ const INFO_LABEL = 'anet-relay/v1';
 /** Inner map keys WIRE §4 defines; unknown keys below 64 are refused, 64 and above are extensions. */
 const KNOWN_INNER = new Set([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 20, 21]);
 const MIN_PADDED = 256;
+/** The longest lifetime a receiver accepts (the hub queues for 10 minutes), so remembered mids stay few. */
+export const MAX_MESSAGE_TTL_MS = 15 * 60_000;
+/** How far ahead of the receiver's clock a sender's `ts` may be. */
+export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
 
 export interface Message {
   type: string;
@@ -36,7 +40,7 @@ export interface RecipientKey {
   publicKey: Uint8Array;
 }
 
-export type EnvelopeError = 'MALFORMED' | 'UNKNOWN_KID' | 'UNDECRYPTABLE' | 'UNKNOWN_FIELD' | 'NOT_FOR_ME' | 'EXPIRED' | 'REPLAYED' | 'UNKNOWN_SENDER' | 'BAD_SIGNATURE';
+export type EnvelopeError = 'MALFORMED' | 'BAD_TIME' | 'UNKNOWN_KID' | 'UNDECRYPTABLE' | 'UNKNOWN_FIELD' | 'NOT_FOR_ME' | 'EXPIRED' | 'REPLAYED' | 'UNKNOWN_SENDER' | 'BAD_SIGNATURE';
 
 export class EnvelopeRefused extends Error {
   constructor(readonly code: EnvelopeError, detail: string) {
@@ -57,17 +61,23 @@ function innerMap(m: Received): Map<number, CborValue> {
   return map;
 }
 
-/** Pads the inner bytes to the next power of two (at least 256) so sizes tell the hub little. */
+/** Bytes a CBOR byte-string header adds beyond its first byte, for a string of `n` bytes. */
+const headerExtra = (n: number) => (n < 24 ? 0 : n < 256 ? 1 : n < 65_536 ? 2 : 4);
+
+/**
+ * Pads the inner bytes to the next power of two (at least 256) so sizes tell the hub little. The pad's
+ * own length header grows at 24, 256 and 65536 bytes, so some totals cannot be hit exactly: then the
+ * next power of two is used.
+ */
 function padded(signed: Map<number, CborValue>): Uint8Array {
   const withPad = (length: number) => encodeCanonical(new Map([...signed, [21, new Uint8Array(length)]]));
   const base = withPad(0).length;
-  // Room for the pad's own length header (up to 4 more bytes) before choosing the size.
-  const target = Math.max(MIN_PADDED, 2 ** Math.ceil(Math.log2(base + 8)));
-  let padLength = target - base;
-  for (;;) {
-    const bytes = withPad(padLength);
-    if (bytes.length === target) return bytes;
-    padLength -= bytes.length - target;
+  for (let target = Math.max(MIN_PADDED, 2 ** Math.ceil(Math.log2(base))); ; target *= 2) {
+    const need = target - base;
+    for (const extra of [0, 1, 2, 4]) {
+      const length = need - extra;
+      if (length >= 0 && headerExtra(length) === extra) return withPad(length);
+    }
   }
 }
 
@@ -122,6 +132,9 @@ export async function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Promise
   const m = fields(inner);
   if (m.to !== ctx.me) throw new EnvelopeRefused('NOT_FOR_ME', 'the signed recipient is another AID');
   if (m.exp <= ctx.now) throw new EnvelopeRefused('EXPIRED', `expired at ${m.exp}`);
+  if (m.ts > ctx.now + MAX_CLOCK_SKEW_MS || m.exp > ctx.now + MAX_MESSAGE_TTL_MS || m.exp < m.ts) {
+    throw new EnvelopeRefused('BAD_TIME', `ts ${m.ts} / exp ${m.exp} out of bounds at ${ctx.now}`);
+  }
   const kel = await ctx.kelOf(m.from, m.kel);
   if (!kel) throw new EnvelopeRefused('UNKNOWN_SENDER', `no valid KEL for ${m.from}`);
   const signed = new Map([...inner].filter(([k]) => k !== 20 && k !== 21));

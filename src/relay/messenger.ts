@@ -95,6 +95,7 @@ export class Messenger {
     const delay = RECONNECT_MS[Math.min(this.attempt, RECONNECT_MS.length - 1)]!;
     this.attempt++;
     this.reconnectTimer = setTimeout(() => {
+      if (this.closed) return;
       this.relay.connect().then(
         () => {
           this.attempt = 0;
@@ -106,6 +107,7 @@ export class Messenger {
   }
 
   private arrived(bytes: Uint8Array): void {
+    if (this.closed) return;
     if (!this.bus.publish({ bytes, at: this.opts.now() })) this.count('BACKLOG_FULL');
   }
 
