@@ -1,0 +1,163 @@
+// The service module (SPEC §3): one capability call as an HTTP/1.1 POST to the local service, over its
+// Unix socket (or TCP when the module allows it), and the service's answer mapped to the caller's reply
+// by the table of §3.1. The socket is checked (§3.2) before anything is sent; what a caller is told never
+// holds a local path — `operatorDetail` (logs only) may.
+import { request, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { ServiceUrl } from './url.js';
+import { checkSocket } from './socket.js';
+import { readTokenFile } from '../config/environment.js';
+
+export const MAX_RESULT_BYTES = 1024 * 1024;
+const MESSAGE_CHARS = 200;
+
+export interface ServiceTarget {
+  url: ServiceUrl;
+  tokenFile?: string;
+  timeoutMs: number;
+}
+
+export interface ServiceRequest {
+  caller: string;
+  callId: string;
+  capability: string;
+  /** The exact body: the argument object, or `{args, files}` (SPEC §3). */
+  body: Uint8Array;
+}
+
+export type ServiceOutcome =
+  | { state: 'completed'; result: Record<string, unknown> }
+  | { state: 'rejected'; reason: 'service_rejected'; message: string }
+  | {
+      state: 'failed';
+      reason: 'service_unavailable' | 'service_busy' | 'service_error' | 'outcome_unknown';
+      detail?: 'timeout' | 'connection_lost';
+      retryAfterMs?: number;
+      /** For the operator's log only: may name local paths. */
+      operatorDetail?: string;
+    };
+
+const unavailable = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_unavailable', operatorDetail });
+const serviceError = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_error', operatorDetail });
+const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'outcome_unknown', detail, operatorDetail });
+
+/** Makes one call; never throws — every failure is an outcome of the §3.1 table. */
+export async function callService(target: ServiceTarget, call: ServiceRequest, now: () => number = Date.now): Promise<ServiceOutcome> {
+  if (target.url.kind === 'unix') {
+    const fault = await checkSocket(target.url.socketPath);
+    if (fault) return unavailable(fault.reason);
+  }
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': call.body.length,
+    'x-anet-caller': call.caller,
+    'x-anet-call': call.callId,
+    'x-anet-capability': call.capability,
+  };
+  if (target.tokenFile) {
+    const token = await readTokenFile(target.tokenFile);
+    if ('error' in token) return unavailable(`token file: ${token.error}`);
+    headers.authorization = `Bearer ${token.token}`;
+  }
+  return post(target, headers, call.body, now);
+}
+
+function post(target: ServiceTarget, headers: Record<string, string | number>, body: Uint8Array, now: () => number): Promise<ServiceOutcome> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (outcome: ServiceOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      resolve(outcome);
+    };
+    /** Whether any byte of the request may have reached the service: from then on, a failure is "unknown". */
+    let connected = false;
+    const url = target.url;
+    const options = url.kind === 'unix'
+      ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent: false as const }
+      : { host: url.url.hostname, port: url.url.port, path: `${url.url.pathname}${url.url.search}`, method: 'POST', headers, agent: false as const };
+    const send = url.kind === 'tcp' && url.url.protocol === 'https:' ? httpsRequest : request;
+    /** Once the answer's head is here, `answer` reads the rest and decides; socket errors are its to see. */
+    let responded = false;
+    const req = send(options, (res) => {
+      responded = true;
+      void answer(res, now).then(settle);
+    });
+    req.on('socket', (socket) => socket.once('connect', () => (connected = true)));
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (responded) return;
+      settle(connected ? unknown('connection_lost', err.message) : unavailable(`${err.code ?? ''} ${err.message}`.trim()));
+    });
+    const timer = setTimeout(() => settle(connected ? unknown('timeout', `no answer within ${target.timeoutMs} ms`) : unavailable(`could not connect within ${target.timeoutMs} ms`)), target.timeoutMs);
+    req.end(body);
+  });
+}
+
+async function answer(res: IncomingMessage, now: () => number): Promise<ServiceOutcome> {
+  const status = res.statusCode ?? 0;
+  const read = await readLimited(res);
+  if (status === 429 || status === 503) {
+    const retryAfterMs = retryAfter(res.headers['retry-after'], now());
+    return { state: 'failed', reason: 'service_busy', ...(retryAfterMs !== undefined ? { retryAfterMs } : {}), operatorDetail: `HTTP ${status}` };
+  }
+  if (status === 502 || status === 504) return unknown('connection_lost', `HTTP ${status} from the service`);
+  if (status >= 400 && status < 500) return { state: 'rejected', reason: 'service_rejected', message: rejection(status, res.statusMessage, read) };
+  if (status < 200 || status >= 300) return serviceError(`HTTP ${status}`);
+  if (read.kind === 'broken') return unknown('connection_lost', 'the answer broke off');
+  if (read.kind === 'too_large') return serviceError(`the answer is over ${MAX_RESULT_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(read.bytes.toString('utf8'));
+  } catch {
+    return serviceError('the answer is not JSON');
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return serviceError('the answer is not a JSON object');
+  return { state: 'completed', result: value as Record<string, unknown> };
+}
+
+type Read = { kind: 'ok'; bytes: Buffer } | { kind: 'too_large' } | { kind: 'broken' };
+
+/** Reads at most 1 MiB of the answer; stops reading (and says so) beyond it. */
+function readLimited(res: IncomingMessage): Promise<Read> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_RESULT_BYTES) {
+        // Decided first: destroying emits 'aborted' and 'close' at once.
+        resolve({ kind: 'too_large' });
+        return res.destroy();
+      }
+      chunks.push(chunk);
+    });
+    res.on('end', () => resolve({ kind: 'ok', bytes: Buffer.concat(chunks) }));
+    res.on('aborted', () => resolve({ kind: 'broken' }));
+    res.on('error', () => resolve({ kind: 'broken' }));
+    res.on('close', () => resolve(res.complete ? { kind: 'ok', bytes: Buffer.concat(chunks) } : { kind: 'broken' }));
+  });
+}
+
+/** The service's own words: the `error` string of a JSON body (first 200 chars), else the status line. */
+function rejection(status: number, statusMessage: string | undefined, read: Read): string {
+  if (read.kind === 'ok') {
+    try {
+      const error = (JSON.parse(read.bytes.toString('utf8')) as { error?: unknown })?.error;
+      if (typeof error === 'string' && error.length > 0) return error.slice(0, MESSAGE_CHARS);
+    } catch {
+      // not JSON: the status line says it
+    }
+  }
+  return `${status} ${statusMessage ?? ''}`.trim();
+}
+
+/** `Retry-After` as delay-seconds or an HTTP date, in ms; undefined when absent or unreadable. */
+export function retryAfter(header: string | string[] | undefined, now: number): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}

@@ -1,0 +1,158 @@
+// SPEC §3, §3.1, §3.2: the service module against real services on Unix sockets that misbehave on
+// purpose — every row of the §3.1 table, the request headers and body, the token, the socket checks.
+import test, { type ExecutionContext } from 'ava';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createNetServer, type Socket } from 'node:net';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { tempDir } from './helpers/tmp.js';
+import { callService, retryAfter, type ServiceOutcome } from '../src/service/call.js';
+import { parseServiceUrl, type ServiceUrl } from '../src/service/url.js';
+
+async function privateDir(t: ExecutionContext): Promise<string> {
+  const root = await tempDir(t);
+  const dir = join(root, 'run');
+  await mkdir(dir, { mode: 0o700 });
+  return dir;
+}
+
+async function service(t: ExecutionContext, handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void, dir?: string): Promise<ServiceUrl> {
+  const path = join(dir ?? (await privateDir(t)), 'svc.sock');
+  const server = createHttpServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => handler(req, res, Buffer.concat(chunks)));
+  });
+  await new Promise<void>((r) => server.listen(path, () => r()));
+  t.teardown(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return parseServiceUrl(`unix://${path}:/v1/run`) as ServiceUrl;
+}
+
+/** A raw socket server, for services that break HTTP itself. */
+async function rawService(t: ExecutionContext, onConnection: (s: Socket) => void): Promise<ServiceUrl> {
+  const path = join(await privateDir(t), 'raw.sock');
+  const sockets: Socket[] = [];
+  const server = createNetServer((s) => {
+    sockets.push(s);
+    onConnection(s);
+  });
+  await new Promise<void>((r) => server.listen(path, () => r()));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return parseServiceUrl(`unix://${path}`) as ServiceUrl;
+}
+
+const call = { caller: 'bafyreicaller', callId: 'call-1', capability: 'text.echo', body: Buffer.from('{"text":"hi"}') };
+const run = (url: ServiceUrl, timeoutMs = 2000, tokenFile?: string): Promise<ServiceOutcome> => callService({ url, timeoutMs, ...(tokenFile ? { tokenFile } : {}) }, call);
+const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(typeof body === 'string' ? body : JSON.stringify(body));
+};
+
+test('SPEC §3: the request carries the headers, the bearer token and the argument object; a 2xx object completes', async (t) => {
+  let seen: { method?: string; url?: string; headers?: IncomingMessage['headers']; body?: string } = {};
+  const url = await service(t, (req, res, body) => {
+    seen = { method: req.method, url: req.url, headers: req.headers, body: body.toString() };
+    json(res, 200, { echoed: JSON.parse(body.toString()) });
+  });
+  const dir = await privateDir(t);
+  const token = join(dir, 'token');
+  await writeFile(token, 'a-token-of-more-than-16-bytes\n', { mode: 0o600 });
+  t.deepEqual(await run(url, 2000, token), { state: 'completed', result: { echoed: { text: 'hi' } } });
+  t.like(seen, { method: 'POST', url: '/v1/run', body: '{"text":"hi"}' });
+  t.like(seen.headers, {
+    'content-type': 'application/json',
+    authorization: 'Bearer a-token-of-more-than-16-bytes',
+    'x-anet-caller': 'bafyreicaller',
+    'x-anet-call': 'call-1',
+    'x-anet-capability': 'text.echo',
+  });
+  await chmod(token, 0o644);
+  t.like(await run(url, 2000, token), { state: 'failed', reason: 'service_unavailable' }, 'a token readable by others is never sent');
+});
+
+test('SPEC §3.1 row 1: no socket, or a file that is not a socket: service_unavailable, nothing sent', async (t) => {
+  const dir = await privateDir(t);
+  t.like(await run(parseServiceUrl(`unix://${join(dir, 'none.sock')}`) as ServiceUrl), { state: 'failed', reason: 'service_unavailable' });
+  const path = join(dir, 'file.sock');
+  await writeFile(path, ''); // a regular file where the socket should be
+  t.like(await run(parseServiceUrl(`unix://${path}`) as ServiceUrl), { state: 'failed', reason: 'service_unavailable' });
+});
+
+test('SPEC §3.2: a socket in a directory other users can write is refused before anything is sent, and the reply names no path', async (t) => {
+  const root = await tempDir(t);
+  const open = join(root, 'open');
+  await mkdir(open);
+  await chmod(open, 0o777);
+  let reached = false;
+  const url = await service(t, (_req, res) => {
+    reached = true;
+    json(res, 200, {});
+  }, open);
+  const outcome = await run(url);
+  t.like(outcome, { state: 'failed', reason: 'service_unavailable' });
+  t.false(reached, 'nothing was sent');
+  const { operatorDetail: _local, ...forCaller } = outcome as { operatorDetail?: string };
+  t.false(JSON.stringify(forCaller).includes(root), 'what the caller sees names no local path');
+});
+
+test('SPEC §3.1 row 2: 429 and 503 are service_busy, with retry_after_ms from Retry-After', async (t) => {
+  let status = 503;
+  let header: Record<string, string> = { 'retry-after': '7' };
+  const url = await service(t, (_req, res) => json(res, status, { error: 'busy' }, header));
+  t.deepEqual(await run(url).then(({ operatorDetail: _o, ...o }: any) => o), { state: 'failed', reason: 'service_busy', retryAfterMs: 7000 });
+  status = 429;
+  header = {};
+  t.like(await run(url), { state: 'failed', reason: 'service_busy', retryAfterMs: undefined });
+  t.is(retryAfter(new Date(Date.UTC(2030, 0, 1, 0, 0, 10)).toUTCString(), Date.UTC(2030, 0, 1, 0, 0, 0)), 10_000);
+});
+
+test('SPEC §3.1 row 3: another 4xx is rejected with the service\'s own words (first 200 chars), or the status line', async (t) => {
+  let body: unknown = { error: `bad language code ${'x'.repeat(300)}` };
+  const url = await service(t, (_req, res) => json(res, 422, body));
+  const r = (await run(url)) as { state: string; reason: string; message: string };
+  t.like(r, { state: 'rejected', reason: 'service_rejected' });
+  t.is(r.message, `bad language code ${'x'.repeat(300)}`.slice(0, 200));
+  body = 'not json';
+  t.like(await run(url), { state: 'rejected', reason: 'service_rejected', message: '422 Unprocessable Entity' });
+});
+
+test('SPEC §3.1 row 4: 500, 501, a non-object 2xx and a 2 MiB answer are service_error', async (t) => {
+  let reply: (res: ServerResponse) => void = (res) => json(res, 500, { error: 'boom' });
+  const url = await service(t, (_req, res) => reply(res));
+  t.like(await run(url), { state: 'failed', reason: 'service_error' });
+  reply = (res) => json(res, 501, {});
+  t.like(await run(url), { state: 'failed', reason: 'service_error' });
+  reply = (res) => json(res, 200, [1, 2, 3]);
+  t.like(await run(url), { state: 'failed', reason: 'service_error' });
+  reply = (res) => json(res, 200, 'plain text');
+  t.like(await run(url), { state: 'failed', reason: 'service_error' });
+  reply = (res) => json(res, 200, { big: 'x'.repeat(2 * 1024 * 1024) });
+  t.like(await run(url), { state: 'failed', reason: 'service_error' });
+  reply = (res) => json(res, 200, { fits: 'x'.repeat(1024 * 1024 - 20) });
+  t.like(await run(url), { state: 'completed' }, 'an object just under 1 MiB is fine');
+});
+
+test('SPEC §3.1 row 5: a hang past the time limit, a dropped connection, 502, 504 and a broken-off body are outcome_unknown', async (t) => {
+  const hang = await rawService(t, () => {});
+  t.like(await run(hang, 300), { state: 'failed', reason: 'outcome_unknown', detail: 'timeout' });
+  const drop = await rawService(t, (s) => s.once('data', () => s.destroy()));
+  t.like(await run(drop), { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
+  const brokenOff = await rawService(t, (s) =>
+    s.once('data', () => {
+      s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"partial":');
+      setTimeout(() => s.destroy(), 20);
+    }),
+  );
+  t.like(await run(brokenOff), { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
+  let status = 502;
+  const gateway = await service(t, (_req, res) => json(res, status, {}));
+  t.like(await run(gateway), { state: 'failed', reason: 'outcome_unknown' });
+  status = 504;
+  t.like(await run(gateway), { state: 'failed', reason: 'outcome_unknown' });
+});
