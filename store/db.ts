@@ -62,6 +62,10 @@ export class Store {
   readonly contacts: Sub;
   /** Per peer AID: the contact credential we last issued it (its ksn and expiry), to renew after a rotation. */
   readonly issued: Sub;
+  /** Inbound calls whose service is running now (so a restart can end them `interrupted`). */
+  readonly running: Sub;
+  /** Tasks this node sent, by task id: state, outcome, receipt (the caller's side). */
+  readonly tasks: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
     const opts = { valueEncoding: msgpack };
@@ -75,6 +79,8 @@ export class Store {
     this.mids = db.sublevel<string, unknown>('mids', opts) as Sub;
     this.contacts = db.sublevel<string, unknown>('contacts', opts) as Sub;
     this.issued = db.sublevel<string, unknown>('issued', opts) as Sub;
+    this.running = db.sublevel<string, unknown>('running', opts) as Sub;
+    this.tasks = db.sublevel<string, unknown>('tasks', opts) as Sub;
   }
 
   static path(dataDir: string): string {

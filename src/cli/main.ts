@@ -12,6 +12,7 @@ import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
 import { cmdHubStart } from './hub.js';
 import { cmdList } from './lists.js';
+import { cmdCall, cmdTasks, cmdTask } from './tasks.js';
 import { ConfigInvalidError } from '../daemon/node.js';
 import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
 
@@ -34,6 +35,9 @@ const HELP = `usage: anet <command> [options]
   find [WORDS] [--skill ID] [--tag TAG]
                        search the hub directory (never contacts an agent)
   card AID             an agent's card, verified against its KEL
+  call AID CAPABILITY --args JSON [--file PATH]...
+                       call another node's capability; prints the result and its verified receipt
+  tasks, task ID       the tasks this node sent, and one of them
   allow|trust|deny add|rm AID, allow|trust|deny ls
                        the peer lists (read on every decision; trust includes allow)
   doctor               check config.json, the sockets and token files it names, and the identity
@@ -57,6 +61,8 @@ const OPTIONS = {
   skill: { type: 'string' },
   tag: { type: 'string' },
   limit: { type: 'string' },
+  args: { type: 'string' },
+  file: { type: 'string', multiple: true },
 } as const;
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
@@ -120,6 +126,12 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdFind(io, dataDir, rest, { skill: values.skill, tag: values.tag, limit: values.limit }, json);
     case 'card':
       return cmdCard(io, dataDir, rest[0], json);
+    case 'call':
+      return cmdCall(io, dataDir, rest[0], rest[1], values.args, values.file ?? [], json);
+    case 'tasks':
+      return cmdTasks(io, dataDir, json);
+    case 'task':
+      return cmdTask(io, dataDir, rest[0], json);
     case 'allow':
     case 'trust':
     case 'deny':

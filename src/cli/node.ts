@@ -7,7 +7,7 @@ import type { ReadCard } from '../reader/reader.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
 
-async function viaNode<T>(dataDir: string, op: string, args: Record<string, unknown>, local: (node: Node) => Promise<T>): Promise<T> {
+export async function viaNode<T>(dataDir: string, op: string, args: Record<string, unknown>, local: (node: Node) => Promise<T>): Promise<T> {
   let remote: unknown;
   try {
     remote = await callDaemon(dataDir, op, args);

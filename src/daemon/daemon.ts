@@ -77,6 +77,12 @@ async function dispatch(node: Node, op: string, args: Record<string, unknown>): 
       return node.card(String(args.aid));
     case 'publish':
       return node.publish();
+    case 'call':
+      return node.caller.call(String(args.aid), String(args.capability), String(args.args), (args.files as never) ?? [], Number(args.waitMs));
+    case 'tasks':
+      return node.caller.tasks();
+    case 'task':
+      return (await node.caller.task(String(args.id))) ?? null;
     default:
       throw new Error(`unknown control operation "${op}"`);
   }

@@ -15,6 +15,8 @@ import { explain } from '../reasons.js';
 import { Messenger } from '../relay/messenger.js';
 import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
 import { cardDesk, renewCredentials, CARD_REQUEST, CARD_REPLY, CONTACT_CREDENTIAL } from '../card/desk.js';
+import { callDesk, interruptRunning, TASK_SEND, TASK_STATUS, TASK_RESULT } from '../inbound/calls.js';
+import { Caller } from '../tasks/outbound.js';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -58,7 +60,11 @@ export class Node {
   ) {
     this.now = () => clock.now();
     this.fetcher = new CardFetcher({ me: identity.aid, host: () => this.actors(), messenger: () => this.network(), reader, store, now: this.now });
+    this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now });
   }
+
+  readonly caller: Caller;
+  private readonly stopping = new AbortController();
 
   private readonly now: () => number;
 
@@ -107,6 +113,10 @@ export class Node {
     messenger.on(CARD_REQUEST, cardDesk({ dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, hubAid: () => this.hubAid(), now: this.now }));
     messenger.on(CARD_REPLY, this.fetcher.onReply());
     messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
+    const callParts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, now: this.now, log: this.log, stopping: this.stopping.signal };
+    messenger.on(TASK_SEND, callDesk(callParts));
+    messenger.on(TASK_STATUS, this.caller.onReply());
+    messenger.on(TASK_RESULT, this.caller.onReply());
     try {
       await messenger.start().catch(async (err) => {
         // Never registered (a one-shot `anet card` on a node whose daemon never ran): register, then retry.
@@ -115,6 +125,8 @@ export class Node {
         await messenger.start();
       });
       this.openMessenger = messenger;
+      const interrupted = await interruptRunning(callParts);
+      if (interrupted > 0) this.log(`${interrupted} call(s) were running when the node stopped: ended interrupted, callers told`);
       const parts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, messenger, hubAid: () => this.hubAid(), now: this.now };
       void renewCredentials(parts).then(
         (n) => n > 0 && this.log(`renewed ${n} contact credential(s) after the key rotation`),
@@ -189,6 +201,7 @@ export class Node {
   }
 
   async close(): Promise<void> {
+    this.stopping.abort();
     const messenger = await this.messenger?.catch(() => null);
     messenger?.close();
     await this.runtime?.close();

@@ -26,6 +26,8 @@ export interface CallIn {
   from: string;
   capability: string;
   args: unknown;
+  /** Bytes of the argument document as received (UTF-8 JSON); measured from `args` when absent. */
+  argsBytes?: number;
   files?: FileIn[];
 }
 
@@ -80,15 +82,15 @@ export async function admit(parts: AdmissionParts, call: CallIn): Promise<Admiss
   const listed = who === 'allowed' || who === 'trusted';
   // Unknown, not offered, or allow_only for an unlisted caller: one and the same reply.
   if (!cap || (cap.inbound.allow_only && !listed)) return refuse(parts.config.inbound.policy === 'open' ? 'capability_not_public' : 'not_accepting');
-  const argsRefusal = checkArgs(cap, call.args);
+  const argsRefusal = checkArgs(cap, call.args, call.argsBytes);
   if (argsRefusal) return argsRefusal;
   const files = await checkFiles(cap, call.files ?? []);
   if ('admitted' in files) return files;
   return takeSlots(parts, cap, call, files);
 }
 
-function checkArgs(cap: OfferedCapability, args: unknown): Refusal | null {
-  const size = Buffer.byteLength(JSON.stringify(args) ?? '', 'utf8');
+function checkArgs(cap: OfferedCapability, args: unknown, bytes?: number): Refusal | null {
+  const size = bytes ?? Buffer.byteLength(JSON.stringify(args) ?? '', 'utf8');
   if (size > cap.inbound.max_args_bytes) return refuse('args_too_large', { detail: `${size} bytes; at most ${cap.inbound.max_args_bytes}` });
   if (!args || typeof args !== 'object' || Array.isArray(args)) return refuse('bad_args', { detail: 'the arguments must be a JSON object' });
   const dollar = Object.keys(args).find((k) => k.startsWith('$'));

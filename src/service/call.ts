@@ -42,7 +42,7 @@ const serviceError = (operatorDetail: string): ServiceOutcome => ({ state: 'fail
 const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'outcome_unknown', detail, operatorDetail });
 
 /** Makes one call; never throws — every failure is an outcome of the §3.1 table. */
-export async function callService(target: ServiceTarget, call: ServiceRequest, now: () => number = Date.now): Promise<ServiceOutcome> {
+export async function callService(target: ServiceTarget, call: ServiceRequest, now: () => number = Date.now, signal?: AbortSignal): Promise<ServiceOutcome> {
   if (target.url.kind === 'unix') {
     const fault = await checkSocket(target.url.socketPath);
     if (fault) return unavailable(fault.reason);
@@ -59,10 +59,10 @@ export async function callService(target: ServiceTarget, call: ServiceRequest, n
     if ('error' in token) return unavailable(`token file: ${token.error}`);
     headers.authorization = `Bearer ${token.token}`;
   }
-  return post(target, headers, call.body, now);
+  return post(target, headers, call.body, now, signal);
 }
 
-function post(target: ServiceTarget, headers: Record<string, string | number>, body: Uint8Array, now: () => number): Promise<ServiceOutcome> {
+function post(target: ServiceTarget, headers: Record<string, string | number>, body: Uint8Array, now: () => number, signal?: AbortSignal): Promise<ServiceOutcome> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (outcome: ServiceOutcome) => {
@@ -90,6 +90,8 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       if (responded) return;
       settle(connected ? unknown('connection_lost', err.message) : unavailable(`${err.code ?? ''} ${err.message}`.trim()));
     });
+    // The node is stopping: drop the connection; the call is ended `interrupted` at the next start.
+    signal?.addEventListener('abort', () => settle(unknown('connection_lost', 'the node stopped')), { once: true });
     const timer = setTimeout(() => settle(connected ? unknown('timeout', `no answer within ${target.timeoutMs} ms`) : unavailable(`could not connect within ${target.timeoutMs} ms`)), target.timeoutMs);
     req.end(body);
   });

@@ -15,6 +15,7 @@ import { Reader } from '../../src/reader/reader.js';
 import { Messenger } from '../../src/relay/messenger.js';
 import { fromBody } from '../../src/relay/body.js';
 import { CARD_REPLY } from '../../src/card/desk.js';
+import { TASK_STATUS, TASK_RESULT } from '../../src/inbound/calls.js';
 
 export interface Net {
   root: string;
@@ -102,8 +103,8 @@ export async function rawPeer(t: ExecutionContext, net: Net, name: string, opts:
   if (!opts.identityOf) await client.register(name, null);
   const reader = new Reader(store, client, now);
   const messenger = new Messenger({ dataDir: opts.identityOf ? storeDir : dir, identity, hub: net.hub.url, client, reader, store, now, log: () => {} });
-  const received: { type: string; body: Record<string, unknown> }[] = [];
-  messenger.on(CARD_REPLY, (m) => void received.push({ type: m.type, body: fromBody(m.body) ?? {} }));
+  const received: { type: string; body: Record<string, unknown>; raw: unknown }[] = [];
+  for (const type of [CARD_REPLY, TASK_STATUS, TASK_RESULT]) messenger.on(type, (m) => void received.push({ type: m.type, body: fromBody(m.body) ?? {}, raw: m.body }));
   if (opts.connect ?? !opts.identityOf) await messenger.start();
   t.teardown(async () => {
     messenger.close();

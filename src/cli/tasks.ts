@@ -1,0 +1,59 @@
+// `anet call`, `anet tasks`, `anet task` (SPEC §12): capability calls to other nodes and their records.
+import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
+import { viaNode } from './node.js';
+import { CliError, printJson, usageError, type Io } from './output.js';
+import { isAid } from '../identity/cid.js';
+import type { TaskRecord } from '../tasks/outbound.js';
+
+/** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
+const WAIT_MS = 150_000;
+
+export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, capability: string | undefined, args: string | undefined, files: string[], json: boolean): Promise<void> {
+  if (!aid || !capability) throw usageError('call needs the AID and the capability: anet call <aid> <capability> --args JSON');
+  if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
+  const argsText = args ?? '{}';
+  try {
+    JSON.parse(argsText);
+  } catch {
+    throw usageError(`--args is not JSON: ${argsText.slice(0, 80)}`);
+  }
+  const attached = await Promise.all(files.map(async (path) => ({ name: basename(path), data_b64: (await readFile(path)).toString('base64') })));
+  const req = { aid, capability, args: argsText, files: attached, waitMs: WAIT_MS };
+  const record = await viaNode<TaskRecord>(dataDir, 'call', req, (node) => node.caller.call(aid, capability, argsText, attached, WAIT_MS));
+  if (json) printJson(io, record);
+  else printRecord(io, record);
+  if (record.state !== 'completed') throw new CliError('', 1);
+}
+
+function printRecord(io: Io, r: TaskRecord): void {
+  if (r.state === 'completed') {
+    io.out(JSON.stringify(r.result, null, 2));
+    io.out(r.receipt?.startsWith('invalid') ? `receipt ${r.receipt}` : `receipt ${r.receipt} (signed by the provider, verified)`);
+    return;
+  }
+  if (r.state === 'submitted' || r.state === 'working') {
+    io.out(`task ${r.task} is ${r.state}: no final answer yet; see \`anet task ${r.task}\``);
+    return;
+  }
+  const retry = r.retryAfterMs !== null ? ` (retry after ${Math.ceil(r.retryAfterMs / 1000)} s)` : '';
+  const words = r.message ? `: ${r.message}` : r.detail ? ` (${r.detail})` : '';
+  io.out(`${r.state}: ${r.reason}${words}${retry}`);
+  if (r.explanation) io.out(r.explanation);
+}
+
+export async function cmdTasks(io: Io, dataDir: string, json: boolean): Promise<void> {
+  const rows = await viaNode<TaskRecord[]>(dataDir, 'tasks', {}, (node) => node.caller.tasks());
+  if (json) return printJson(io, rows);
+  if (rows.length === 0) return io.out('no tasks sent yet');
+  for (const r of rows) io.out(`${r.task}  ${r.state.padEnd(9)}  ${r.capability}  ${r.to}${r.reason ? `  ${r.reason}` : ''}`);
+}
+
+export async function cmdTask(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
+  if (!id) throw usageError('task needs a task id, as `anet tasks` prints it');
+  const r = await viaNode<TaskRecord | null>(dataDir, 'task', { id }, async (node) => (await node.caller.task(id)) ?? null);
+  if (!r) throw new CliError(`no task ${id}`, 1);
+  if (json) return printJson(io, r);
+  io.out(`task ${r.task}: ${r.capability} on ${r.to}, ${r.state}`);
+  printRecord(io, r);
+}

@@ -1,0 +1,191 @@
+// The provider's side of a capability call (SPEC §4, §3, §9): `task.send` → admission → the service →
+// `task.result`, every step an event of the call's machine (`call/<caller>/<task>`), journaled before it
+// takes effect. A task id seen before is never run again. A call still running when the node stops is
+// ended `interrupted` at the next start and the caller is told (§9.5). Completed calls carry a receipt.
+import { sha256 } from '@noble/hashes/sha2.js';
+import type { Config } from '../config/schema.js';
+import type { Identity } from '../identity/store.js';
+import type { Store } from '../../store/db.js';
+import type { ActorHost } from '../runtime/host.js';
+import type { Messenger, MessageHandler } from '../relay/messenger.js';
+import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
+import { fromBody, toBody } from '../relay/body.js';
+import type { CborValue } from '../identity/cbor.js';
+import { admit, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
+import { standing } from './lists.js';
+import { issueAndRecord } from '../contacts/credential.js';
+import { callService, type ServiceOutcome } from '../service/call.js';
+import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
+import type { OfferedCapability } from '../config/check.js';
+import { signReceipt, resultHash } from '../tasks/receipt.js';
+
+export const TASK_SEND = 'task.send';
+export const TASK_STATUS = 'task.status';
+export const TASK_RESULT = 'task.result';
+const TASK_ID = /^[0-9a-f]{16,64}$/;
+/** A result waits in the hub's queue for an offline caller as long as the relay allows. */
+const RESULT_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
+
+export interface CallParts {
+  dataDir: string;
+  config: Config;
+  identity: Identity;
+  store: Store;
+  host: ActorHost;
+  messenger: Messenger;
+  now: () => number;
+  log: (line: string) => void;
+  /** Aborted when the node stops: running service calls are dropped and left for `interruptRunning`. */
+  stopping: AbortSignal;
+}
+
+interface Running {
+  caller: string;
+  task: string;
+  capability: string;
+}
+
+const actorOf = (caller: string, task: string) => `call/${caller}/${task}`;
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+export function callDesk(parts: CallParts): MessageHandler {
+  return async (m) => {
+    const body = fromBody(m.body);
+    const task = body?.task;
+    if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
+    const actor = actorOf(m.from, task);
+    // A resent task.send is never run twice.
+    if (await parts.host.state(actor)) return;
+    const argsText = typeof body.args === 'string' ? body.args : '';
+    const capability = typeof body.capability === 'string' ? body.capability : '';
+    await parts.host.send(actor, 'call', undefined, {
+      type: 'RECEIVED', task, caller: m.from, capability, argsBytes: Buffer.byteLength(argsText), argsHash: hex(sha256(Buffer.from(argsText))),
+    });
+    const reply = (fields: Record<string, CborValue | undefined>) => answer(parts, m.from, task, fields);
+    // Marked running before any slot is taken: a crash from here on ends it `interrupted` at the next
+    // start, with its slots freed (FINISH of a slot never taken is ignored).
+    await parts.store.running.put(actor, { caller: m.from, task, capability } satisfies Running);
+    const call = { caller: m.from, task, capability };
+    let started: { done: Promise<void> } | null = null;
+    try {
+      started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
+    } finally {
+      if (!started) await parts.store.running.del(actor);
+    }
+    if (!started) return;
+    // The service runs apart from the bus, so a long call never holds up card requests or other calls;
+    // how many run at once is the admission's in-flight limit.
+    void started.done
+      .then(() => (parts.stopping.aborted ? undefined : parts.store.running.del(actor)))
+      .catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${capability}): ${(err as Error).message}`));
+  };
+}
+
+/** Admission, then STARTED; returns the running service call (boxed: an awaited promise would be joined), or null when refused. */
+async function admitAndStart(parts: CallParts, actor: string, call: Running, argsText: string, rawFiles: CborValue | undefined, reply: Reply): Promise<{ done: Promise<void> } | null> {
+  let args: unknown;
+  try {
+    args = JSON.parse(argsText);
+  } catch {
+    args = undefined;
+  }
+  const files = Array.isArray(rawFiles) ? rawFiles.map(fileIn) : undefined;
+  const decision = await admit(parts, { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args, argsBytes: Buffer.byteLength(argsText), ...(files ? { files } : {}) });
+  if (!decision.admitted) {
+    await refuse(parts, actor, decision, reply);
+    return null;
+  }
+  try {
+    await parts.host.send(actor, 'call', undefined, { type: 'STARTED' });
+  } catch (err) {
+    await decision.release();
+    throw err;
+  }
+  const done = (async () => {
+    try {
+      await reply({ state: 'working' }).catch(() => {});
+      const outcome = await callService(target(parts.config, decision.capability), {
+        caller: call.caller, callId: call.task, capability: call.capability, body: serviceBody(argsText, decision.files),
+      }, parts.now, parts.stopping);
+      // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
+      if (parts.stopping.aborted) return;
+      await finish(parts, actor, call, outcome, reply);
+      await decision.release();
+    } catch (err) {
+      if (!parts.stopping.aborted) await decision.release();
+      throw err;
+    }
+  })();
+  return { done };
+}
+
+type Reply = (fields: Record<string, CborValue | undefined>) => Promise<void>;
+
+function fileIn(v: unknown): FileIn {
+  const f = fromBody(v as CborValue) ?? {};
+  return { name: String(f.name ?? ''), data_b64: typeof f.data_b64 === 'string' ? f.data_b64 : '', ...(typeof f.mime === 'string' ? { mime: f.mime } : {}) };
+}
+
+/** The argument object itself, or `{args, files}` with the node's own media types (SPEC §3). */
+function serviceBody(argsText: string, files: FileOut[]): Uint8Array {
+  if (files.length === 0) return Buffer.from(argsText);
+  return Buffer.from(`{"args":${argsText},"files":${JSON.stringify(files)}}`);
+}
+
+function target(config: Config, cap: OfferedCapability): { url: ServiceUrl; timeoutMs: number; tokenFile?: string } {
+  const module = config.modules.service;
+  const tokenFile = cap.service.token_file ?? module.token_file;
+  return { url: parseServiceUrl(cap.service.url) as ServiceUrl, timeoutMs: cap.service.timeout_ms ?? module.timeout_ms, ...(tokenFile ? { tokenFile } : {}) };
+}
+
+async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply): Promise<void> {
+  await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: r.reason, ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}), ...(r.detail ? { detail: r.detail } : {}) });
+  await reply({ state: 'rejected', reason: r.reason, retry_after_ms: r.retryAfterMs, detail: r.detail });
+}
+
+async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply): Promise<void> {
+  if (outcome.state === 'completed') {
+    const resultText = JSON.stringify(outcome.result);
+    const receipt = signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() });
+    await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(resultText), resultHash: hex(resultHash(outcome.result)), receipt: receipt.cid });
+    return reply({ state: 'completed', result: resultText, receipt: receipt.bytes });
+  }
+  if (outcome.state === 'rejected') {
+    await parts.host.send(actor, 'call', undefined, { type: 'SERVICE_REJECTED', message: outcome.message });
+    return reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
+  }
+  if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
+  await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}), ...(outcome.retryAfterMs !== undefined ? { retryAfterMs: outcome.retryAfterMs } : {}) });
+  return reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs });
+}
+
+/** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
+async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>): Promise<void> {
+  const who = await standing(parts.dataDir, parts.config, caller);
+  const listed = who === 'allowed' || who === 'trusted';
+  const final = fields.state !== 'working';
+  const credential = listed && final ? await issueAndRecord(parts.store, parts.identity, caller, parts.now()) : undefined;
+  await parts.messenger.send(caller, final ? TASK_RESULT : TASK_STATUS, toBody({ task, ...fields, credential }), { ttlMs: RESULT_TTL_MS });
+}
+
+/**
+ * At start: every call that was running when the node stopped ends `failed`, `interrupted` — its
+ * outcome is unknown, so it is not run again — its slots are freed, and its caller is told.
+ */
+export async function interruptRunning(parts: CallParts): Promise<number> {
+  let n = 0;
+  for await (const [actor, value] of parts.store.running.iterator()) {
+    const r = value as Running;
+    await parts.store.running.del(actor);
+    const state = await parts.host.state(actor);
+    // Ended but not yet unmarked when the node stopped: its caller already has the answer.
+    if (state && state.value !== 'submitted' && state.value !== 'working') continue;
+    await parts.host.send(actor, 'call', undefined, { type: 'INTERRUPTED' });
+    const ids = actors(r.capability, r.caller);
+    await parts.host.send(ids.callerInflight, 'inflight', undefined, { type: 'FINISH', id: `${r.caller}/${r.task}` });
+    await parts.host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: `${r.caller}/${r.task}` });
+    await answer(parts, r.caller, r.task, { state: 'failed', reason: 'interrupted', detail: 'the provider stopped while the call ran; its outcome is unknown' }).catch(() => {});
+    n++;
+  }
+  return n;
+}

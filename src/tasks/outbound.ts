@@ -1,0 +1,143 @@
+// The caller's side of a capability call (SPEC §9): `task.send` to the provider, `task.status` and
+// `task.result` back. Every task sent is kept in the `tasks` sublevel with its state, outcome and
+// receipt (checked against the provider's KEL), so `anet tasks` / `anet task <id>` show it and a result
+// that arrives after the CLI stopped waiting is still recorded.
+import { randomBytes } from 'node:crypto';
+import type { Store } from '../../store/db.js';
+import type { Messenger, MessageHandler } from '../relay/messenger.js';
+import type { Reader } from '../reader/reader.js';
+import { fromBody, toBody } from '../relay/body.js';
+import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
+import { TASK_SEND } from '../inbound/calls.js';
+import { checkReceipt } from './receipt.js';
+import { checkCredential, Contacts } from '../contacts/credential.js';
+import { explain } from '../reasons.js';
+
+export type TaskState = 'submitted' | 'working' | 'completed' | 'failed' | 'rejected' | 'canceled';
+
+export interface TaskRecord {
+  task: string;
+  to: string;
+  capability: string;
+  state: TaskState;
+  sentAt: number;
+  updatedAt: number;
+  reason: string | null;
+  explanation: string | null;
+  retryAfterMs: number | null;
+  detail: string | null;
+  message: string | null;
+  result: unknown;
+  /** CID of the provider's receipt when it verified; `invalid: …` when it did not. */
+  receipt: string | null;
+}
+
+const FINAL: TaskState[] = ['completed', 'failed', 'rejected', 'canceled'];
+
+export interface CallerParts {
+  me: string;
+  store: Store;
+  reader: Reader;
+  messenger: () => Promise<Messenger>;
+  now: () => number;
+}
+
+export class Caller {
+  private readonly waiters = new Map<string, ((r: TaskRecord) => void)[]>();
+  private readonly contacts: Contacts;
+
+  constructor(private readonly parts: CallerParts) {
+    this.contacts = new Contacts(parts.store);
+  }
+
+  /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
+  async call(to: string, capability: string, argsText: string, files: { name: string; data_b64: string }[], waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+    const task = randomBytes(8).toString('hex');
+    const now = this.parts.now();
+    const record: TaskRecord = {
+      task, to, capability, state: 'submitted', sentAt: now, updatedAt: now,
+      reason: null, explanation: null, retryAfterMs: null, detail: null, message: null, result: null, receipt: null,
+    };
+    await this.parts.store.tasks.put(task, record);
+    const settled = this.until(task, waitMs, onUpdate);
+    const messenger = await this.parts.messenger();
+    const body = toBody({ task, capability, args: argsText, ...(files.length ? { files: files.map((f) => toBody(f)) } : {}) });
+    await messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 });
+    return settled;
+  }
+
+  private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(async () => {
+        this.waiters.delete(task);
+        resolve((await this.task(task))!);
+      }, waitMs);
+      const wake = (r: TaskRecord) => {
+        onUpdate?.(r);
+        if (!FINAL.includes(r.state)) return;
+        clearTimeout(timer);
+        this.waiters.delete(task);
+        resolve(r);
+      };
+      this.waiters.set(task, [wake]);
+    });
+  }
+
+  async task(id: string): Promise<TaskRecord | undefined> {
+    return (await this.parts.store.tasks.get(id)) as TaskRecord | undefined;
+  }
+
+  async tasks(): Promise<TaskRecord[]> {
+    const all = (await this.parts.store.tasks.values().all()) as TaskRecord[];
+    return all.sort((a, b) => a.sentAt - b.sentAt);
+  }
+
+  /** `task.status` and `task.result` from the provider the task was sent to. */
+  onReply(): MessageHandler {
+    return async (m) => {
+      const body = fromBody(m.body);
+      const id = body?.task;
+      if (!body || typeof id !== 'string') return;
+      const rec = await this.task(id);
+      // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
+      if (!rec || rec.to !== m.from || FINAL.includes(rec.state)) return;
+      const next = await this.apply(rec, body, m.at);
+      await this.parts.store.tasks.put(id, next);
+      for (const wake of this.waiters.get(id) ?? []) wake(next);
+    };
+  }
+
+  private async apply(rec: TaskRecord, body: Record<string, unknown>, at: number): Promise<TaskRecord> {
+    const state = (['working', 'completed', 'failed', 'rejected', 'canceled'] as TaskState[]).find((s) => s === body.state) ?? rec.state;
+    const reason = typeof body.reason === 'string' ? body.reason : null;
+    const next: TaskRecord = {
+      ...rec,
+      state,
+      updatedAt: at,
+      reason,
+      explanation: reason ? explain(reason) : null,
+      retryAfterMs: typeof body.retry_after_ms === 'number' ? body.retry_after_ms : null,
+      detail: typeof body.detail === 'string' ? body.detail : null,
+      message: typeof body.message === 'string' ? body.message : null,
+    };
+    if (body.credential instanceof Uint8Array) await this.keepCredential(rec.to, body.credential);
+    else if (FINAL.includes(state)) await this.contacts.forget(rec.to);
+    if (state === 'completed') {
+      let result: unknown = null;
+      try {
+        result = JSON.parse(String(body.result));
+      } catch {
+        return { ...next, state: 'failed', reason: 'service_error', explanation: explain('service_error'), detail: 'the provider sent a result that is not JSON' };
+      }
+      const kel = await this.parts.reader.kel(rec.to);
+      const check = kel && body.receipt instanceof Uint8Array ? checkReceipt(body.receipt, { kel, task: rec.task, caller: this.parts.me, result }) : { ok: false as const, why: 'no receipt' };
+      return { ...next, result, receipt: check.ok ? check.cid : `invalid: ${check.why}` };
+    }
+    return next;
+  }
+
+  private async keepCredential(from: string, bytes: Uint8Array): Promise<void> {
+    const kel = await this.parts.reader.kel(from);
+    if (kel && checkCredential(bytes, { iss: from, sub: this.parts.me, kel, now: this.parts.now() }).ok) await this.contacts.keep(from, bytes);
+  }
+}

@@ -1,0 +1,137 @@
+// SPEC §4, §3, §9, §7: capability calls end to end between real daemons through a real hub relay, to
+// real services on Unix sockets: results with verified receipts, refusals with their reasons, the one
+// reply for unknown and allow_only ids, calls interrupted by a restart and never run again, and the
+// contact credential after a first exchange.
+import test, { type ExecutionContext } from 'ava';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { startNet, rawPeer, type Net } from './helpers/net.js';
+import { runCli } from './helpers/cli.js';
+import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
+import { toBody } from '../src/relay/body.js';
+import { encodeCanonical } from '../src/identity/cbor.js';
+import { TASK_SEND, TASK_RESULT } from '../src/inbound/calls.js';
+
+async function provider(t: ExecutionContext, net: Net, handler: SampleHandler, caps: Record<string, unknown>[] = [{ id: 'demo.echo' }], policy = 'open') {
+  const run = join(net.root, `run-${Math.random().toString(16).slice(2)}`);
+  await mkdir(run, { mode: 0o700 });
+  const service = await startSampleService(join(run, 'svc.sock'), handler);
+  t.teardown(() => service.close());
+  const config = {
+    inbound: { policy, public_capabilities: caps },
+    modules: { service: { capabilities: caps.map((c) => ({ id: c.id, url: `unix://${service.socketPath}` })) } },
+  };
+  const p = await net.node(`p-${Math.random().toString(16).slice(2)}`, config);
+  return { ...p, service };
+}
+
+const call = async (dir: string, aid: string, cap: string, args: string) => {
+  const r = await runCli(['call', aid, cap, '--args', args, '--json', '--data', dir]);
+  return { ...JSON.parse(r.stdout || '{}'), code: r.code, stderr: r.stderr };
+};
+
+test('SPEC §9, §9.4: a call runs on the provider\'s service and returns its result with a receipt the caller verifies', async (t) => {
+  const net = await startNet(t);
+  let seen: { caller?: string; body?: unknown } = {};
+  const p = await provider(t, net, (body, req) => {
+    seen = { caller: String(req.headers['x-anet-caller']), body };
+    return echoHandler(body, req, undefined as never);
+  });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const r = await call(c.dir, p.aid, 'demo.echo', '{"text":"héllo","n":12345678901234567890}');
+  t.is(r.code, 0, r.stderr);
+  t.like(r, { state: 'completed', capability: 'demo.echo', to: p.aid, reason: null });
+  t.deepEqual(r.result.echo.text, 'héllo');
+  t.regex(r.receipt, /^bafyrei/, 'a receipt CID: it verified under the provider\'s KEL and matches the result');
+  t.is(seen.caller, c.aid, 'the service is told the caller\'s AID');
+  const text = await runCli(['call', p.aid, 'demo.echo', '--args', '{"a":1}', '--data', c.dir]);
+  t.is(text.code, 0);
+  t.regex(text.stdout, /"a": 1[\s\S]*receipt bafyrei\S+ \(signed by the provider, verified\)/);
+  const tasks = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout);
+  t.is(tasks.length, 2);
+  const one = await runCli(['task', tasks[0].task, '--data', c.dir]);
+  t.regex(one.stdout, new RegExp(`^task ${tasks[0].task}: demo.echo on ${p.aid}, completed`));
+});
+
+test('SPEC §4, §2.1 allow_only: a stranger calling an allow_only capability gets byte for byte the reply of an unknown id', async (t) => {
+  const net = await startNet(t);
+  for (const policy of ['open', 'closed']) {
+    const p = await provider(t, net, echoHandler, [{ id: 'demo.echo' }, { id: 'secret.tool', allow_only: true }], policy);
+    await net.start(p.dir);
+    const x = await rawPeer(t, net, `x-${policy}`);
+    const send = (task: string, capability: string) => x.messenger.send(p.aid, TASK_SEND, toBody({ task, capability, args: '{}' }));
+    await send('00000000000000a1', 'secret.tool');
+    await send('00000000000000a2', 'no.such.thing');
+    for (let i = 0; i < 100 && x.received.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    const replies = x.received.splice(0).filter((m) => m.type === TASK_RESULT);
+    t.is(replies.length, 2);
+    const bytes = replies.map((m) => Buffer.from(encodeCanonical(new Map([...(m.raw as Map<string, never>)].filter(([k]) => k !== 'task'))))).sort(Buffer.compare);
+    t.deepEqual(bytes[0], bytes[1], `${policy}: identical replies`);
+    t.like(replies[0]!.body, { state: 'rejected', reason: policy === 'open' ? 'capability_not_public' : 'not_accepting' });
+  }
+});
+
+test('SPEC §4.1, §3.1: refusals and service answers reach the caller with their reasons, and the CLI exits 1', async (t) => {
+  const net = await startNet(t);
+  const p = await provider(t, net, (body) => {
+    if ((body as { fail?: boolean }).fail) throw new Error('bad language code');
+    return { ok: true };
+  }, [{ id: 'demo.echo', per_caller_per_min: 2 }]);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{"fail":true}'), { code: 1, state: 'rejected', reason: 'service_rejected', message: 'bad language code' });
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{"$x":1}'), { code: 1, state: 'rejected', reason: 'bad_args' });
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{}'), { code: 0, state: 'completed' });
+  const quota = await call(c.dir, p.aid, 'demo.echo', '{}');
+  t.like(quota, { code: 1, state: 'rejected', reason: 'quota_caller_per_min' });
+  t.true(quota.retryAfterMs > 0 && quota.retryAfterMs <= 60_000);
+  const text = await runCli(['call', p.aid, 'demo.echo', '--args', '{}', '--data', c.dir]);
+  t.is(text.code, 1);
+  t.regex(text.stdout, /^rejected: quota_caller_per_min \(retry after \d+ s\)\n.+/);
+  t.is((await runCli(['call', p.aid, 'demo.echo', '--args', '{nope', '--data', c.dir])).code, 2, 'bad JSON is a usage error');
+});
+
+test('SPEC §9.5: a call running when the provider stops ends interrupted after its restart, is never run again, and frees its slot', async (t) => {
+  const net = await startNet(t);
+  let runs = 0;
+  let hang = true;
+  const p = await provider(t, net, async () => {
+    runs++;
+    if (hang) await new Promise(() => {});
+    return { ok: true };
+  }, [{ id: 'demo.echo', per_caller_inflight: 1 }]);
+  const c = await net.node('c');
+  let prov = await net.start(p.dir);
+  const caller = await net.start(c.dir);
+  const pending = caller.node.caller.call(p.aid, 'demo.echo', '{}', [], 60_000);
+  for (let i = 0; i < 200 && runs === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  t.is(runs, 1);
+  await prov.close();
+  hang = false;
+  prov = await net.start(p.dir);
+  const r = await pending;
+  t.like(r, { state: 'failed', reason: 'interrupted' });
+  t.regex(r.explanation ?? '', /./);
+  t.is(runs, 1, 'not run again');
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{}'), { state: 'completed' }, 'the caller\'s one in-flight slot was freed');
+  t.is(runs, 2);
+});
+
+test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact credential, so a free provider\'s extended card is fetched', async (t) => {
+  const net = await startNet(t);
+  const p = await provider(t, net, echoHandler, [{ id: 'demo.echo' }, { id: 'secret.tool', allow_only: true }], 'closed');
+  const c = await net.node('c');
+  await writeFile(join(p.dir, 'peers.trust'), `${c.aid}\n`);
+  await net.start(p.dir);
+  const reader = await net.start(c.dir);
+  const before = JSON.parse((await runCli(['card', p.aid, '--json', '--data', c.dir])).stdout);
+  t.is(before.extended, 'not_applicable', 'free and no credential yet: not contacted');
+  t.like(await call(c.dir, p.aid, 'secret.tool', '{}'), { state: 'completed' }, 'a listed caller may call allow_only');
+  t.true(await reader.node.fetcher.credentialFrom(p.aid));
+  const after = JSON.parse((await runCli(['card', p.aid, '--json', '--data', c.dir])).stdout);
+  t.is(after.extended, 'ok');
+  t.deepEqual(after.card.skills.map((s: { id: string }) => s.id), ['demo.echo', 'secret.tool']);
+});
