@@ -3,7 +3,7 @@
 // reply for unknown and allow_only ids, calls interrupted by a restart and never run again, and the
 // contact credential after a first exchange.
 import test, { type ExecutionContext } from 'ava';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startNet, rawPeer, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
@@ -134,4 +134,41 @@ test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact cr
   const after = JSON.parse((await runCli(['card', p.aid, '--json', '--data', c.dir])).stdout);
   t.is(after.extended, 'ok');
   t.deepEqual(after.card.skills.map((s: { id: string }) => s.id), ['demo.echo', 'secret.tool']);
+});
+
+async function filesContaining(dir: string, marker: string): Promise<string[]> {
+  const hits: string[] = [];
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile() && (await readFile(join(entry.parentPath, entry.name))).includes(marker)) hits.push(join(entry.parentPath, entry.name));
+  }
+  return hits;
+}
+
+test('SPEC §9.3: with discard, no byte of the arguments, files or result is left in the provider\'s data dir after a restart', async (t) => {
+  const net = await startNet(t);
+  const files = { media_types: ['image/*'] };
+  const p = await provider(t, net, (body) => ({ echo: body }), [{ id: 'keep.echo', files }, { id: 'secret.echo', discard: true, files }]);
+  const c = await net.node('c');
+  let prov = await net.start(p.dir);
+  await net.start(c.dir);
+  const png = (marker: string) => Buffer.concat([Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex'), Buffer.from(`FILE-${marker}`)]);
+  const withFile = async (cap: string, marker: string) => {
+    const path = join(net.root, `${marker}.png`);
+    await writeFile(path, png(marker));
+    const r = await runCli(['call', p.aid, cap, '--args', JSON.stringify({ text: `ARGS-${marker}` }), '--file', path, '--json', '--data', c.dir]);
+    t.is(r.code, 0, r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  const kept = await withFile('keep.echo', 'KEEPMARK-4417');
+  const secret = await withFile('secret.echo', 'DISCARD-9083');
+  t.is(secret.result.echo.args.text, 'ARGS-DISCARD-9083', 'the service got the arguments');
+  t.is(Buffer.from(secret.result.echo.files[0].data_b64, 'base64').toString('latin1').slice(-17), 'FILE-DISCARD-9083');
+  t.is(secret.result.echo.files[0].mime, 'image/png', 'the type the node detected');
+  t.truthy(kept.receipt);
+  await prov.close();
+  prov = await net.start(p.dir);
+  await prov.close();
+  t.deepEqual(await filesContaining(p.dir, 'DISCARD-9083'), [], 'nothing of the discarded call: args, file or result');
+  // The search finds such bytes: the call without discard keeps its arguments and result for the operator.
+  t.not((await filesContaining(p.dir, 'ARGS-KEEPMARK-4417')).length, 0);
 });

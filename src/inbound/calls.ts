@@ -110,6 +110,8 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
       await finish(parts, actor, call, outcome, reply);
+      // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
+      if (!decision.capability.inbound.discard) await keepPayload(parts, actor, argsText, decision.files, outcome);
       await decision.release();
     } catch (err) {
       if (!parts.stopping.aborted) await decision.release();
@@ -117,6 +119,15 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     }
   })();
   return { done };
+}
+
+/** What a call without `discard` leaves for the operator: its arguments, its files' digests, its result. */
+async function keepPayload(parts: CallParts, actor: string, argsText: string, files: FileOut[], outcome: ServiceOutcome): Promise<void> {
+  const fileDigests = files.map((f) => {
+    const bytes = Buffer.from(f.data_b64, 'base64');
+    return { name: f.name, mime: f.mime, bytes: bytes.length, sha256: hex(sha256(bytes)) };
+  });
+  await parts.store.payloads.put(actor, { args: argsText, files: fileDigests, result: outcome.state === 'completed' ? outcome.text : null });
 }
 
 type Reply = (fields: Record<string, CborValue | undefined>) => Promise<void>;
@@ -145,7 +156,7 @@ async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply)
 
 async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply): Promise<void> {
   if (outcome.state === 'completed') {
-    const resultText = JSON.stringify(outcome.result);
+    const resultText = outcome.text;
     const receipt = signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() });
     await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(resultText), resultHash: hex(resultHash(outcome.result)), receipt: receipt.cid });
     return reply({ state: 'completed', result: resultText, receipt: receipt.bytes });

@@ -26,7 +26,7 @@ export interface ServiceRequest {
 }
 
 export type ServiceOutcome =
-  | { state: 'completed'; result: Record<string, unknown> }
+  | { state: 'completed'; result: Record<string, unknown>; /** The answer as the service wrote it (exact numbers). */ text: string }
   | { state: 'rejected'; reason: 'service_rejected'; message: string }
   | {
       state: 'failed';
@@ -110,13 +110,14 @@ async function answer(res: IncomingMessage, now: () => number): Promise<ServiceO
   if (read.kind === 'broken') return unknown('connection_lost', 'the answer broke off');
   if (read.kind === 'too_large') return serviceError(`the answer is over ${MAX_RESULT_BYTES} bytes`);
   let value: unknown;
+  const text = read.bytes.toString('utf8');
   try {
-    value = JSON.parse(read.bytes.toString('utf8'));
+    value = JSON.parse(text);
   } catch {
     return serviceError('the answer is not JSON');
   }
   if (!value || typeof value !== 'object' || Array.isArray(value)) return serviceError('the answer is not a JSON object');
-  return { state: 'completed', result: value as Record<string, unknown> };
+  return { state: 'completed', result: value as Record<string, unknown>, text };
 }
 
 type Read = { kind: 'ok'; bytes: Buffer } | { kind: 'too_large' } | { kind: 'broken' };
