@@ -1,6 +1,7 @@
-// `npm run bench [-- runtime] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
+// `npm run bench [-- runtime|relay|calls] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
 import { benchRuntime } from './runtime.js';
 import { benchRelay } from './relay.js';
+import { benchCalls } from './calls.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -12,4 +13,5 @@ if (all || which.includes('runtime')) {
   ok = (await benchRuntime(quick ? { events: 20_000, buckets: 10_000, restoreEvents: 50_000 } : { events: 200_000, buckets: 100_000, restoreEvents: 1_000_000 })) && ok;
 }
 if (all || which.includes('relay')) ok = (await benchRelay(quick ? 200 : 2000)) && ok;
+if (all || which.includes('calls')) ok = (await benchCalls(quick ? 300 : 2000)) && ok;
 process.exitCode = ok ? 0 : 1;

@@ -5,6 +5,8 @@
 import { setup, assign } from 'xstate';
 
 export interface CallContext {
+  /** Random per delivery: tells the handler whether its RECEIVED was the first (a resend is ignored). */
+  nonce: string;
   task: string;
   caller: string;
   capability: string;
@@ -24,7 +26,7 @@ export interface CallContext {
 }
 
 export type CallEvent =
-  | { type: 'RECEIVED'; at: number; task: string; caller: string; capability: string; argsBytes: number; argsHash: string }
+  | { type: 'RECEIVED'; at: number; nonce: string; task: string; caller: string; capability: string; argsBytes: number; argsHash: string }
   | { type: 'REFUSED'; at: number; reason: string; retryAfterMs?: number; detail?: string }
   | { type: 'STARTED'; at: number }
   | { type: 'COMPLETED'; at: number; resultBytes: number; resultHash: string; receipt: string }
@@ -41,7 +43,7 @@ export const callMachine = setup({
   actions: {
     receive: assign(({ event }) => {
       const e = event as E<'RECEIVED'>;
-      return { task: e.task, caller: e.caller, capability: e.capability, argsBytes: e.argsBytes, argsHash: e.argsHash, receivedAt: e.at };
+      return { nonce: e.nonce, task: e.task, caller: e.caller, capability: e.capability, argsBytes: e.argsBytes, argsHash: e.argsHash, receivedAt: e.at };
     }),
     refuse: assign(({ event }) => {
       const e = event as E<'REFUSED'>;
@@ -64,6 +66,7 @@ export const callMachine = setup({
 }).createMachine({
   id: 'call',
   context: {
+    nonce: '',
     task: '', caller: '', capability: '', argsBytes: 0, argsHash: '', receivedAt: 0, endedAt: null,
     reason: null, detail: null, retryAfterMs: null, message: null, resultBytes: null, resultHash: null, receipt: null,
   },

@@ -4,39 +4,63 @@ import { setup, assign } from 'xstate';
 
 export interface InflightInput {
   max: number;
+  /** At most this many running calls of one caller (START names the caller); unlimited when absent. */
+  perCaller?: number;
 }
 
 export interface InflightContext extends InflightInput {
   /** Running call ids and when each started. */
   running: Record<string, number>;
-  last: { started: boolean; id: string } | null;
+  /** The caller of each running call that named one. */
+  callers?: Record<string, string>;
+  /** The last START: started, or refused because the whole count (`max`) or the caller's was full. */
+  last: { started: boolean; id: string; full?: 'max' | 'caller' } | null;
 }
 
 export type InflightEvent =
-  | { type: 'START'; at: number; id: string }
+  | { type: 'START'; at: number; id: string; caller?: string }
   | { type: 'FINISH'; at: number; id: string }
   | { type: 'CLEAR'; at: number }
   | { type: 'CONFIGURE'; at: number; input: InflightInput };
 
 const count = (ctx: InflightContext) => Object.keys(ctx.running).length;
+const countOf = (ctx: InflightContext, caller: string) => Object.values(ctx.callers ?? {}).filter((c) => c === caller).length;
+type Start = Extract<InflightEvent, { type: 'START' }>;
+/** Why a START cannot run now: the whole count first, as SPEC §4.1 orders the reasons. */
+function fullness(ctx: InflightContext, e: Start): 'max' | 'caller' | null {
+  if (count(ctx) >= ctx.max) return 'max';
+  if (e.caller !== undefined && ctx.perCaller !== undefined && countOf(ctx, e.caller) >= ctx.perCaller) return 'caller';
+  return null;
+}
 
 export const inflightMachine = setup({
   types: { context: {} as InflightContext, events: {} as InflightEvent, input: {} as InflightInput },
   guards: {
-    hasRoom: ({ context, event }) => count(context) < context.max && !(('id' in event) && event.id in context.running),
+    hasRoom: ({ context, event }) => fullness(context, event as Start) === null && !((event as Start).id in context.running),
   },
   actions: {
     start: assign(({ context, event }) => {
-      const e = event as Extract<InflightEvent, { type: 'START' }>;
-      return { running: { ...context.running, [e.id]: e.at }, last: { started: true, id: e.id } };
+      const e = event as Start;
+      const callers = e.caller !== undefined ? { callers: { ...context.callers, [e.id]: e.caller } } : {};
+      return { running: { ...context.running, [e.id]: e.at }, ...callers, last: { started: true, id: e.id } };
     }),
-    refuse: assign(({ event }) => ({ last: { started: false, id: (event as Extract<InflightEvent, { type: 'START' }>).id } })),
+    refuse: assign(({ context, event }) => {
+      const e = event as Start;
+      const full = fullness(context, e);
+      return { last: { started: false, id: e.id, ...(full ? { full } : {}) } };
+    }),
     finish: assign(({ context, event }) => {
-      const { [(event as Extract<InflightEvent, { type: 'FINISH' }>).id]: _gone, ...running } = context.running;
-      return { running };
+      const id = (event as Extract<InflightEvent, { type: 'FINISH' }>).id;
+      const { [id]: _gone, ...running } = context.running;
+      if (!context.callers || !(id in context.callers)) return { running };
+      const { [id]: _caller, ...callers } = context.callers;
+      return { running, callers };
     }),
-    clear: assign({ running: {} }),
-    configure: assign(({ event }) => ({ max: (event as Extract<InflightEvent, { type: 'CONFIGURE' }>).input.max })),
+    clear: assign({ running: {}, callers: {} }),
+    configure: assign(({ event }) => {
+      const input = (event as Extract<InflightEvent, { type: 'CONFIGURE' }>).input;
+      return { max: input.max, ...(input.perCaller !== undefined ? { perCaller: input.perCaller } : {}) };
+    }),
   },
 }).createMachine({
   id: 'inflight',

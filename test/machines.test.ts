@@ -95,7 +95,7 @@ test('SPEC §2.1: the in-flight counter refuses at max, frees on finish, and ign
   s = send(s, { type: 'START', at: 2, id: 'b' });
   t.is(s.value, 'full');
   s = send(s, { type: 'START', at: 3, id: 'c' });
-  t.deepEqual((s.context as InflightContext).last, { started: false, id: 'c' });
+  t.deepEqual((s.context as InflightContext).last, { started: false, id: 'c', full: 'max' });
   t.deepEqual(Object.keys((s.context as InflightContext).running), ['a', 'b']);
   s = send(s, { type: 'FINISH', at: 4, id: 'zzz' });
   t.is(s.value, 'full');
@@ -105,6 +105,22 @@ test('SPEC §2.1: the in-flight counter refuses at max, frees on finish, and ign
   t.deepEqual((s.context as InflightContext).last, { started: false, id: 'b' }, 'a running id cannot start twice');
   s = send(s, { type: 'CLEAR', at: 7 });
   t.is(s.value, 'idle');
+});
+
+test('SPEC §4.1: one in-flight machine checks the whole count first, then the caller\'s, in one step', (t) => {
+  const send = (s: AnyMachineSnapshot, e: object) => transition(inflightMachine, s as never, e as never)[0];
+  let s: AnyMachineSnapshot = initialTransition(inflightMachine, { max: 3, perCaller: 1 })[0];
+  s = send(s, { type: 'START', at: 1, id: 'a1', caller: 'A' });
+  s = send(s, { type: 'START', at: 2, id: 'a2', caller: 'A' });
+  t.deepEqual((s.context as InflightContext).last, { started: false, id: 'a2', full: 'caller' });
+  s = send(s, { type: 'START', at: 3, id: 'b1', caller: 'B' });
+  s = send(s, { type: 'START', at: 4, id: 'c1', caller: 'C' });
+  s = send(s, { type: 'START', at: 5, id: 'a3', caller: 'A' });
+  t.deepEqual((s.context as InflightContext).last, { started: false, id: 'a3', full: 'max' }, 'both full: the whole count is the reason');
+  s = send(s, { type: 'FINISH', at: 6, id: 'a1' });
+  s = send(s, { type: 'START', at: 7, id: 'a4', caller: 'A' });
+  t.deepEqual((s.context as InflightContext).last, { started: true, id: 'a4' });
+  t.deepEqual((s.context as InflightContext).callers, { b1: 'B', c1: 'C', a4: 'A' });
 });
 
 test('SPEC §14: the host\'s fast pure step gives exactly the snapshots of xstate transition()', (t) => {

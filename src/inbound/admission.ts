@@ -55,8 +55,8 @@ export type Refusal = {
 };
 
 export type Admission =
-  | { admitted: true; capability: OfferedCapability; files: FileOut[]; release(): Promise<void> }
-  | Refusal;
+  | { admitted: true; capability: OfferedCapability; files: FileOut[]; listed: boolean; release(undoQuota?: boolean): Promise<void> }
+  | (Refusal & { listed?: boolean });
 
 export interface AdmissionParts {
   dataDir: string;
@@ -72,10 +72,16 @@ export const actors = (cap: string, caller: string) => ({
   callerDay: `quota/${cap}/${caller}/day`,
   globalMin: `quota/${cap}/global/min`,
   inflight: `inflight/${cap}`,
-  callerInflight: `inflight/${cap}/${caller}`,
 });
 
-export async function admit(parts: AdmissionParts, call: CallIn): Promise<Admission> {
+export interface Checked {
+  capability: OfferedCapability;
+  files: FileOut[];
+  listed: boolean;
+}
+
+/** Every check that reads no quota or slot: lists, the id, the arguments, the files. */
+export async function precheck(parts: AdmissionParts, call: CallIn): Promise<Checked | (Refusal & { listed?: boolean })> {
   const who = await standing(parts.dataDir, parts.config, call.from);
   if (who === 'denied') return refuse('not_accepting');
   const cap = offeredCapabilities(parts.config).find((c) => c.id === call.capability);
@@ -83,10 +89,15 @@ export async function admit(parts: AdmissionParts, call: CallIn): Promise<Admiss
   // Unknown, not offered, or allow_only for an unlisted caller: one and the same reply.
   if (!cap || (cap.inbound.allow_only && !listed)) return refuse(parts.config.inbound.policy === 'open' ? 'capability_not_public' : 'not_accepting');
   const argsRefusal = checkArgs(cap, call.args, call.argsBytes);
-  if (argsRefusal) return argsRefusal;
+  if (argsRefusal) return { ...argsRefusal, listed };
   const files = await checkFiles(cap, call.files ?? []);
-  if ('admitted' in files) return files;
-  return takeSlots(parts, cap, call, files);
+  if ('admitted' in files) return { ...files, listed };
+  return { capability: cap, files, listed };
+}
+
+export async function admit(parts: AdmissionParts, call: CallIn): Promise<Admission> {
+  const checked = await precheck(parts, call);
+  return 'admitted' in checked ? checked : takeSlots(parts, checked, call);
 }
 
 function checkArgs(cap: OfferedCapability, args: unknown, bytes?: number): Refusal | null {
@@ -125,7 +136,8 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
 }
 
 /** Quotas, then concurrency; every slot taken before a refusal is given back. */
-async function takeSlots(parts: AdmissionParts, cap: OfferedCapability, call: CallIn, files: FileOut[]): Promise<Admission> {
+export async function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
+  const { capability: cap, files, listed } = checked;
   const { host } = parts;
   const ids = actors(cap.id, call.from);
   const limits = cap.inbound;
@@ -136,38 +148,37 @@ async function takeSlots(parts: AdmissionParts, cap: OfferedCapability, call: Ca
   ];
   const taken: [string, number][] = [];
   const giveBack = () => Promise.all(taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp })));
-  for (const [actor, input, reason] of windows) {
-    const ctx = (await host.send(actor, 'bucket', input, { type: 'ADMIT' })).context as BucketContext;
-    if (!ctx.last?.admitted) {
-      await giveBack();
-      return refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
-    }
-    taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
-  }
-  // The caller's own slot first: a caller already running one never holds a capability slot even for a
-  // moment, so 50 parallel callers see exact counts. The reason still follows the table's order.
-  const mine = (await host.send(ids.callerInflight, 'inflight', { max: limits.per_caller_inflight }, { type: 'START', id: call.id })).context as InflightContext;
-  if (!mine.last?.started) {
+  // All three windows in one journal batch; the first refusal in the table's order is the reason.
+  const results = await Promise.all(windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' })));
+  let refusal: Refusal | null = null;
+  results.forEach((snap, i) => {
+    const ctx = snap.context as BucketContext;
+    const [actor, , reason] = windows[i]!;
+    if (ctx.last?.admitted) taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
+    else refusal ??= refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
+  });
+  if (refusal) {
     await giveBack();
-    const all = (await host.state(ids.inflight))?.context as InflightContext | undefined;
-    const full = all !== undefined && Object.keys(all.running).length >= limits.max_inflight;
-    return refuse(full ? 'max_inflight' : 'caller_inflight');
+    return { ...(refusal as Refusal), listed };
   }
-  const all = (await host.send(ids.inflight, 'inflight', { max: limits.max_inflight }, { type: 'START', id: call.id })).context as InflightContext;
-  if (!all.last?.started) {
-    await host.send(ids.callerInflight, 'inflight', undefined, { type: 'FINISH', id: call.id });
+  // One machine counts both limits, so a START is checked against the whole count and the caller's at once
+  // (two machines would let a call hold one slot for a moment while the other refuses it).
+  const slot = (await host.send(ids.inflight, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from })).context as InflightContext;
+  if (!slot.last?.started) {
     await giveBack();
-    return refuse('max_inflight');
+    return { ...refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight'), listed };
   }
   let released = false;
   return {
     admitted: true,
     capability: cap,
     files,
-    release: async () => {
+    listed,
+    /** Frees the slot when the call ends; `undoQuota` also gives back its quota (it never ran). */
+    release: async (undoQuota = false) => {
       if (released) return;
       released = true;
-      await host.send(ids.callerInflight, 'inflight', undefined, { type: 'FINISH', id: call.id });
+      if (undoQuota) await giveBack();
       await host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: call.id });
     },
   };

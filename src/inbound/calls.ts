@@ -2,7 +2,9 @@
 // `task.result`, every step an event of the call's machine (`call/<caller>/<task>`), journaled before it
 // takes effect. A task id seen before is never run again. A call still running when the node stops is
 // ended `interrupted` at the next start and the caller is told (§9.5). Completed calls carry a receipt.
+import { randomBytes } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
+import type { CallContext } from '../../machines/call.js';
 import type { Config } from '../config/schema.js';
 import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
@@ -11,7 +13,7 @@ import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
 import { fromBody, toBody } from '../relay/body.js';
 import type { CborValue } from '../identity/cbor.js';
-import { admit, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
+import { precheck, takeSlots, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
 import { standing } from './lists.js';
 import { issueAndRecord } from '../contacts/credential.js';
 import { callService, type ServiceOutcome } from '../service/call.js';
@@ -23,6 +25,8 @@ export const TASK_SEND = 'task.send';
 export const TASK_STATUS = 'task.status';
 export const TASK_RESULT = 'task.result';
 const TASK_ID = /^[0-9a-f]{16,64}$/;
+/** A call still running after this long sends the caller `task.status working`. */
+const WORKING_AFTER_MS = 500;
 /** A result waits in the hub's queue for an offline caller as long as the relay allows. */
 const RESULT_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 
@@ -54,18 +58,9 @@ export function callDesk(parts: CallParts): MessageHandler {
     const task = body?.task;
     if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
     const actor = actorOf(m.from, task);
-    // A resent task.send is never run twice.
-    if (await parts.host.state(actor)) return;
     const argsText = typeof body.args === 'string' ? body.args : '';
-    const capability = typeof body.capability === 'string' ? body.capability : '';
-    await parts.host.send(actor, 'call', undefined, {
-      type: 'RECEIVED', task, caller: m.from, capability, argsBytes: Buffer.byteLength(argsText), argsHash: hex(sha256(Buffer.from(argsText))),
-    });
-    const reply = (fields: Record<string, CborValue | undefined>) => answer(parts, m.from, task, fields);
-    // Marked running before any slot is taken: a crash from here on ends it `interrupted` at the next
-    // start, with its slots freed (FINISH of a slot never taken is ignored).
-    await parts.store.running.put(actor, { caller: m.from, task, capability } satisfies Running);
-    const call = { caller: m.from, task, capability };
+    const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
+    const reply: Reply = (fields, listed) => answer(parts, m.from, task, fields, listed);
     let started: { done: Promise<void> } | null = null;
     try {
       started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
@@ -77,11 +72,15 @@ export function callDesk(parts: CallParts): MessageHandler {
     // how many run at once is the admission's in-flight limit.
     void started.done
       .then(() => (parts.stopping.aborted ? undefined : parts.store.running.del(actor)))
-      .catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${capability}): ${(err as Error).message}`));
+      .catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${call.capability}): ${(err as Error).message}`));
   };
 }
 
-/** Admission, then STARTED; returns the running service call (boxed: an awaited promise would be joined), or null when refused. */
+/**
+ * RECEIVED and the quota checks go to the journal in one batch; then the in-flight slot; then the
+ * service runs. Returns the running call (boxed: an awaited promise would be joined), or null when the
+ * call was refused or is a resend.
+ */
 async function admitAndStart(parts: CallParts, actor: string, call: Running, argsText: string, rawFiles: CborValue | undefined, reply: Reply): Promise<{ done: Promise<void> } | null> {
   let args: unknown;
   try {
@@ -90,26 +89,40 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     args = undefined;
   }
   const files = Array.isArray(rawFiles) ? rawFiles.map(fileIn) : undefined;
-  const decision = await admit(parts, { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args, argsBytes: Buffer.byteLength(argsText), ...(files ? { files } : {}) });
-  if (!decision.admitted) {
-    await refuse(parts, actor, decision, reply);
+  const callIn = { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args, argsBytes: Buffer.byteLength(argsText), ...(files ? { files } : {}) };
+  const checked = await precheck(parts, callIn);
+  const nonce = randomBytes(8).toString('hex');
+  // Marked running from here: a crash ends it `interrupted` at the next start, its slots freed (a FINISH
+  // of a slot never taken is ignored).
+  const [received, decision] = await Promise.all([
+    parts.host.send(actor, 'call', undefined, {
+      type: 'RECEIVED', nonce, task: call.task, caller: call.caller, capability: call.capability, argsBytes: callIn.argsBytes, argsHash: hex(sha256(Buffer.from(argsText))),
+    }),
+    'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn),
+    parts.store.running.put(actor, call),
+  ]);
+  // A resent task.send is never run twice: only the first RECEIVED of a task id takes.
+  if ((received.context as CallContext).nonce !== nonce) {
+    if (decision.admitted) await decision.release(true);
     return null;
   }
-  try {
-    await parts.host.send(actor, 'call', undefined, { type: 'STARTED' });
-  } catch (err) {
-    await decision.release();
-    throw err;
+  if (!decision.admitted) {
+    await refuse(parts, actor, decision, (f) => reply(f, decision.listed));
+    return null;
   }
+  // Not awaited: the running mark already ends this call `interrupted` if the node stops from here on.
+  void parts.host.send(actor, 'call', undefined, { type: 'STARTED' }).catch(() => {});
+  const listedReply: Reply = (f) => reply(f, decision.listed);
   const done = (async () => {
     try {
-      await reply({ state: 'working' }).catch(() => {});
+      // A quick call needs no progress message; a slow one tells the caller it is running.
+      const status = setTimeout(() => void listedReply({ state: 'working' }).catch(() => {}), WORKING_AFTER_MS);
       const outcome = await callService(target(parts.config, decision.capability), {
         caller: call.caller, callId: call.task, capability: call.capability, body: serviceBody(argsText, decision.files),
-      }, parts.now, parts.stopping);
+      }, parts.now, parts.stopping).finally(() => clearTimeout(status));
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
-      await finish(parts, actor, call, outcome, reply);
+      await finish(parts, actor, call, outcome, listedReply);
       // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
       if (!decision.capability.inbound.discard) await keepPayload(parts, actor, argsText, decision.files, outcome);
       await decision.release();
@@ -130,7 +143,7 @@ async function keepPayload(parts: CallParts, actor: string, argsText: string, fi
   await parts.store.payloads.put(actor, { args: argsText, files: fileDigests, result: outcome.state === 'completed' ? outcome.text : null });
 }
 
-type Reply = (fields: Record<string, CborValue | undefined>) => Promise<void>;
+type Reply = (fields: Record<string, CborValue | undefined>, listed?: boolean) => Promise<void>;
 
 function fileIn(v: unknown): FileIn {
   const f = fromBody(v as CborValue) ?? {};
@@ -171,9 +184,10 @@ async function finish(parts: CallParts, actor: string, call: Running, outcome: S
 }
 
 /** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
-async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>): Promise<void> {
-  const who = await standing(parts.dataDir, parts.config, caller);
-  const listed = who === 'allowed' || who === 'trusted';
+async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>, known?: boolean): Promise<void> {
+  // The standing the admission just read, when there was one; else read now.
+  const who = known === undefined ? await standing(parts.dataDir, parts.config, caller) : null;
+  const listed = known ?? (who === 'allowed' || who === 'trusted');
   const final = fields.state !== 'working';
   const credential = listed && final ? await issueAndRecord(parts.store, parts.identity, caller, parts.now()) : undefined;
   await parts.messenger.send(caller, final ? TASK_RESULT : TASK_STATUS, toBody({ task, ...fields, credential }), { ttlMs: RESULT_TTL_MS });
@@ -193,7 +207,6 @@ export async function interruptRunning(parts: CallParts): Promise<number> {
     if (state && state.value !== 'submitted' && state.value !== 'working') continue;
     await parts.host.send(actor, 'call', undefined, { type: 'INTERRUPTED' });
     const ids = actors(r.capability, r.caller);
-    await parts.host.send(ids.callerInflight, 'inflight', undefined, { type: 'FINISH', id: `${r.caller}/${r.task}` });
     await parts.host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: `${r.caller}/${r.task}` });
     await answer(parts, r.caller, r.task, { state: 'failed', reason: 'interrupted', detail: 'the provider stopped while the call ran; its outcome is unknown' }).catch(() => {});
     n++;
