@@ -63,7 +63,7 @@ test('SPEC §3: the request carries the headers, the bearer token and the argume
   const dir = await privateDir(t);
   const token = join(dir, 'token');
   await writeFile(token, 'a-token-of-more-than-16-bytes\n', { mode: 0o600 });
-  t.deepEqual(await run(url, 2000, token), { state: 'completed', result: { echoed: { text: 'hi' } } });
+  t.deepEqual(await run(url, 2000, token), { state: 'completed', result: { echoed: { text: 'hi' } }, text: '{"echoed":{"text":"hi"}}' });
   t.like(seen, { method: 'POST', url: '/v1/run', body: '{"text":"hi"}' });
   t.like(seen.headers, {
     'content-type': 'application/json',
