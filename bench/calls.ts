@@ -43,7 +43,7 @@ async function measure(n: number, concurrency: number, one: () => Promise<void>)
 }
 
 function startProvider(dataDir: string): Promise<() => Promise<void>> {
-  const child = spawn(process.execPath, [BIN, 'daemon', '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...(process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : []), BIN, 'daemon', '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return new Promise((resolve, reject) => {
     const lines: string[] = [];

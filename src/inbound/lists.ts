@@ -1,7 +1,7 @@
 // Peer lists (SPEC §2.1): allow, trust and deny files in the data dir, one full AID per line, `#` starts
 // a comment, a missing file is an empty list, trust includes allow. They are read on every decision, so
 // edits need no restart; an unreadable deny file denies everyone (fail closed).
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { isAid } from '../identity/cid.js';
@@ -38,12 +38,35 @@ export async function readList(path: string): Promise<ListFile> {
   return { aids, lines };
 }
 
+const parsed = new Map<string, { version: string; list: ListFile }>();
+
+/**
+ * The list as the file is now. Every decision looks at the file (one stat); it is parsed again only
+ * when its inode, size, mtime or ctime changed — an edit, a replacement or a rename all change them.
+ */
+async function currentList(path: string): Promise<ListFile> {
+  let version: string;
+  try {
+    const st = await stat(path, { bigint: true });
+    version = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  } catch (err) {
+    if (isNotFound(err)) return { aids: new Set(), lines: [] };
+    return { aids: new Set(), lines: [], error: `cannot read ${path}: ${(err as NodeJS.ErrnoException).code}` };
+  }
+  const hit = parsed.get(path);
+  if (hit?.version === version) return hit.list;
+  const list = await readList(path);
+  if (parsed.size > 64) parsed.clear();
+  if (!list.error) parsed.set(path, { version, list });
+  return list;
+}
+
 /** Where a peer stands, decided from the files as they are now (deny first; trust includes allow). */
 export async function standing(dataDir: string, config: Config, aid: string): Promise<Standing> {
-  const deny = await readList(listPath(dataDir, config, 'deny'));
-  if (deny.error || deny.aids.has(aid)) return 'denied';
-  if ((await readList(listPath(dataDir, config, 'trust'))).aids.has(aid)) return 'trusted';
-  if ((await readList(listPath(dataDir, config, 'allow'))).aids.has(aid)) return 'allowed';
+  const [deny, trust, allow] = await Promise.all((['deny', 'trust', 'allow'] as const).map((l) => currentList(listPath(dataDir, config, l))));
+  if (deny!.error || deny!.aids.has(aid)) return 'denied';
+  if (trust!.aids.has(aid)) return 'trusted';
+  if (allow!.aids.has(aid)) return 'allowed';
   return 'stranger';
 }
 
