@@ -49,7 +49,8 @@ export type Refusal = {
     | 'quota_caller_per_day'
     | 'quota_global_per_min'
     | 'max_inflight'
-    | 'caller_inflight';
+    | 'caller_inflight'
+    | 'payment_required';
   retryAfterMs?: number;
   detail?: string;
 };
@@ -92,6 +93,9 @@ export async function precheck(parts: AdmissionParts, call: CallIn): Promise<Che
   if (argsRefusal) return { ...argsRefusal, listed };
   const files = await checkFiles(cap, call.files ?? []);
   if ('admitted' in files) return { ...files, listed };
+  // A priced call runs only against a payment (SPEC §10), which this node cannot take yet: it is never
+  // run for free.
+  if ((cap.service.price ?? 0n) > 0n) return { ...refuse('payment_required', { detail: `${cap.service.price} credits; payments are not settled by this node yet` }), listed };
   return { capability: cap, files, listed };
 }
 
