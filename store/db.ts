@@ -66,6 +66,8 @@ export class Store {
   readonly running: Sub;
   /** Tasks this node sent, by task id: state, outcome, receipt (the caller's side). */
   readonly tasks: Sub;
+  /** Text tasks waiting for the operator's `anet reply` (no local agent configured). */
+  readonly inbox: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
     const opts = { valueEncoding: msgpack };
@@ -81,6 +83,7 @@ export class Store {
     this.issued = db.sublevel<string, unknown>('issued', opts) as Sub;
     this.running = db.sublevel<string, unknown>('running', opts) as Sub;
     this.tasks = db.sublevel<string, unknown>('tasks', opts) as Sub;
+    this.inbox = db.sublevel<string, unknown>('inbox', opts) as Sub;
   }
 
   static path(dataDir: string): string {

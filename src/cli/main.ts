@@ -12,7 +12,7 @@ import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
 import { cmdHubStart } from './hub.js';
 import { cmdList } from './lists.js';
-import { cmdCall, cmdTasks, cmdTask } from './tasks.js';
+import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply } from './tasks.js';
 import { ConfigInvalidError } from '../daemon/node.js';
 import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
 
@@ -38,6 +38,9 @@ const HELP = `usage: anet <command> [options]
   call AID CAPABILITY --args JSON [--file PATH]...
                        call another node's capability; prints the result and its verified receipt
   tasks, task ID       the tasks this node sent, and one of them
+  send AID TEXT        a text task for another node's agent (or its operator's inbox)
+  inbox, reply TASK TEXT
+                       text tasks waiting for you (no local agent configured), and your answer
   allow|trust|deny add|rm AID, allow|trust|deny ls
                        the peer lists (read on every decision; trust includes allow)
   doctor               check config.json, the sockets and token files it names, and the identity
@@ -130,6 +133,12 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdCall(io, dataDir, rest[0], rest[1], values.args, values.file ?? [], json);
     case 'tasks':
       return cmdTasks(io, dataDir, json);
+    case 'send':
+      return cmdSend(io, dataDir, rest[0], rest.slice(1), json);
+    case 'inbox':
+      return cmdInbox(io, dataDir, json);
+    case 'reply':
+      return cmdReply(io, dataDir, rest[0], rest.slice(1), json);
     case 'task':
       return cmdTask(io, dataDir, rest[0], json);
     case 'allow':

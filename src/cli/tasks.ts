@@ -5,6 +5,7 @@ import { viaNode } from './node.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
 import type { TaskRecord } from '../tasks/outbound.js';
+import type { InboxEntry } from '../inbound/text.js';
 
 /** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
 const WAIT_MS = 150_000;
@@ -56,4 +57,33 @@ export async function cmdTask(io: Io, dataDir: string, id: string | undefined, j
   if (json) return printJson(io, r);
   io.out(`task ${r.task}: ${r.capability} on ${r.to}, ${r.state}`);
   printRecord(io, r);
+}
+
+/** How long `anet send` waits: a text task may wait for an operator, so only briefly. */
+const SEND_WAIT_MS = 15_000;
+
+export async function cmdSend(io: Io, dataDir: string, aid: string | undefined, words: string[], json: boolean): Promise<void> {
+  if (!aid || words.length === 0) throw usageError('send needs the AID and the text: anet send <aid> TEXT');
+  if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
+  const text = words.join(' ');
+  const record = await viaNode<TaskRecord>(dataDir, 'send', { aid, text, waitMs: SEND_WAIT_MS }, (node) => node.caller.send(aid, text, SEND_WAIT_MS));
+  if (json) printJson(io, record);
+  else if (record.state === 'completed') io.out(String((record.result as { text?: unknown })?.text ?? ''));
+  else printRecord(io, record);
+  if (record.state !== 'completed' && record.state !== 'working' && record.state !== 'submitted') throw new CliError('', 1);
+}
+
+export async function cmdInbox(io: Io, dataDir: string, json: boolean): Promise<void> {
+  const rows = await viaNode<InboxEntry[]>(dataDir, 'inbox', {}, (node) => node.inbox());
+  if (json) return printJson(io, rows);
+  if (rows.length === 0) return io.out('the inbox is empty');
+  for (const r of rows) io.out(`${r.task}  ${r.from}  ${r.text.length > 80 ? `${r.text.slice(0, 77)}...` : r.text}`);
+}
+
+export async function cmdReply(io: Io, dataDir: string, task: string | undefined, words: string[], json: boolean): Promise<void> {
+  if (!task || words.length === 0) throw usageError('reply needs the task id and the text: anet reply <task> TEXT');
+  const text = words.join(' ');
+  const entry = await viaNode<InboxEntry>(dataDir, 'reply', { task, text }, (node) => node.reply(task, text));
+  if (json) return printJson(io, { ...entry, answer: text });
+  io.out(`answered ${entry.from}`);
 }

@@ -79,6 +79,12 @@ async function dispatch(node: Node, op: string, args: Record<string, unknown>): 
       return node.publish();
     case 'call':
       return node.caller.call(String(args.aid), String(args.capability), String(args.args), (args.files as never) ?? [], Number(args.waitMs));
+    case 'send':
+      return node.caller.send(String(args.aid), String(args.text), Number(args.waitMs));
+    case 'inbox':
+      return node.inbox();
+    case 'reply':
+      return node.reply(String(args.task), String(args.text));
     case 'tasks':
       return node.caller.tasks();
     case 'task':

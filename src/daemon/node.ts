@@ -15,7 +15,8 @@ import { explain } from '../reasons.js';
 import { Messenger } from '../relay/messenger.js';
 import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
 import { cardDesk, renewCredentials, CARD_REQUEST, CARD_REPLY, CONTACT_CREDENTIAL } from '../card/desk.js';
-import { callDesk, interruptRunning, TASK_SEND, TASK_STATUS, TASK_RESULT } from '../inbound/calls.js';
+import { callDesk, interruptRunning, TASK_SEND, TASK_STATUS, TASK_RESULT, type CallParts } from '../inbound/calls.js';
+import { inbox, replyToInbox, type InboxEntry } from '../inbound/text.js';
 import { Caller } from '../tasks/outbound.js';
 
 export class ConfigInvalidError extends Error {
@@ -65,6 +66,18 @@ export class Node {
 
   readonly caller: Caller;
   private readonly stopping = new AbortController();
+  private callParts: CallParts | null = null;
+
+  /** Text tasks waiting for the operator (SPEC §9.2). */
+  inbox(): Promise<InboxEntry[]> {
+    return inbox({ store: this.store });
+  }
+
+  /** `anet reply`: answers a text task from the inbox. */
+  async reply(task: string, text: string): Promise<InboxEntry> {
+    await this.network();
+    return replyToInbox(this.callParts!, task, text);
+  }
 
   private readonly now: () => number;
 
@@ -114,6 +127,7 @@ export class Node {
     messenger.on(CARD_REPLY, this.fetcher.onReply());
     messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
     const callParts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, now: this.now, log: this.log, stopping: this.stopping.signal };
+    this.callParts = callParts;
     messenger.on(TASK_SEND, callDesk(callParts));
     messenger.on(TASK_STATUS, this.caller.onReply());
     messenger.on(TASK_RESULT, this.caller.onReply());

@@ -20,6 +20,7 @@ import { callService, type ServiceOutcome } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import type { OfferedCapability } from '../config/check.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
+import { textTask } from './text.js';
 
 export const TASK_SEND = 'task.send';
 export const TASK_STATUS = 'task.status';
@@ -57,6 +58,7 @@ export function callDesk(parts: CallParts): MessageHandler {
     const body = fromBody(m.body);
     const task = body?.task;
     if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
+    if (body.capability === undefined && typeof body.text === 'string') return textTask(parts, m.from, task, body.text);
     const actor = actorOf(m.from, task);
     const argsText = typeof body.args === 'string' ? body.args : '';
     const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
@@ -184,7 +186,7 @@ async function finish(parts: CallParts, actor: string, call: Running, outcome: S
 }
 
 /** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
-async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>, known?: boolean): Promise<void> {
+export async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>, known?: boolean): Promise<void> {
   // The standing the admission just read, when there was one; else read now.
   const who = known === undefined ? await standing(parts.dataDir, parts.config, caller) : null;
   const listed = known ?? (who === 'allowed' || who === 'trusted');

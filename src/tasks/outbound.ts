@@ -12,6 +12,8 @@ import { TASK_SEND } from '../inbound/calls.js';
 import { checkReceipt } from './receipt.js';
 import { checkCredential, Contacts } from '../contacts/credential.js';
 import { explain } from '../reasons.js';
+import { CHAT } from '../inbound/text.js';
+import type { CborValue } from '../identity/cbor.js';
 
 export type TaskState = 'submitted' | 'working' | 'completed' | 'failed' | 'rejected' | 'canceled';
 
@@ -50,23 +52,33 @@ export class Caller {
     this.contacts = new Contacts(parts.store);
   }
 
+  /** Sends a text task (SPEC §9.2); resolves like `call`. */
+  send(to: string, text: string, waitMs: number): Promise<TaskRecord> {
+    // `working` is an answer too: the task waits for the other side's operator (SPEC §9.2).
+    return this.start(to, CHAT, toBody({ task: '', text }), waitMs, undefined, (r) => r.state === 'working');
+  }
+
   /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
-  async call(to: string, capability: string, argsText: string, files: { name: string; data_b64: string }[], waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+  call(to: string, capability: string, argsText: string, files: { name: string; data_b64: string }[], waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+    return this.start(to, capability, toBody({ task: '', capability, args: argsText, ...(files.length ? { files: files.map((f) => toBody(f)) } : {}) }), waitMs, onUpdate);
+  }
+
+  private async start(to: string, capability: string, body: Map<string, CborValue>, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough?: (r: TaskRecord) => boolean): Promise<TaskRecord> {
     const task = randomBytes(8).toString('hex');
+    body.set('task', task);
     const now = this.parts.now();
     const record: TaskRecord = {
       task, to, capability, state: 'submitted', sentAt: now, updatedAt: now,
       reason: null, explanation: null, retryAfterMs: null, detail: null, message: null, result: null, receipt: null,
     };
     await this.parts.store.tasks.put(task, record);
-    const settled = this.until(task, waitMs, onUpdate);
+    const settled = this.until(task, waitMs, onUpdate, enough);
     const messenger = await this.parts.messenger();
-    const body = toBody({ task, capability, args: argsText, ...(files.length ? { files: files.map((f) => toBody(f)) } : {}) });
     await messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 });
     return settled;
   }
 
-  private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+  private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough: (r: TaskRecord) => boolean = () => false): Promise<TaskRecord> {
     return new Promise((resolve) => {
       const timer = setTimeout(async () => {
         this.waiters.delete(task);
@@ -74,7 +86,7 @@ export class Caller {
       }, waitMs);
       const wake = (r: TaskRecord) => {
         onUpdate?.(r);
-        if (!FINAL.includes(r.state)) return;
+        if (!FINAL.includes(r.state) && !enough(r)) return;
         clearTimeout(timer);
         this.waiters.delete(task);
         resolve(r);
@@ -129,6 +141,8 @@ export class Caller {
       } catch {
         return { ...next, state: 'failed', reason: 'service_error', explanation: explain('service_error'), detail: 'the provider sent a result that is not JSON' };
       }
+      // A text task's answer is the operator's words: no receipt (SPEC §9.4 is for capability calls).
+      if (rec.capability === CHAT) return { ...next, result };
       const kel = await this.parts.reader.kel(rec.to);
       const check = kel && body.receipt instanceof Uint8Array ? checkReceipt(body.receipt, { kel, task: rec.task, caller: this.parts.me, result }) : { ok: false as const, why: 'no receipt' };
       return { ...next, result, receipt: check.ok ? check.cid : `invalid: ${check.why}` };

@@ -1,0 +1,80 @@
+// Text tasks (SPEC §4 rule 3, §9.2): a natural-language request for the operator's own agent. Accepted
+// from peers on the allow or trust list, or from anyone under policy `open`; otherwise `not_accepting`.
+// With `modules.agent.url` the node POSTs `{task_id, from, text}` to the local agent and returns its
+// `{text}` (the §3.1 mapping); without it the task waits in the inbox for `anet reply`, and the caller
+// sees `working`. Each text task is a call machine (`call/<caller>/<task>`, capability `chat`).
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '@noble/hashes/sha2.js';
+import type { CallContext } from '../../machines/call.js';
+import { standing } from './lists.js';
+import { answer, type CallParts } from './calls.js';
+import { callService } from '../service/call.js';
+import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
+
+export const CHAT = 'chat';
+const MAX_TEXT_BYTES = 64 * 1024;
+
+export interface InboxEntry {
+  task: string;
+  from: string;
+  text: string;
+  receivedAt: number;
+}
+
+const actorOf = (caller: string, task: string) => `call/${caller}/${task}`;
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+/** Handles one text task; `task` was checked by the caller of this function. */
+export async function textTask(parts: CallParts, from: string, task: string, text: string): Promise<void> {
+  const actor = actorOf(from, task);
+  const nonce = randomBytes(8).toString('hex');
+  const bytes = Buffer.from(text);
+  const received = await parts.host.send(actor, 'call', undefined, { type: 'RECEIVED', nonce, task, caller: from, capability: CHAT, argsBytes: bytes.length, argsHash: hex(sha256(bytes)) });
+  if ((received.context as CallContext).nonce !== nonce) return;
+  const who = await standing(parts.dataDir, parts.config, from);
+  const listed = who === 'allowed' || who === 'trusted';
+  const reply = (fields: Parameters<typeof answer>[3]) => answer(parts, from, task, fields, listed);
+  const refusal = who === 'denied' || (!listed && parts.config.inbound.policy !== 'open') ? 'not_accepting' : bytes.length > MAX_TEXT_BYTES ? 'args_too_large' : null;
+  if (refusal) {
+    await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: refusal });
+    return reply({ state: 'rejected', reason: refusal });
+  }
+  await parts.host.send(actor, 'call', undefined, { type: 'STARTED' });
+  const agent = parts.config.modules.agent?.url;
+  if (!agent) {
+    await parts.store.inbox.put(task, { task, from, text, receivedAt: parts.now() } satisfies InboxEntry);
+    return reply({ state: 'working' });
+  }
+  await parts.store.running.put(actor, { caller: from, task, capability: CHAT });
+  try {
+    const body = Buffer.from(JSON.stringify({ task_id: task, from, text }));
+    const outcome = await callService({ url: parseServiceUrl(agent) as ServiceUrl, timeoutMs: parts.config.modules.service.timeout_ms }, { caller: from, callId: task, capability: CHAT, body }, parts.now, parts.stopping);
+    if (parts.stopping.aborted) return;
+    const answerText = outcome.state === 'completed' ? outcome.result.text : undefined;
+    if (outcome.state === 'completed' && typeof answerText === 'string') return finishText(parts, actor, from, task, answerText, listed);
+    const reason = outcome.state === 'completed' ? 'service_error' : outcome.reason;
+    await parts.host.send(actor, 'call', undefined, outcome.state === 'rejected' ? { type: 'SERVICE_REJECTED', message: outcome.message } : { type: 'FAILED', reason });
+    await reply(outcome.state === 'rejected' ? { state: 'rejected', reason: 'service_rejected', message: outcome.message } : { state: 'failed', reason, detail: outcome.state === 'failed' ? outcome.detail : 'the agent\'s answer has no text' });
+  } finally {
+    if (!parts.stopping.aborted) await parts.store.running.del(actor);
+  }
+}
+
+async function finishText(parts: CallParts, actor: string, from: string, task: string, text: string, listed?: boolean): Promise<void> {
+  const result = JSON.stringify({ text });
+  await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(result), resultHash: hex(sha256(Buffer.from(result))), receipt: '' });
+  await answer(parts, from, task, { state: 'completed', result }, listed);
+}
+
+/** `anet reply <task> TEXT`: answers a text task waiting in the inbox. */
+export async function replyToInbox(parts: CallParts, task: string, text: string): Promise<InboxEntry> {
+  const entry = (await parts.store.inbox.get(task)) as InboxEntry | undefined;
+  if (!entry) throw new Error(`no task ${task} in the inbox (see \`anet inbox\`)`);
+  await finishText(parts, actorOf(entry.from, task), entry.from, task, text);
+  await parts.store.inbox.del(task);
+  return entry;
+}
+
+export async function inbox(parts: Pick<CallParts, 'store'>): Promise<InboxEntry[]> {
+  return ((await parts.store.inbox.values().all()) as InboxEntry[]).sort((a, b) => a.receivedAt - b.receivedAt);
+}
