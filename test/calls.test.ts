@@ -172,3 +172,18 @@ test('SPEC §9.3: with discard, no byte of the arguments, files or result is lef
   // The search finds such bytes: the call without discard keeps its arguments and result for the operator.
   t.not((await filesContaining(p.dir, 'ARGS-KEEPMARK-4417')).length, 0);
 });
+
+test('SPEC §12: a long call shows its progress on stderr while stdout keeps the result', async (t) => {
+  const net = await startNet(t);
+  const p = await provider(t, net, async () => {
+    await new Promise((r) => setTimeout(r, 2600));
+    return { slow: true };
+  });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const r = await runCli(['call', p.aid, 'demo.echo', '--args', '{}', '--data', c.dir]);
+  t.is(r.code, 0, r.stderr);
+  t.regex(r.stderr, /^task [0-9a-f]{16}: working \(\d+ s\)$/m);
+  t.regex(r.stdout, /^\{\n {2}"slow": true\n\}\nreceipt bafyrei/);
+});

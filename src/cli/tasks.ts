@@ -9,6 +9,26 @@ import type { InboxEntry } from '../inbound/text.js';
 
 /** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
 const WAIT_MS = 150_000;
+const FIRST_WAIT_MS = 2_000;
+const POLL_MS = 500;
+const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
+
+/** Progress of a long call on stderr (stdout keeps the data): each change of state, and a line every 5 s. */
+function progress(io: Io): { update(r: TaskRecord): void; stop(): void } {
+  const started = Date.now();
+  let last = '';
+  let lastAt = 0;
+  return {
+    update(r) {
+      const now = Date.now();
+      if (FINAL.includes(r.state) || (r.state === last && now - lastAt < 5_000)) return;
+      last = r.state;
+      lastAt = now;
+      io.err(`task ${r.task}: ${r.state === 'submitted' ? 'sent, waiting for the provider' : 'working'} (${Math.round((now - started) / 1000)} s)`);
+    },
+    stop() {},
+  };
+}
 
 export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, capability: string | undefined, args: string | undefined, files: string[], json: boolean): Promise<void> {
   if (!aid || !capability) throw usageError('call needs the AID and the capability: anet call <aid> <capability> --args JSON');
@@ -20,8 +40,17 @@ export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, 
     throw usageError(`--args is not JSON: ${argsText.slice(0, 80)}`);
   }
   const attached = await Promise.all(files.map(async (path) => ({ name: basename(path), data_b64: (await readFile(path)).toString('base64') })));
-  const req = { aid, capability, args: argsText, files: attached, waitMs: WAIT_MS };
-  const record = await viaNode<TaskRecord>(dataDir, 'call', req, (node) => node.caller.call(aid, capability, argsText, attached, WAIT_MS));
+  const show = progress(io);
+  // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
+  const req = { aid, capability, args: argsText, files: attached, waitMs: FIRST_WAIT_MS };
+  let record = await viaNode<TaskRecord>(dataDir, 'call', req, (node) => node.caller.call(aid, capability, argsText, attached, WAIT_MS, show.update));
+  const until = Date.now() + WAIT_MS - FIRST_WAIT_MS;
+  while (!FINAL.includes(record.state) && Date.now() < until) {
+    show.update(record);
+    await new Promise((r) => setTimeout(r, POLL_MS));
+    record = (await viaNode<TaskRecord | null>(dataDir, 'task', { id: record.task }, async (node) => (await node.caller.task(record.task)) ?? null)) ?? record;
+  }
+  show.stop();
   if (json) printJson(io, record);
   else printRecord(io, record);
   if (record.state !== 'completed') throw new CliError('', 1);
