@@ -16,7 +16,7 @@ import type { CborValue } from '../identity/cbor.js';
 import { precheck, takeSlots, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
 import { standing } from './lists.js';
 import { issueAndRecord } from '../contacts/credential.js';
-import { callService, type ServiceOutcome } from '../service/call.js';
+import { callService, checkTarget, type ServiceOutcome } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import type { OfferedCapability } from '../config/check.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
@@ -93,6 +93,9 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   const files = Array.isArray(rawFiles) ? rawFiles.map(fileIn) : undefined;
   const callIn = { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args, argsBytes: Buffer.byteLength(argsText), ...(files ? { files } : {}) };
   const checked = await precheck(parts, callIn);
+  // The socket check (SPEC §3.2) runs while the call is journaled and admitted; the service waits for it.
+  const service = 'admitted' in checked ? null : target(parts.config, checked.capability);
+  const socketCheck = service ? checkTarget(service) : null;
   const nonce = randomBytes(8).toString('hex');
   // Marked running from here: a crash ends it `interrupted` at the next start, its slots freed (a FINISH
   // of a slot never taken is ignored).
@@ -119,9 +122,9 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     try {
       // A quick call needs no progress message; a slow one tells the caller it is running.
       const status = setTimeout(() => void listedReply({ state: 'working' }).catch(() => {}), WORKING_AFTER_MS);
-      const outcome = await callService(target(parts.config, decision.capability), {
+      const outcome = await callService(service!, {
         caller: call.caller, callId: call.task, capability: call.capability, body: serviceBody(argsText, decision.files),
-      }, parts.now, parts.stopping).finally(() => clearTimeout(status));
+      }, parts.now, parts.stopping, socketCheck!).finally(() => clearTimeout(status));
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
       await finish(parts, actor, call, outcome, listedReply);

@@ -48,6 +48,7 @@ export class Messenger {
   private ownKeys = new Map<string, X25519KeyPair>();
   private keySet: Uint8Array | null = null;
   private readonly peerKeys = new Map<string, { key: PublicEncryptionKey; until: number }>();
+  private readonly keysSentTo = new Set<string>();
   private closed = false;
   private busStarted = false;
   private attempt = 0;
@@ -86,6 +87,7 @@ export class Messenger {
     const { keys, changed } = await currentKeys(this.opts.dataDir, this.opts.now());
     this.ownKeys = new Map(keys.map((k) => [Buffer.from(k.kid).toString('hex'), k]));
     this.keySet = signKeySet(this.opts.identity, keys);
+    this.keysSentTo.clear();
     if (publish || changed) await this.opts.client.putKeys(this.keySet);
     await this.guard.prune(this.opts.now());
   }
@@ -186,8 +188,11 @@ export class Messenger {
       exp: now + (opts.ttlMs ?? DEFAULT_TTL_MS),
       body,
       kel: encodeKel(identity.kel.events),
-      ...(this.keySet ? { keys: this.keySet } : {}),
+      // Our key set rides on the first message to each peer only (it can also fetch it from the hub):
+      // on every message it would double the envelope's padded size.
+      ...(this.keySet && !this.keysSentTo.has(to) ? { keys: this.keySet } : {}),
     });
+    this.keysSentTo.add(to);
     const outcome = await this.relay.send(bytes);
     this.stats.sent++;
     return outcome;

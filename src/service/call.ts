@@ -42,11 +42,19 @@ const serviceError = (operatorDetail: string): ServiceOutcome => ({ state: 'fail
 const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'outcome_unknown', detail, operatorDetail });
 
 /** Makes one call; never throws — every failure is an outcome of the §3.1 table. */
-export async function callService(target: ServiceTarget, call: ServiceRequest, now: () => number = Date.now, signal?: AbortSignal): Promise<ServiceOutcome> {
-  if (target.url.kind === 'unix') {
-    const fault = await checkSocket(target.url.socketPath);
-    if (fault) return unavailable(fault.reason);
-  }
+/** The §3.2 check of a target's socket (null for TCP targets and safe sockets). */
+export function checkTarget(target: ServiceTarget): Promise<{ reason: string } | null> {
+  if (target.url.kind !== 'unix') return Promise.resolve(null);
+  return checkSocket(target.url.socketPath).catch((err: Error) => ({ reason: `cannot check the socket: ${err.message}` }));
+}
+
+/**
+ * Makes one call; never throws. `socketCheck` is the §3.2 check when the caller started it already (it
+ * runs while the call is admitted); otherwise it is made here, before anything is sent.
+ */
+export async function callService(target: ServiceTarget, call: ServiceRequest, now: () => number = Date.now, signal?: AbortSignal, socketCheck?: Promise<{ reason: string } | null>): Promise<ServiceOutcome> {
+  const fault = await (socketCheck ?? checkTarget(target));
+  if (fault) return unavailable(fault.reason);
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
     'content-length': call.body.length,
