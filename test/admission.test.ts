@@ -161,3 +161,14 @@ test('SPEC §4.1: max_inflight and per_caller_inflight under 50 parallel callers
   const stamps = ((await n.host.state(actors('text.echo', first).callerMin))!.context as BucketContext).stamps;
   t.is(stamps.length, 2);
 });
+
+test('SPEC §4.1: a call refused by its own window never holds a shared slot another caller needs', async (t) => {
+  const n = await node(t, 'closed', [{ id: 'text.echo', per_caller_per_min: 1, global_per_min: 2, max_inflight: 100, per_caller_inflight: 100 }]);
+  t.is(await reasonOf(n.call(A, 'text.echo')), 'admitted'); // A's own window is now full; one global slot is left
+  for (let round = 0; round < 20; round++) {
+    const [a, b] = await Promise.all([n.call(A, 'text.echo'), n.call(B, 'text.echo')]);
+    t.like(a, { admitted: false, reason: 'quota_caller_per_min' });
+    t.true(b.admitted, `round ${round}: B takes the last global slot`);
+    if (b.admitted) await b.release(true); // give it back, so the next round starts the same
+  }
+});

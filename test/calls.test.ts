@@ -187,3 +187,24 @@ test('SPEC §12: a long call shows its progress on stderr while stdout keeps the
   t.regex(r.stderr, /^task [0-9a-f]{16}: working \(\d+ s\)$/m);
   t.regex(r.stdout, /^\{\n {2}"slow": true\n\}\nreceipt bafyrei/);
 });
+
+test('SPEC §9.5: a resend of a running task changes nothing, and the call still ends interrupted after a restart', async (t) => {
+  const net = await startNet(t);
+  let runs = 0;
+  const p = await provider(t, net, async () => {
+    runs++;
+    await new Promise(() => {});
+  });
+  let prov = await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  const send = () => x.messenger.send(p.aid, TASK_SEND, toBody({ task: '00000000000000b1', capability: 'demo.echo', args: '{}' }));
+  await send();
+  for (let i = 0; i < 200 && runs === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await send(); // the same task id again, while it runs
+  await new Promise((r) => setTimeout(r, 200));
+  t.is(runs, 1, 'never run twice');
+  await prov.close();
+  prov = await net.start(p.dir);
+  for (let i = 0; i < 200 && !x.received.some((m) => m.type === TASK_RESULT); i++) await new Promise((r) => setTimeout(r, 20));
+  t.like(x.received.find((m) => m.type === TASK_RESULT)?.body, { task: '00000000000000b1', state: 'failed', reason: 'interrupted' });
+});

@@ -5,7 +5,7 @@ import { viaNode } from './node.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
 import type { TaskRecord } from '../tasks/outbound.js';
-import type { InboxEntry } from '../inbound/text.js';
+import { CHAT, type InboxEntry } from '../inbound/text.js';
 
 /** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
 const WAIT_MS = 150_000;
@@ -53,13 +53,20 @@ export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, 
   show.stop();
   if (json) printJson(io, record);
   else printRecord(io, record);
-  if (record.state !== 'completed') throw new CliError('', 1);
+  if (record.state !== 'completed' || receiptFailed(record)) throw new CliError('', 1);
 }
+
+/** Words from another node, printed without control characters (no terminal escapes from peers). */
+const clean = (text: string) => text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '?');
+
+/** A completed capability call whose receipt did not verify is reported, and `anet call` exits 1. */
+const receiptFailed = (r: TaskRecord) => r.state === 'completed' && r.capability !== CHAT && !r.receipt?.startsWith('bafy');
 
 function printRecord(io: Io, r: TaskRecord): void {
   if (r.state === 'completed') {
-    io.out(JSON.stringify(r.result, null, 2));
-    io.out(r.receipt?.startsWith('invalid') ? `receipt ${r.receipt}` : `receipt ${r.receipt} (signed by the provider, verified)`);
+    io.out(clean(JSON.stringify(r.result, null, 2)));
+    if (r.capability === CHAT) return;
+    io.out(receiptFailed(r) ? `receipt NOT verified: ${clean(String(r.receipt ?? 'none'))}; do not rely on this result` : `receipt ${r.receipt} (signed by the provider, verified)`);
     return;
   }
   if (r.state === 'submitted' || r.state === 'working') {
@@ -67,7 +74,7 @@ function printRecord(io: Io, r: TaskRecord): void {
     return;
   }
   const retry = r.retryAfterMs !== null ? ` (retry after ${Math.ceil(r.retryAfterMs / 1000)} s)` : '';
-  const words = r.message ? `: ${r.message}` : r.detail ? ` (${r.detail})` : '';
+  const words = r.message ? `: ${clean(r.message)}` : r.detail ? ` (${clean(r.detail)})` : '';
   io.out(`${r.state}: ${r.reason}${words}${retry}`);
   if (r.explanation) io.out(r.explanation);
 }
@@ -97,7 +104,7 @@ export async function cmdSend(io: Io, dataDir: string, aid: string | undefined, 
   const text = words.join(' ');
   const record = await viaNode<TaskRecord>(dataDir, 'send', { aid, text, waitMs: SEND_WAIT_MS }, (node) => node.caller.send(aid, text, SEND_WAIT_MS));
   if (json) printJson(io, record);
-  else if (record.state === 'completed') io.out(String((record.result as { text?: unknown })?.text ?? ''));
+  else if (record.state === 'completed') io.out(clean(String((record.result as { text?: unknown })?.text ?? '')));
   else printRecord(io, record);
   if (record.state !== 'completed' && record.state !== 'working' && record.state !== 'submitted') throw new CliError('', 1);
 }
@@ -106,7 +113,7 @@ export async function cmdInbox(io: Io, dataDir: string, json: boolean): Promise<
   const rows = await viaNode<InboxEntry[]>(dataDir, 'inbox', {}, (node) => node.inbox());
   if (json) return printJson(io, rows);
   if (rows.length === 0) return io.out('the inbox is empty');
-  for (const r of rows) io.out(`${r.task}  ${r.from}  ${r.text.length > 80 ? `${r.text.slice(0, 77)}...` : r.text}`);
+  for (const r of rows) io.out(`${r.task}  ${r.from}  ${clean(r.text.length > 80 ? `${r.text.slice(0, 77)}...` : r.text)}`);
 }
 
 export async function cmdReply(io: Io, dataDir: string, task: string | undefined, words: string[], json: boolean): Promise<void> {

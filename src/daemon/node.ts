@@ -15,7 +15,7 @@ import { explain } from '../reasons.js';
 import { Messenger } from '../relay/messenger.js';
 import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
 import { cardDesk, renewCredentials, CARD_REQUEST, CARD_REPLY, CONTACT_CREDENTIAL } from '../card/desk.js';
-import { callDesk, interruptRunning, TASK_SEND, TASK_STATUS, TASK_RESULT, type CallParts } from '../inbound/calls.js';
+import { callDesk, interruptRunning, tellInterrupted, TASK_SEND, TASK_STATUS, TASK_RESULT, type CallParts } from '../inbound/calls.js';
 import { inbox, replyToInbox, type InboxEntry } from '../inbound/text.js';
 import { Caller } from '../tasks/outbound.js';
 
@@ -131,6 +131,8 @@ export class Node {
     messenger.on(TASK_SEND, callDesk(callParts));
     messenger.on(TASK_STATUS, this.caller.onReply());
     messenger.on(TASK_RESULT, this.caller.onReply());
+    // Before the stream delivers anything: in-flight counts start empty and stopped calls end interrupted.
+    const interrupted = await interruptRunning(callParts);
     try {
       await messenger.start().catch(async (err) => {
         // Never registered (a one-shot `anet card` on a node whose daemon never ran): register, then retry.
@@ -139,8 +141,10 @@ export class Node {
         await messenger.start();
       });
       this.openMessenger = messenger;
-      const interrupted = await interruptRunning(callParts);
-      if (interrupted > 0) this.log(`${interrupted} call(s) were running when the node stopped: ended interrupted, callers told`);
+      if (interrupted.length > 0) {
+        this.log(`${interrupted.length} call(s) were running when the node stopped: ended interrupted; telling their callers`);
+        void tellInterrupted(callParts, interrupted);
+      }
       const parts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, messenger, hubAid: () => this.hubAid(), now: this.now };
       void renewCredentials(parts).then(
         (n) => n > 0 && this.log(`renewed ${n} contact credential(s) after the key rotation`),

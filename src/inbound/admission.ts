@@ -139,8 +139,26 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
   return out;
 }
 
-/** Quotas, then concurrency; every slot taken before a refusal is given back. */
-export async function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
+/** Admissions of one capability, one at a time (per host). */
+const admitting = new WeakMap<ActorHost, Map<string, Promise<unknown>>>();
+
+/**
+ * Quotas, then concurrency; every slot taken before a refusal is given back. One admission per
+ * capability at a time: a call that a later window refuses must not hold an earlier window's slot while
+ * another caller's call is checked (it would be refused for a slot nobody ends up using).
+ */
+export function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
+  let byCap = admitting.get(parts.host);
+  if (!byCap) admitting.set(parts.host, (byCap = new Map()));
+  const key = checked.capability.id;
+  const run = (byCap.get(key) ?? Promise.resolve()).then(() => takeSlotsNow(parts, checked, call));
+  const tail = run.catch(() => {});
+  byCap.set(key, tail);
+  void tail.then(() => byCap!.get(key) === tail && byCap!.delete(key));
+  return run;
+}
+
+async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
   const { capability: cap, files, listed } = checked;
   const { host } = parts;
   const ids = actors(cap.id, call.from);

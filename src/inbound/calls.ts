@@ -18,7 +18,7 @@ import { standing } from './lists.js';
 import { issueAndRecord } from '../contacts/credential.js';
 import { callService, checkTarget, type ServiceOutcome } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
-import type { OfferedCapability } from '../config/check.js';
+import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
 import { textTask } from './text.js';
 
@@ -63,13 +63,14 @@ export function callDesk(parts: CallParts): MessageHandler {
     const argsText = typeof body.args === 'string' ? body.args : '';
     const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
     const reply: Reply = (fields, listed) => answer(parts, m.from, task, fields, listed);
-    let started: { done: Promise<void> } | null = null;
+    let started: { done: Promise<void> } | 'refused' | 'resend' = 'refused';
     try {
       started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
     } finally {
-      if (!started) await parts.store.running.del(actor);
+      // A resend must not touch the mark: it is the first delivery's, which may still be running.
+      if (started === 'refused') await parts.store.running.del(actor);
     }
-    if (!started) return;
+    if (typeof started === 'string') return;
     // The service runs apart from the bus, so a long call never holds up card requests or other calls;
     // how many run at once is the admission's in-flight limit.
     void started.done
@@ -80,10 +81,9 @@ export function callDesk(parts: CallParts): MessageHandler {
 
 /**
  * RECEIVED and the quota checks go to the journal in one batch; then the in-flight slot; then the
- * service runs. Returns the running call (boxed: an awaited promise would be joined), or null when the
- * call was refused or is a resend.
+ * service runs. Returns the running call (boxed: an awaited promise would be joined), or why not.
  */
-async function admitAndStart(parts: CallParts, actor: string, call: Running, argsText: string, rawFiles: CborValue | undefined, reply: Reply): Promise<{ done: Promise<void> } | null> {
+async function admitAndStart(parts: CallParts, actor: string, call: Running, argsText: string, rawFiles: CborValue | undefined, reply: Reply): Promise<{ done: Promise<void> } | 'refused' | 'resend'> {
   let args: unknown;
   try {
     args = JSON.parse(argsText);
@@ -109,11 +109,11 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   // A resent task.send is never run twice: only the first RECEIVED of a task id takes.
   if ((received.context as CallContext).nonce !== nonce) {
     if (decision.admitted) await decision.release(true);
-    return null;
+    return 'resend';
   }
   if (!decision.admitted) {
-    await refuse(parts, actor, decision, (f) => reply(f, decision.listed));
-    return null;
+    await refuse(parts, actor, decision, (f) => reply(f, decision.listed), call.capability);
+    return 'refused';
   }
   // Not awaited: the running mark already ends this call `interrupted` if the node stops from here on.
   void parts.host.send(actor, 'call', undefined, { type: 'STARTED' }).catch(() => {});
@@ -167,8 +167,12 @@ function target(config: Config, cap: OfferedCapability): { url: ServiceUrl; time
   return { url: parseServiceUrl(cap.service.url) as ServiceUrl, timeoutMs: cap.service.timeout_ms ?? module.timeout_ms, ...(tokenFile ? { tokenFile } : {}) };
 }
 
-async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply): Promise<void> {
-  await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: r.reason, ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}), ...(r.detail ? { detail: r.detail } : {}) });
+/** A `discard` capability's journal holds no words that may carry its payload (file names, echoes). */
+const discards = (config: Config, capability: string) => offeredCapabilities(config).some((c) => c.id === capability && c.inbound.discard);
+
+async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply, capability: string): Promise<void> {
+  const detail = r.detail && !discards(parts.config, capability) ? { detail: r.detail } : {};
+  await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: r.reason, ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}), ...detail });
   await reply({ state: 'rejected', reason: r.reason, retry_after_ms: r.retryAfterMs, detail: r.detail });
 }
 
@@ -180,7 +184,7 @@ async function finish(parts: CallParts, actor: string, call: Running, outcome: S
     return reply({ state: 'completed', result: resultText, receipt: receipt.bytes });
   }
   if (outcome.state === 'rejected') {
-    await parts.host.send(actor, 'call', undefined, { type: 'SERVICE_REJECTED', message: outcome.message });
+    await parts.host.send(actor, 'call', undefined, { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message });
     return reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
   }
   if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
@@ -199,22 +203,29 @@ export async function answer(parts: CallParts, caller: string, task: string, fie
 }
 
 /**
- * At start: every call that was running when the node stopped ends `failed`, `interrupted` — its
- * outcome is unknown, so it is not run again — its slots are freed, and its caller is told.
+ * At start, before any message is taken: nothing runs after a restart, so every in-flight count starts
+ * empty (a slot can never leak across a stop), and every call that was running ends `failed`,
+ * `interrupted` — its outcome is unknown, so it is not run again. Returns the callers to tell.
  */
-export async function interruptRunning(parts: CallParts): Promise<number> {
-  let n = 0;
+export async function interruptRunning(parts: Omit<CallParts, 'messenger'>): Promise<Running[]> {
+  for (const cap of offeredCapabilities(parts.config)) {
+    await parts.host.send(actors(cap.id, '').inflight, 'inflight', { max: cap.inbound.max_inflight, perCaller: cap.inbound.per_caller_inflight }, { type: 'CLEAR' });
+  }
+  const told: Running[] = [];
   for await (const [actor, value] of parts.store.running.iterator()) {
-    const r = value as Running;
     await parts.store.running.del(actor);
     const state = await parts.host.state(actor);
     // Ended but not yet unmarked when the node stopped: its caller already has the answer.
     if (state && state.value !== 'submitted' && state.value !== 'working') continue;
     await parts.host.send(actor, 'call', undefined, { type: 'INTERRUPTED' });
-    const ids = actors(r.capability, r.caller);
-    await parts.host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: `${r.caller}/${r.task}` });
-    await answer(parts, r.caller, r.task, { state: 'failed', reason: 'interrupted', detail: 'the provider stopped while the call ran; its outcome is unknown' }).catch(() => {});
-    n++;
+    told.push(value as Running);
   }
-  return n;
+  return told;
+}
+
+/** Tells the callers of interrupted calls, once the relay is open. */
+export async function tellInterrupted(parts: CallParts, calls: Running[]): Promise<void> {
+  for (const r of calls) {
+    await answer(parts, r.caller, r.task, { state: 'failed', reason: 'interrupted', detail: 'the provider stopped while the call ran; its outcome is unknown' }).catch(() => {});
+  }
 }

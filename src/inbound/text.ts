@@ -7,12 +7,16 @@ import { randomBytes } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
 import { standing } from './lists.js';
+import type { BucketContext } from '../../machines/bucket.js';
 import { answer, type CallParts } from './calls.js';
 import { callService } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 
 export const CHAT = 'chat';
 const MAX_TEXT_BYTES = 64 * 1024;
+/** Text tasks one sender may send per minute, and how many may wait in the inbox at once. */
+const TEXT_PER_SENDER_PER_MIN = 30;
+const MAX_INBOX = 1000;
 
 export interface InboxEntry {
   task: string;
@@ -34,10 +38,10 @@ export async function textTask(parts: CallParts, from: string, task: string, tex
   const who = await standing(parts.dataDir, parts.config, from);
   const listed = who === 'allowed' || who === 'trusted';
   const reply = (fields: Parameters<typeof answer>[3]) => answer(parts, from, task, fields, listed);
-  const refusal = who === 'denied' || (!listed && parts.config.inbound.policy !== 'open') ? 'not_accepting' : bytes.length > MAX_TEXT_BYTES ? 'args_too_large' : null;
+  const refusal = who === 'denied' || (!listed && parts.config.inbound.policy !== 'open') ? { reason: 'not_accepting' } : bytes.length > MAX_TEXT_BYTES ? { reason: 'args_too_large' } : await limits(parts, from);
   if (refusal) {
-    await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: refusal });
-    return reply({ state: 'rejected', reason: refusal });
+    await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', ...refusal });
+    return reply({ state: 'rejected', reason: refusal.reason, retry_after_ms: refusal.retryAfterMs, detail: refusal.detail });
   }
   await parts.host.send(actor, 'call', undefined, { type: 'STARTED' });
   const agent = parts.config.modules.agent?.url;
@@ -46,6 +50,24 @@ export async function textTask(parts: CallParts, from: string, task: string, tex
     return reply({ state: 'working' });
   }
   await parts.store.running.put(actor, { caller: from, task, capability: CHAT });
+  // The agent may take minutes: it runs apart from the bus, so other messages keep flowing.
+  void askAgent(parts, actor, from, task, text, agent, listed).catch((err) => parts.log(`text task ${task}: ${(err as Error).message}`));
+}
+
+/** A sender's per-minute window, and room in the inbox (a flood must not grow it without bound). */
+async function limits(parts: CallParts, from: string): Promise<{ reason: string; retryAfterMs?: number; detail?: string } | null> {
+  const window = (await parts.host.send(`quota/${CHAT}/${from}/min`, 'bucket', { limit: TEXT_PER_SENDER_PER_MIN, windowMs: 60_000 }, { type: 'ADMIT' })).context as BucketContext;
+  if (!window.last?.admitted) return { reason: 'quota_caller_per_min', retryAfterMs: (window.last as { retryAfterMs: number }).retryAfterMs };
+  if (!parts.config.modules.agent?.url) {
+    let waiting = 0;
+    for await (const _ of parts.store.inbox.keys({ limit: MAX_INBOX })) waiting++;
+    if (waiting >= MAX_INBOX) return { reason: 'max_inflight', detail: 'the operator\'s inbox is full' };
+  }
+  return null;
+}
+
+async function askAgent(parts: CallParts, actor: string, from: string, task: string, text: string, agent: string, listed: boolean): Promise<void> {
+  const reply = (fields: Parameters<typeof answer>[3]) => answer(parts, from, task, fields, listed);
   try {
     const body = Buffer.from(JSON.stringify({ task_id: task, from, text }));
     const outcome = await callService({ url: parseServiceUrl(agent) as ServiceUrl, timeoutMs: parts.config.modules.service.timeout_ms }, { caller: from, callId: task, capability: CHAT, body }, parts.now, parts.stopping);

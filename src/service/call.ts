@@ -63,7 +63,8 @@ export async function callService(target: ServiceTarget, call: ServiceRequest, n
     'x-anet-capability': call.capability,
   };
   if (target.tokenFile) {
-    const token = await readTokenFile(target.tokenFile);
+    // readTokenFile checks the mode; a file we may not read (mode 000, 200) still throws on read.
+    const token = await readTokenFile(target.tokenFile).catch((err: Error) => ({ error: err.message }));
     if ('error' in token) return unavailable(`token file: ${token.error}`);
     headers.authorization = `Bearer ${token.token}`;
   }
@@ -77,9 +78,12 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      // The node-wide stop signal must not keep this call (and its answer) alive after it ended.
+      signal?.removeEventListener('abort', onStop);
       req.destroy();
       resolve(outcome);
     };
+    const onStop = () => settle(unknown('connection_lost', 'the node stopped'));
     /** Whether any byte of the request may have reached the service: from then on, a failure is "unknown". */
     let connected = false;
     const url = target.url;
@@ -99,8 +103,9 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       settle(connected ? unknown('connection_lost', err.message) : unavailable(`${err.code ?? ''} ${err.message}`.trim()));
     });
     // The node is stopping: drop the connection; the call is ended `interrupted` at the next start.
-    signal?.addEventListener('abort', () => settle(unknown('connection_lost', 'the node stopped')), { once: true });
     const timer = setTimeout(() => settle(connected ? unknown('timeout', `no answer within ${target.timeoutMs} ms`) : unavailable(`could not connect within ${target.timeoutMs} ms`)), target.timeoutMs);
+    if (signal?.aborted) return settle(unknown('connection_lost', 'the node stopped'));
+    signal?.addEventListener('abort', onStop, { once: true });
     req.end(body);
   });
 }

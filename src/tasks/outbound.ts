@@ -144,7 +144,7 @@ export class Caller {
       // A text task's answer is the operator's words: no receipt (SPEC §9.4 is for capability calls).
       if (rec.capability === CHAT) return { ...next, result };
       const kel = await this.parts.reader.kel(rec.to);
-      const check = kel && body.receipt instanceof Uint8Array ? checkReceipt(body.receipt, { kel, task: rec.task, caller: this.parts.me, result }) : { ok: false as const, why: 'no receipt' };
+      const check = kel && body.receipt instanceof Uint8Array ? checkReceipt(body.receipt, { kel, task: rec.task, caller: this.parts.me, capability: rec.capability, result }) : { ok: false as const, why: 'no receipt' };
       return { ...next, result, receipt: check.ok ? check.cid : `invalid: ${check.why}` };
     }
     return next;

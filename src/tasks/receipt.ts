@@ -36,7 +36,7 @@ export function signReceipt(provider: Identity, r: Omit<Receipt, 'provider'>): {
 export type ReceiptCheck = { ok: true; receipt: Receipt; cid: string } | { ok: false; why: string };
 
 /** Checks a receipt against the provider's KEL, the task it answers and the result it came with. */
-export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: string; caller: string; result: unknown }): ReceiptCheck {
+export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: string; caller: string; capability: string; result: unknown }): ReceiptCheck {
   let outer: CborValue;
   try {
     outer = decodeCanonical(bytes);
@@ -50,9 +50,16 @@ export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: s
   if (kid !== `did:anet:${expect.kel.aid}#${expect.kel.ksn}` || !verifyEd25519(expect.kel.currentKey, doc, sig)) {
     return { ok: false, why: 'not signed by the provider\'s current key' };
   }
-  const m = decodeCanonical(doc);
+  let m: CborValue;
+  try {
+    m = decodeCanonical(doc);
+  } catch {
+    return { ok: false, why: 'the signed receipt is not CoreDet CBOR' };
+  }
   const r = m instanceof Map ? (Object.fromEntries(m) as unknown as Receipt) : null;
-  if (!r || r.provider !== expect.kel.aid || r.task !== expect.task || r.caller !== expect.caller) return { ok: false, why: 'issued for another task, caller or provider' };
+  if (!r || r.provider !== expect.kel.aid || r.task !== expect.task || r.caller !== expect.caller || r.capability !== expect.capability) {
+    return { ok: false, why: 'issued for another task, capability, caller or provider' };
+  }
   if (!(r.result_hash instanceof Uint8Array) || Buffer.compare(Buffer.from(r.result_hash), Buffer.from(resultHash(expect.result))) !== 0) {
     return { ok: false, why: 'the result does not match its hash' };
   }

@@ -1,0 +1,29 @@
+// SPEC §9.4, WIRE §5: receipts — CoreDet, signed by the provider's current key, bound to the task, the
+// capability, the caller and the result; anything else is refused.
+import test from 'ava';
+import { signReceipt, checkReceipt, resultHash } from '../src/tasks/receipt.js';
+import { testIdentity } from './helpers/identity.js';
+import { encodeCanonical } from '../src/identity/cbor.js';
+
+const provider = testIdentity('rcpt-provider', 1);
+const other = testIdentity('rcpt-other');
+const identity = { aid: provider.kel.aid, kel: provider.kel, signer: provider.keys[1]! };
+const result = { words: 4, text: 'é' };
+const base = { task: '00000000000000c1', capability: 'text.wordcount', caller: other.kel.aid, result_hash: new Uint8Array(), at: 1 };
+
+test('WIRE §5: a receipt verifies for its own task, capability, caller and result only', (t) => {
+  const signed = signReceipt(identity, { ...base, result_hash: resultHash(result) });
+  const expect = { kel: provider.kel, task: base.task, caller: base.caller, capability: base.capability, result };
+  const ok = checkReceipt(signed.bytes, expect);
+  t.true(ok.ok);
+  t.is(ok.ok && ok.cid, signed.cid);
+  t.regex(signed.cid, /^bafyrei/);
+  t.false(checkReceipt(signed.bytes, { ...expect, capability: 'text.other' }).ok, 'another capability');
+  t.false(checkReceipt(signed.bytes, { ...expect, task: '00000000000000c2' }).ok, 'another task');
+  t.false(checkReceipt(signed.bytes, { ...expect, caller: provider.kel.aid }).ok, 'another caller');
+  t.false(checkReceipt(signed.bytes, { ...expect, result: { words: 5, text: 'é' } }).ok, 'another result');
+  t.false(checkReceipt(signed.bytes, { ...expect, kel: other.kel }).ok, 'another provider');
+  const stale = signReceipt({ ...identity, kel: { ...provider.kel, ksn: 0 }, signer: provider.keys[0]! }, { ...base, result_hash: resultHash(result) });
+  t.false(checkReceipt(stale.bytes, expect).ok, 'a rotated-away key');
+  t.false(checkReceipt(encodeCanonical(new Map<number, never>([[1, new Uint8Array([0xff]) as never], [2, `did:anet:${provider.kel.aid}#1` as never], [3, provider.keys[1]!.sign(new Uint8Array([0xff])) as never]])), expect).ok, 'a signed non-CBOR document');
+});
