@@ -112,7 +112,11 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
 
 async function answer(res: IncomingMessage, now: () => number): Promise<ServiceOutcome> {
   const status = res.statusCode ?? 0;
-  const read = await readLimited(res);
+  // Only a 2xx (the result) and a 4xx (the service's own words) need the body; for the rest the status
+  // says it all, and a body that stalls must not turn a clear answer into a timeout.
+  const wantsBody = (status >= 200 && status < 300) || (status >= 400 && status < 500 && status !== 429);
+  if (!wantsBody) res.resume();
+  const read: Read = wantsBody ? await readLimited(res) : { kind: 'ok', bytes: Buffer.alloc(0) };
   if (status === 429 || status === 503) {
     const retryAfterMs = retryAfter(res.headers['retry-after'], now());
     return { state: 'failed', reason: 'service_busy', ...(retryAfterMs !== undefined ? { retryAfterMs } : {}), operatorDetail: `HTTP ${status}` };
