@@ -86,7 +86,7 @@ export class Reader {
    * freshness). Callers hold the AID's lock.
    */
   private async kelFor(aid: string, offered: Uint8Array | null, source: 'hub' | 'peer'): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
-    const peer = (await this.store.peers.get(aid)) as PeerRecord | undefined;
+    const peer = await this.peer(aid);
     let stored: KelState | undefined;
     if (peer) stored = this.validate(aid, peer.kel);
     let incoming: KelState | undefined;
@@ -145,8 +145,25 @@ export class Reader {
     });
   }
 
+  /** This process owns the store, so the records it wrote are kept in memory too (bounded). */
+  private readonly peers = new Map<string, PeerRecord>();
+
+  private async peer(aid: string): Promise<PeerRecord | undefined> {
+    const hit = this.peers.get(aid);
+    if (hit) return hit;
+    const rec = (await this.store.peers.get(aid)) as PeerRecord | undefined;
+    if (rec) this.cachePeer(aid, rec);
+    return rec;
+  }
+
+  private cachePeer(aid: string, rec: PeerRecord): void {
+    if (this.peers.size >= KEL_CACHE) this.peers.clear();
+    this.peers.set(aid, rec);
+  }
+
   private async savePeer(aid: string, rec: PeerRecord): Promise<void> {
     await this.store.peers.put(aid, rec);
+    this.cachePeer(aid, rec);
   }
 
   /** Verifies one card as the hub served it, moves the high-water mark, records it for audit. */

@@ -10,6 +10,19 @@ const INDEX = '~';
 export class ReplayGuard {
   /** Mids being checked right now, so two copies arriving together cannot both pass. */
   private readonly checking = new Set<string>();
+  /** Mids taken since start (bounded), checked before LevelDB. */
+  private readonly recent = new Set<string>();
+  private writing: Promise<unknown> = Promise.resolve();
+
+  private remember(key: string): void {
+    if (this.recent.size >= 100_000) this.recent.clear();
+    this.recent.add(key);
+  }
+
+  /** Resolves once the last mid taken is on disk. */
+  flushed(): Promise<unknown> {
+    return this.writing;
+  }
 
   constructor(private readonly store: Store) {}
 
@@ -19,11 +32,17 @@ export class ReplayGuard {
     if (this.checking.has(key)) return true;
     this.checking.add(key);
     try {
-      if ((await this.store.mids.get(key)) !== undefined) return true;
-      await this.store.mids.batch([
-        { type: 'put', key, value: exp },
-        { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 },
-      ]);
+      if (this.recent.has(key) || (await this.store.mids.get(key)) !== undefined) return true;
+      // Remembered in memory at once (so a copy arriving now is caught) and written without waiting:
+      // LevelDB applies writes in the order they are issued, and every effect of this message is a later
+      // (synced) write, so whatever it did is never on disk without its mid.
+      this.remember(key);
+      this.writing = this.store.mids
+        .batch([
+          { type: 'put', key, value: exp },
+          { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 },
+        ])
+        .catch(() => this.recent.delete(key));
       return false;
     } finally {
       this.checking.delete(key);
