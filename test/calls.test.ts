@@ -3,8 +3,9 @@
 // reply for unknown and allow_only ids, calls interrupted by a restart and never run again, and the
 // contact credential after a first exchange.
 import test, { type ExecutionContext } from 'ava';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { filesContaining } from './helpers/files.js';
 import { startNet, rawPeer, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
@@ -136,13 +137,6 @@ test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact cr
   t.deepEqual(after.card.skills.map((s: { id: string }) => s.id), ['demo.echo', 'secret.tool']);
 });
 
-async function filesContaining(dir: string, marker: string): Promise<string[]> {
-  const hits: string[] = [];
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (entry.isFile() && (await readFile(join(entry.parentPath, entry.name))).includes(marker)) hits.push(join(entry.parentPath, entry.name));
-  }
-  return hits;
-}
 
 test('SPEC §9.3: with discard, no byte of the arguments, files or result is left in the provider\'s data dir after a restart', async (t) => {
   const net = await startNet(t);

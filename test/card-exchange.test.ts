@@ -2,8 +2,8 @@
 // relay — every row of the §6.3 table, the fetch conditions, the 10 s / 24 h / 60 s timings, the
 // provider's six-per-minute limit, contact credentials, and allow_only invisibility.
 import test from 'ava';
-import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { filesContaining } from './helpers/files.js';
 import { startNet, providerConfig, rawPeer } from './helpers/net.js';
 import { toBody } from '../src/relay/body.js';
 import { CARD_REQUEST, CARD_REPLY } from '../src/card/desk.js';
@@ -306,15 +306,6 @@ test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states t
   t.true((await reader.node.host!.state(`card-fetch/${p.aid}/general`))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
 });
 
-async function filesContaining(dir: string, marker: string): Promise<string[]> {
-  const hits: string[] = [];
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const path = join(entry.parentPath, entry.name);
-    if ((await readFile(path)).includes(marker)) hits.push(path);
-  }
-  return hits;
-}
 
 test('SPEC §11, §5.3: the hub\'s stored bytes never hold an extended card, a price or a message body', async (t) => {
   const net = await startNet(t);
