@@ -19,6 +19,7 @@ import { signCard } from './jws.js';
 import { EXT_CARD } from './constants.js';
 import type { AgentCard } from './types.js';
 import type { CardStamp } from './build.js';
+import type { CborValue } from '../identity/cbor.js';
 
 export const CARD_REQUEST = 'card.request';
 export const CARD_REPLY = 'card.reply';
@@ -47,7 +48,7 @@ function stampOf(own: OwnCard | undefined): CardStamp | null {
 }
 
 /** The body of our answer to `from`: the signed card or not_configured, and a credential if listed. */
-export async function cardReplyBody(parts: Omit<DeskParts, 'host' | 'messenger'>, from: string, rid: string): Promise<Map<string, import('../identity/cbor.js').CborValue>> {
+export async function cardReplyBody(parts: Omit<DeskParts, 'host' | 'messenger'>, from: string, rid: string): Promise<Map<string, CborValue>> {
   const who = await standing(parts.dataDir, parts.config, from);
   const listed = who === 'allowed' || who === 'trusted';
   const kind: ExtendedKind = listed ? 'list' : 'general';
