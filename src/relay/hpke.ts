@@ -2,9 +2,7 @@
 // suite of WIRE.md §4 — assembled from node:crypto primitives as WIRE.md allows. The pure-JS HPKE library
 // measured ~5 ms per seal+open here (its X25519 is JavaScript); native X25519 and ChaCha20-Poly1305 make
 // it well under a millisecond. Tests check interoperability with @hpke/core in both directions.
-import { createCipheriv, createDecipheriv, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { extract, expand } from '@noble/hashes/hkdf.js';
-import { sha256 } from '@noble/hashes/sha2.js';
+import { createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, type KeyObject } from 'node:crypto';
 
 const KEM_ID = 0x0020;
 const KDF_ID = 0x0001;
@@ -28,12 +26,22 @@ const KEM_SUITE = concat(te.encode('KEM'), i2osp(KEM_ID, 2));
 const HPKE_SUITE = concat(te.encode('HPKE'), i2osp(KEM_ID, 2), i2osp(KDF_ID, 2), i2osp(AEAD_ID, 2));
 const V1 = te.encode('HPKE-v1');
 
+// HKDF-SHA256 (RFC 5869) on node's native HMAC. Extract: HMAC(salt, ikm), an empty salt being 32 zero
+// bytes. Expand, for the at most 32 bytes this suite ever asks: the first block, HMAC(prk, info || 0x01).
+const ZERO_SALT = new Uint8Array(32);
+const hmac = (key: Uint8Array, ...data: Uint8Array[]) => {
+  const h = createHmac('sha256', key);
+  for (const d of data) h.update(d);
+  return new Uint8Array(h.digest());
+};
+
 function labeledExtract(suite: Uint8Array, salt: Uint8Array, label: string, ikm: Uint8Array): Uint8Array {
-  return extract(sha256, concat(V1, suite, te.encode(label), ikm), salt);
+  return hmac(salt.length ? salt : ZERO_SALT, V1, suite, te.encode(label), ikm);
 }
 
 function labeledExpand(suite: Uint8Array, prk: Uint8Array, label: string, info: Uint8Array, length: number): Uint8Array {
-  return expand(sha256, prk, concat(i2osp(length, 2), V1, suite, te.encode(label), info), length);
+  if (length > 32) throw new Error('this HKDF-Expand serves at most one SHA-256 block');
+  return hmac(prk, i2osp(length, 2), V1, suite, te.encode(label), info, Uint8Array.of(1)).subarray(0, length);
 }
 
 export interface X25519KeyPair {
@@ -64,13 +72,28 @@ export function x25519PublicOf(privateKey: Uint8Array): Uint8Array {
   return new Uint8Array(createPublicKey(privateKeyObject(privateKey)).export({ format: 'der', type: 'spki' }).subarray(SPKI_X25519.length));
 }
 
-function dh(privateKey: Uint8Array, publicKey: Uint8Array): Uint8Array {
+// A recipient's public key is parsed once (peers' keys are few and reused); ephemeral ones are not cached.
+const publicKeyObjects = new Map<string, KeyObject>();
+
+function publicKeyObject(publicKey: Uint8Array, cache: boolean): KeyObject {
+  const id = cache ? Buffer.from(publicKey).toString('hex') : '';
+  const hit = cache ? publicKeyObjects.get(id) : undefined;
+  if (hit) return hit;
+  const key = createPublicKey({ key: Buffer.concat([SPKI_X25519, publicKey]), format: 'der', type: 'spki' });
+  if (cache) {
+    if (publicKeyObjects.size >= 1024) publicKeyObjects.clear();
+    publicKeyObjects.set(id, key);
+  }
+  return key;
+}
+
+function dh(privateKey: Uint8Array | KeyObject, publicKey: Uint8Array, cachePublic: boolean): Uint8Array {
   if (publicKey.length !== 32) throw new Error('an X25519 public key is 32 bytes');
   let out: Buffer;
   try {
     out = diffieHellman({
-      privateKey: privateKeyObject(privateKey),
-      publicKey: createPublicKey({ key: Buffer.concat([SPKI_X25519, publicKey]), format: 'der', type: 'spki' }),
+      privateKey: privateKey instanceof Uint8Array ? privateKeyObject(privateKey) : privateKey,
+      publicKey: publicKeyObject(publicKey, cachePublic),
     });
   } catch {
     // OpenSSL refuses to derive the all-zero value itself.
@@ -99,9 +122,11 @@ function keySchedule(sharedSecret: Uint8Array, info: Uint8Array): { key: Uint8Ar
 }
 
 /** Single-shot seal (sequence number 0): returns the encapsulated key and the ciphertext with its tag. */
-export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint8Array, plaintext: Uint8Array, ephemeral: X25519KeyPair = generateX25519()): { enc: Uint8Array; ct: Uint8Array } {
-  const enc = ephemeral.publicKey;
-  const shared = extractAndExpand(dh(ephemeral.privateKey, recipientPublicKey), concat(enc, recipientPublicKey));
+export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint8Array, plaintext: Uint8Array, ephemeral?: X25519KeyPair): { enc: Uint8Array; ct: Uint8Array } {
+  // A fresh ephemeral key stays a KeyObject: only its public half is ever needed as bytes.
+  const fresh = ephemeral ? null : generateKeyPairSync('x25519');
+  const enc = ephemeral ? ephemeral.publicKey : new Uint8Array(fresh!.publicKey.export({ format: 'der', type: 'spki' }).subarray(SPKI_X25519.length));
+  const shared = extractAndExpand(dh(ephemeral ? ephemeral.privateKey : fresh!.privateKey, recipientPublicKey, true), concat(enc, recipientPublicKey));
   const { key, baseNonce } = keySchedule(shared, info);
   const cipher = createCipheriv('chacha20-poly1305', key, baseNonce, { authTagLength: 16 });
   cipher.setAAD(aad, { plaintextLength: plaintext.length });
@@ -112,7 +137,7 @@ export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint
 /** Single-shot open; throws when the ciphertext does not authenticate. */
 export function open(recipient: X25519KeyPair, info: Uint8Array, aad: Uint8Array, enc: Uint8Array, ct: Uint8Array): Uint8Array {
   if (ct.length < 16) throw new Error('HPKE ciphertext too short');
-  const shared = extractAndExpand(dh(recipient.privateKey, enc), concat(enc, recipient.publicKey));
+  const shared = extractAndExpand(dh(recipient.privateKey, enc, false), concat(enc, recipient.publicKey));
   const { key, baseNonce } = keySchedule(shared, info);
   const decipher = createDecipheriv('chacha20-poly1305', key, baseNonce, { authTagLength: 16 });
   decipher.setAAD(aad, { plaintextLength: ct.length - 16 });

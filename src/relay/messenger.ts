@@ -49,6 +49,8 @@ export class Messenger {
   private keySet: Uint8Array | null = null;
   private readonly peerKeys = new Map<string, { key: PublicEncryptionKey; until: number }>();
   private readonly keysSentTo = new Set<string>();
+  /** Our KEL as it rides on every message (the identity does not change while the messenger runs). */
+  private kelBytes: Uint8Array | null = null;
   private closed = false;
   private busStarted = false;
   private attempt = 0;
@@ -187,7 +189,7 @@ export class Messenger {
       ts: now,
       exp: now + (opts.ttlMs ?? DEFAULT_TTL_MS),
       body,
-      kel: encodeKel(identity.kel.events),
+      kel: (this.kelBytes ??= encodeKel(identity.kel.events)),
       // Our key set rides on the first message to each peer only (it can also fetch it from the hub):
       // on every message it would double the envelope's padded size.
       ...(this.keySet && !this.keysSentTo.has(to) ? { keys: this.keySet } : {}),
