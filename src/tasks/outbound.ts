@@ -46,6 +46,9 @@ export interface CallerParts {
 
 export class Caller {
   private readonly waiters = new Map<string, ((r: TaskRecord) => void)[]>();
+  /** Records of tasks not yet ended, ahead of (or equal to) their stored copies. */
+  private readonly live = new Map<string, TaskRecord>();
+  private readonly chains = new Map<string, Promise<void>>();
   private readonly contacts: Contacts;
 
   constructor(private readonly parts: CallerParts) {
@@ -71,10 +74,13 @@ export class Caller {
       task, to, capability, state: 'submitted', sentAt: now, updatedAt: now,
       reason: null, explanation: null, retryAfterMs: null, detail: null, message: null, result: null, receipt: null,
     };
-    await this.parts.store.tasks.put(task, record);
+    // Known in memory at once, written while the message goes out: LevelDB keeps the order of writes,
+    // so a reply's later write always lands over this one.
+    this.remember(task, record);
+    const written = this.parts.store.tasks.put(task, record);
     const settled = this.until(task, waitMs, onUpdate, enough);
     const messenger = await this.parts.messenger();
-    await messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 });
+    await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 })]);
     return settled;
   }
 
@@ -96,7 +102,7 @@ export class Caller {
   }
 
   async task(id: string): Promise<TaskRecord | undefined> {
-    return (await this.parts.store.tasks.get(id)) as TaskRecord | undefined;
+    return this.live.get(id) ?? ((await this.parts.store.tasks.get(id)) as TaskRecord | undefined);
   }
 
   async tasks(): Promise<TaskRecord[]> {
@@ -110,13 +116,32 @@ export class Caller {
       const body = fromBody(m.body);
       const id = body?.task;
       if (!body || typeof id !== 'string') return;
-      const rec = await this.task(id);
-      // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
-      if (!rec || rec.to !== m.from || FINAL.includes(rec.state)) return;
-      const next = await this.apply(rec, body, m.at);
-      await this.parts.store.tasks.put(id, next);
-      for (const wake of this.waiters.get(id) ?? []) wake(next);
+      // One reply of a task at a time: a status and a result arriving together must not cross.
+      const prev = this.chains.get(id) ?? Promise.resolve();
+      const run = prev.then(() => this.take(id, m.from, body, m.at));
+      const tail = run.catch(() => {});
+      this.chains.set(id, tail);
+      void tail.then(() => this.chains.get(id) === tail && this.chains.delete(id));
+      await run;
     };
+  }
+
+  /** Bounded: the oldest unanswered tasks fall back to their stored copies. */
+  private remember(id: string, rec: TaskRecord): void {
+    if (!this.live.has(id) && this.live.size >= 10_000) this.live.delete(this.live.keys().next().value!);
+    this.live.set(id, rec);
+  }
+
+  private async take(id: string, from: string, body: Record<string, unknown>, at: number): Promise<void> {
+    const rec = await this.task(id);
+    // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
+    if (!rec || rec.to !== from || FINAL.includes(rec.state)) return;
+    const next = await this.apply(rec, body, at);
+    this.remember(id, next);
+    const written = this.parts.store.tasks.put(id, next);
+    for (const wake of this.waiters.get(id) ?? []) wake(next);
+    await written;
+    if (FINAL.includes(next.state)) this.live.delete(id);
   }
 
   private async apply(rec: TaskRecord, body: Record<string, unknown>, at: number): Promise<TaskRecord> {
