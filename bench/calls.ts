@@ -3,6 +3,7 @@
 // as its own `anet daemon` process (the caller, the hub and the service share this one).
 // Targets (issue "Capability calls"): ≥ 500 calls/s on 2 cores, node-added p50 ≤ 5 ms.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,8 +43,21 @@ async function measure(n: number, concurrency: number, one: () => Promise<void>)
   return { perSec: n / ((performance.now() - t0) / 1000), latencies };
 }
 
+let providerPid = 0;
+
+/** The provider process's CPU time so far (Linux /proc; 0 elsewhere). */
+function providerCpuMs(): number {
+  try {
+    const fields = readFileSync(`/proc/${providerPid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
 function startProvider(dataDir: string): Promise<() => Promise<void>> {
   const child = spawn(process.execPath, [...(process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : []), BIN, 'daemon', '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  providerPid = child.pid ?? 0;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return new Promise((resolve, reject) => {
     const lines: string[] = [];
@@ -93,7 +107,10 @@ export async function benchCalls(n: number): Promise<boolean> {
   const directSeq = await measure(n, 1, () => directPost(service.socketPath, body));
   const nodesSeq = await measure(n, 1, call);
   const directPar = await measure(n, 32, () => directPost(service.socketPath, body));
+  const cpu0 = { bench: process.cpuUsage(), provider: providerCpuMs() };
   const nodesPar = await measure(n, 32, call);
+  const benchCpu = process.cpuUsage(cpu0.bench);
+  const providerCpu = providerCpuMs() - cpu0.provider;
   await caller.close();
   await stopProvider();
   await hub.close();
@@ -110,5 +127,7 @@ export async function benchCalls(n: number): Promise<boolean> {
   row('baseline: direct POST, 32 at once', `${directPar.perSec.toFixed(0)} calls/s`, '1.00x');
   row('calls through two nodes, 32 at once', `${nodesPar.perSec.toFixed(0)} calls/s`, `${(nodesPar.perSec / directPar.perSec).toFixed(3)}x`, '>= 500 calls/s', okRate);
   console.log(`node-added p50: ${added.toFixed(2)} ms`);
+  // Which process saturates first, 32 at once: on 2 cores, 500 calls/s leaves each about 2 ms of CPU.
+  console.log(`CPU per call, 32 at once: provider ${(providerCpu / n).toFixed(2)} ms, caller+hub+service ${((benchCpu.user + benchCpu.system) / 1000 / n).toFixed(2)} ms, wall ${(1000 / nodesPar.perSec).toFixed(2)} ms`);
   return okRate && okAdded;
 }
