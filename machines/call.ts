@@ -73,10 +73,15 @@ export const callMachine = setup({
   initial: 'new',
   states: {
     new: { on: { RECEIVED: { actions: 'receive', target: 'submitted' } } },
+    // Admitted calls may end straight from here: STARTED is optional (text tasks use it), which saves a
+    // journal write per capability call.
     submitted: {
       on: {
         REFUSED: { actions: 'refuse', target: 'rejected' },
         STARTED: 'working',
+        COMPLETED: { actions: 'complete', target: 'completed' },
+        FAILED: { actions: 'fail', target: 'failed' },
+        SERVICE_REJECTED: { actions: 'serviceRejected', target: 'rejected' },
         INTERRUPTED: { actions: 'interrupt', target: 'failed' },
       },
     },

@@ -115,8 +115,8 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     await refuse(parts, actor, decision, (f) => reply(f, decision.listed), call.capability);
     return 'refused';
   }
-  // Not awaited: the running mark already ends this call `interrupted` if the node stops from here on.
-  void parts.host.send(actor, 'call', undefined, { type: 'STARTED' }).catch(() => {});
+  // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it
+  // `interrupted` if the node stops first.
   const listedReply: Reply = (f) => reply(f, decision.listed);
   const done = (async () => {
     try {
