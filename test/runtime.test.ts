@@ -212,3 +212,22 @@ test('SPEC §2: a quota changed in config.json applies to existing callers after
   t.deepEqual((await verify(node.store)).differences, []);
   await node.close();
 });
+
+test('SPEC §9.5, §14: records sent alongside an event are written in its batch, and replay does not see them', async (t) => {
+  const store = await Store.open(await tempDir(t));
+  const host = await ActorHost.start(store, { clock: new ManualClock(1000) });
+  t.teardown(async () => {
+    await host.close();
+    await store.close();
+  });
+  const input = { limit: 5, windowMs: 60_000 };
+  await host.send('b', 'bucket', input, { type: 'ADMIT' }, { alongside: [{ sublevel: 'running', key: 'call/x', value: { task: 'x' } }] });
+  t.deepEqual(await store.running.get('call/x'), { task: 'x' });
+  await host.send('b', 'bucket', input, { type: 'ADMIT' }, { alongside: [{ sublevel: 'running', key: 'call/x' }, { sublevel: 'payloads', key: 'call/x', value: 'p' }] });
+  t.is(await store.running.get('call/x'), undefined);
+  t.is(await store.payloads.get('call/x'), 'p');
+  const entries = (await store.journal.values().all()) as JournalEntry[];
+  t.is(entries.length, 2);
+  t.false(JSON.stringify(entries).includes('call/x'), 'the journal holds the events only');
+  t.deepEqual((await verify(store)).differences, []);
+});

@@ -8,7 +8,7 @@ import type { CallContext } from '../../machines/call.js';
 import type { Config } from '../config/schema.js';
 import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
-import type { ActorHost } from '../runtime/host.js';
+import type { ActorHost, SendOptions } from '../runtime/host.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
 import { fromBody, toBody } from '../relay/body.js';
@@ -63,19 +63,11 @@ export function callDesk(parts: CallParts): MessageHandler {
     const argsText = typeof body.args === 'string' ? body.args : '';
     const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
     const reply: Reply = (fields, listed) => answer(parts, m.from, task, fields, listed);
-    let started: { done: Promise<void> } | 'refused' | 'resend' = 'refused';
-    try {
-      started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
-    } finally {
-      // A resend must not touch the mark: it is the first delivery's, which may still be running.
-      if (started === 'refused') await parts.store.running.del(actor);
-    }
+    const started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
     if (typeof started === 'string') return;
     // The service runs apart from the bus, so a long call never holds up card requests or other calls;
     // how many run at once is the admission's in-flight limit.
-    void started.done
-      .then(() => (parts.stopping.aborted ? undefined : parts.store.running.del(actor)))
-      .catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${call.capability}): ${(err as Error).message}`));
+    void started.done.catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${call.capability}): ${(err as Error).message}`));
   };
 }
 
@@ -97,14 +89,13 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   const service = 'admitted' in checked ? null : target(parts.config, checked.capability);
   const socketCheck = service ? checkTarget(service) : null;
   const nonce = randomBytes(8).toString('hex');
-  // Marked running from here: a crash ends it `interrupted` at the next start, its slots freed (a FINISH
-  // of a slot never taken is ignored).
+  // Marked running in the same batch as RECEIVED: a crash from here on ends it `interrupted` at the next
+  // start, with its slots freed. The mark goes in the batch of the event that ends the call.
   const [received, decision] = await Promise.all([
     parts.host.send(actor, 'call', undefined, {
       type: 'RECEIVED', nonce, task: call.task, caller: call.caller, capability: call.capability, argsBytes: callIn.argsBytes, argsHash: hex(sha256(Buffer.from(argsText))),
-    }),
+    }, { alongside: [{ sublevel: 'running', key: actor, value: call }] }),
     'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn),
-    parts.store.running.put(actor, call),
   ]);
   // A resent task.send is never run twice: only the first RECEIVED of a task id takes.
   if ((received.context as CallContext).nonce !== nonce) {
@@ -127,9 +118,9 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
       }, parts.now, parts.stopping, socketCheck!).finally(() => clearTimeout(status));
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
-      await finish(parts, actor, call, outcome, listedReply);
       // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
-      if (!decision.capability.inbound.discard) await keepPayload(parts, actor, argsText, decision.files, outcome);
+      const payload = decision.capability.inbound.discard ? null : payloadOf(argsText, decision.files, outcome);
+      await finish(parts, actor, call, outcome, listedReply, payload);
       await decision.release();
     } catch (err) {
       if (!parts.stopping.aborted) await decision.release();
@@ -140,12 +131,17 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
 }
 
 /** What a call without `discard` leaves for the operator: its arguments, its files' digests, its result. */
-async function keepPayload(parts: CallParts, actor: string, argsText: string, files: FileOut[], outcome: ServiceOutcome): Promise<void> {
+function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome): unknown {
   const fileDigests = files.map((f) => {
     const bytes = Buffer.from(f.data_b64, 'base64');
     return { name: f.name, mime: f.mime, bytes: bytes.length, sha256: hex(sha256(bytes)) };
   });
-  await parts.store.payloads.put(actor, { args: argsText, files: fileDigests, result: outcome.state === 'completed' ? outcome.text : null });
+  return { args: argsText, files: fileDigests, result: outcome.state === 'completed' ? outcome.text : null };
+}
+
+/** Written with the event that ends a call: its running mark goes, its payload (if kept) comes. */
+function ending(actor: string, payload: unknown): NonNullable<SendOptions['alongside']> {
+  return [{ sublevel: 'running', key: actor }, ...(payload === null ? [] : [{ sublevel: 'payloads' as const, key: actor, value: payload }])];
 }
 
 type Reply = (fields: Record<string, CborValue | undefined>, listed?: boolean) => Promise<void>;
@@ -172,23 +168,24 @@ const discards = (config: Config, capability: string) => offeredCapabilities(con
 
 async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply, capability: string): Promise<void> {
   const detail = r.detail && !discards(parts.config, capability) ? { detail: r.detail } : {};
-  await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: r.reason, ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}), ...detail });
+  await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: r.reason, ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}), ...detail }, { alongside: ending(actor, null) });
   await reply({ state: 'rejected', reason: r.reason, retry_after_ms: r.retryAfterMs, detail: r.detail });
 }
 
-async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply): Promise<void> {
+async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply, payload: unknown): Promise<void> {
+  const alongside = ending(actor, payload);
   if (outcome.state === 'completed') {
     const resultText = outcome.text;
     const receipt = signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() });
-    await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(resultText), resultHash: hex(resultHash(outcome.result)), receipt: receipt.cid });
+    await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(resultText), resultHash: hex(resultHash(outcome.result)), receipt: receipt.cid }, { alongside });
     return reply({ state: 'completed', result: resultText, receipt: receipt.bytes });
   }
   if (outcome.state === 'rejected') {
-    await parts.host.send(actor, 'call', undefined, { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message });
+    await parts.host.send(actor, 'call', undefined, { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message }, { alongside });
     return reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
   }
   if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
-  await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}), ...(outcome.retryAfterMs !== undefined ? { retryAfterMs: outcome.retryAfterMs } : {}) });
+  await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}), ...(outcome.retryAfterMs !== undefined ? { retryAfterMs: outcome.retryAfterMs } : {}) }, { alongside });
   return reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs });
 }
 

@@ -30,6 +30,11 @@ export interface HostOptions {
 export interface SendOptions {
   /** Random bytes the host draws and journals in the event as `rnd`, so replay sees the same ones. */
   random?: number;
+  /**
+   * Records written in the same atomic batch as this event (not part of the journal: replay ignores
+   * them), so a fact about the event's effect is on disk exactly when the event is.
+   */
+  alongside?: { sublevel: 'running' | 'payloads'; key: string; value?: unknown }[];
 }
 
 type Event = { type: string; at?: number; [key: string]: unknown };
@@ -50,6 +55,7 @@ interface Pending {
   input: unknown;
   event: Event;
   random: number;
+  alongside: NonNullable<SendOptions['alongside']>;
   resolve(state: AnyMachineSnapshot): void;
   reject(err: unknown): void;
 }
@@ -134,7 +140,7 @@ export class ActorHost {
         fn(...a);
         this.settle(1);
       };
-      this.queue.push({ actor, kind, input, event, random: opts.random ?? 0, resolve: done(resolve), reject: done(reject) });
+      this.queue.push({ actor, kind, input, event, random: opts.random ?? 0, alongside: opts.alongside ?? [], resolve: done(resolve), reject: done(reject) });
       this.kick();
     });
   }
@@ -257,6 +263,10 @@ export class ActorHost {
           actor.input = item.input;
         }
         done.push([item, this.apply(actor, item, ops)]);
+        for (const a of item.alongside) {
+          const sublevel = this.store[a.sublevel];
+          ops.push(a.value === undefined ? { type: 'del', sublevel, key: a.key } : { type: 'put', sublevel, key: a.key, value: a.value });
+        }
       } catch (err) {
         item.reject(err);
       }
