@@ -2,7 +2,9 @@
 // no other user can write to (unless sticky and owned by the daemon's user or root) — and so must every
 // directory above it be, since renaming an ancestor would swap the socket too. The reason returned
 // is for the operator; callers are only told `service_unavailable`.
-import { lstat, realpath } from 'node:fs/promises';
+// Synchronous on purpose: a handful of lstat calls on local paths take microseconds, far less than the
+// thread-pool round trips and promises of the async forms, and this runs before every call.
+import { lstatSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 const STICKY = 0o1000;
@@ -14,8 +16,8 @@ export interface SocketFault {
   reason: string;
 }
 
-async function unsafeDirectory(dir: string, uid: number): Promise<string | null> {
-  const ds = await lstat(dir);
+function unsafeDirectory(dir: string, uid: number): string | null {
+  const ds = lstatSync(dir);
   // A directory's owner can always replace entries in it, so it must be us (or root).
   if (ds.uid !== uid && ds.uid !== 0) return `${dir} is owned by uid ${ds.uid}, who could replace the socket; use a directory of your own`;
   if ((ds.mode & WRITABLE_BY_OTHERS) !== 0) {
@@ -29,7 +31,7 @@ export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): 
   const fault = (reason: string, missing = false): SocketFault => ({ missing, reason });
   let st;
   try {
-    st = await lstat(path);
+    st = lstatSync(path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     return code === 'ENOENT' ? fault(`no socket at ${path} (is the service running?)`, true) : fault(`cannot inspect ${path}: ${code}`);
@@ -38,8 +40,8 @@ export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): 
   if (st.uid !== uid) return fault(`${path} is owned by uid ${st.uid}, not the daemon's uid ${uid}`);
   // Every directory on the way must be safe: whoever can rename an ancestor can swap the whole path.
   // Walk the resolved path (a symlink's own mode bits mean nothing).
-  for (let dir = await realpath(dirname(path)); ; dir = dirname(dir)) {
-    const why = await unsafeDirectory(dir, uid);
+  for (let dir = realpathSync(dirname(path)); ; dir = dirname(dir)) {
+    const why = unsafeDirectory(dir, uid);
     if (why) return fault(why);
     if (dirname(dir) === dir) break;
   }
