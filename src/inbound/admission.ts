@@ -10,6 +10,7 @@ import type { ActorHost } from '../runtime/host.js';
 import type { BucketContext } from '../../machines/bucket.js';
 import type { InflightContext } from '../../machines/inflight.js';
 import { standing } from './lists.js';
+import { KeyedSerial } from '../runtime/serial.js';
 
 const MINUTE = 60_000;
 const DAY = 24 * 3_600_000;
@@ -140,7 +141,7 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
 }
 
 /** Admissions of one capability, one at a time (per host). */
-const admitting = new WeakMap<ActorHost, Map<string, Promise<unknown>>>();
+const admitting = new WeakMap<ActorHost, KeyedSerial>();
 
 /**
  * Quotas, then concurrency; every slot taken before a refusal is given back. One admission per
@@ -148,14 +149,9 @@ const admitting = new WeakMap<ActorHost, Map<string, Promise<unknown>>>();
  * another caller's call is checked (it would be refused for a slot nobody ends up using).
  */
 export function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
-  let byCap = admitting.get(parts.host);
-  if (!byCap) admitting.set(parts.host, (byCap = new Map()));
-  const key = checked.capability.id;
-  const run = (byCap.get(key) ?? Promise.resolve()).then(() => takeSlotsNow(parts, checked, call));
-  const tail = run.catch(() => {});
-  byCap.set(key, tail);
-  void tail.then(() => byCap!.get(key) === tail && byCap!.delete(key));
-  return run;
+  let serial = admitting.get(parts.host);
+  if (!serial) admitting.set(parts.host, (serial = new KeyedSerial()));
+  return serial.run(checked.capability.id, () => takeSlotsNow(parts, checked, call));
 }
 
 async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {

@@ -7,6 +7,7 @@ import { HubClient } from '../hub/client.js';
 import { validateKel, compareKel, type KelState } from '../identity/kel.js';
 import { verifyCard, type CardResult, type HighWater } from '../card/verify.js';
 import { recordCard } from '../card/history.js';
+import { KeyedSerial } from '../runtime/serial.js';
 import { EXT_X402 } from '../card/constants.js';
 import type { AgentCard } from '../card/types.js';
 
@@ -53,7 +54,8 @@ const KEL_CACHE = 4096;
 export class Reader {
   /** The last validated KEL bytes per AID: validation checks every event's signature, once. */
   private readonly validated = new Map<string, { bytes: Uint8Array; state: KelState }>();
-  private readonly locks = new Map<string, Promise<void>>();
+  /** One read-modify-write of an AID's record at a time (messages are handled 32 at once). */
+  private readonly serial = new KeyedSerial();
 
   constructor(private readonly store: Store, private readonly client: HubClient, private readonly now: () => number = Date.now) {}
 
@@ -65,18 +67,6 @@ export class Reader {
     if (this.validated.size >= KEL_CACHE) this.validated.clear();
     this.validated.set(aid, { bytes, state });
     return state;
-  }
-
-  /** Runs one read-modify-write of an AID's record at a time (messages are handled 32 at once). */
-  private locked<T>(aid: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(aid) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
-    const tail = run.then(() => {}, () => {});
-    this.locks.set(aid, tail);
-    void tail.then(() => {
-      if (this.locks.get(aid) === tail) this.locks.delete(aid);
-    });
-    return run;
   }
 
   /**
@@ -129,7 +119,7 @@ export class Reader {
    * known or the AID shows duplicity.
    */
   async kel(aid: string, offered: Uint8Array | null = null): Promise<KelState | null> {
-    return this.locked(aid, async () => {
+    return this.serial.run(aid, async () => {
       let found = await this.kelFor(aid, offered, 'peer');
       if (found.kel === null && !offered) found = await this.kelFor(aid, await this.client.kel(aid).catch(() => null), 'hub');
       return found.kel === 'invalid' ? null : found.kel;
@@ -139,7 +129,7 @@ export class Reader {
   /** The hub's copy of a peer's KEL, taken when it extends ours (a peer's key set is signed after a rotation). */
   async refreshKel(aid: string): Promise<KelState | null> {
     const offered = await this.client.kel(aid).catch(() => null);
-    return this.locked(aid, async () => {
+    return this.serial.run(aid, async () => {
       const found = await this.kelFor(aid, offered, 'hub');
       return found.kel === 'invalid' ? null : found.kel;
     });
@@ -168,7 +158,7 @@ export class Reader {
 
   /** Verifies one card as the hub served it, moves the high-water mark, records it for audit. */
   check(aid: string, wire: string, kelBytes: Uint8Array | null, name = ''): Promise<ReadCard & { result: CardResult }> {
-    return this.locked(aid, () => this.checkLocked(aid, wire, kelBytes, name));
+    return this.serial.run(aid, () => this.checkLocked(aid, wire, kelBytes, name));
   }
 
   private async checkLocked(aid: string, wire: string, kelBytes: Uint8Array | null, name: string): Promise<ReadCard & { result: CardResult }> {

@@ -10,6 +10,7 @@ import { fromBody, toBody } from '../relay/body.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
 import { TASK_SEND } from '../inbound/calls.js';
 import { checkReceipt } from './receipt.js';
+import { KeyedSerial } from '../runtime/serial.js';
 import { checkCredential, Contacts } from '../contacts/credential.js';
 import { explain } from '../reasons.js';
 import { CHAT } from '../inbound/text.js';
@@ -48,7 +49,7 @@ export class Caller {
   private readonly waiters = new Map<string, ((r: TaskRecord) => void)[]>();
   /** Records of tasks not yet ended, ahead of (or equal to) their stored copies. */
   private readonly live = new Map<string, TaskRecord>();
-  private readonly chains = new Map<string, Promise<void>>();
+  private readonly replies = new KeyedSerial();
   private readonly contacts: Contacts;
 
   constructor(private readonly parts: CallerParts) {
@@ -117,12 +118,7 @@ export class Caller {
       const id = body?.task;
       if (!body || typeof id !== 'string') return;
       // One reply of a task at a time: a status and a result arriving together must not cross.
-      const prev = this.chains.get(id) ?? Promise.resolve();
-      const run = prev.then(() => this.take(id, m.from, body, m.at));
-      const tail = run.catch(() => {});
-      this.chains.set(id, tail);
-      void tail.then(() => this.chains.get(id) === tail && this.chains.delete(id));
-      await run;
+      await this.replies.run(id, () => this.take(id, m.from, body, m.at));
     };
   }
 
