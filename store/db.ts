@@ -70,20 +70,20 @@ export class Store {
   readonly inbox: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
-    const opts = { valueEncoding: msgpack };
-    this.journal = db.sublevel<string, unknown>('journal', opts) as Sub;
-    this.snapshots = db.sublevel<string, unknown>('snapshots', opts) as Sub;
-    this.payloads = db.sublevel<string, unknown>('payloads', opts) as Sub;
-    this.deadlines = db.sublevel<string, unknown>('deadlines', opts) as Sub;
-    this.meta = db.sublevel<string, unknown>('meta', opts) as Sub;
-    this.cards = db.sublevel<string, unknown>('cards', opts) as Sub;
-    this.peers = db.sublevel<string, unknown>('peers', opts) as Sub;
-    this.mids = db.sublevel<string, unknown>('mids', opts) as Sub;
-    this.contacts = db.sublevel<string, unknown>('contacts', opts) as Sub;
-    this.issued = db.sublevel<string, unknown>('issued', opts) as Sub;
-    this.running = db.sublevel<string, unknown>('running', opts) as Sub;
-    this.tasks = db.sublevel<string, unknown>('tasks', opts) as Sub;
-    this.inbox = db.sublevel<string, unknown>('inbox', opts) as Sub;
+    const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
+    this.journal = sub('journal');
+    this.snapshots = sub('snapshots');
+    this.payloads = sub('payloads');
+    this.deadlines = sub('deadlines');
+    this.meta = sub('meta');
+    this.cards = sub('cards');
+    this.peers = sub('peers');
+    this.mids = sub('mids');
+    this.contacts = sub('contacts');
+    this.issued = sub('issued');
+    this.running = sub('running');
+    this.tasks = sub('tasks');
+    this.inbox = sub('inbox');
   }
 
   static path(dataDir: string): string {
