@@ -1,7 +1,7 @@
 // Contact-level delivery credentials (SPEC §7): `{iss, sub, level: "contact", iat, exp}` with exp = iat +
 // 30 days, signed with the issuer's current key. The provider carries one in its replies to a peer on its
 // allow or trust list; the peer keeps it and may then fetch the provider's extended card (§6.1).
-import { encodeCanonical, decodeCanonical, type CborValue } from '../identity/cbor.js';
+import { encodeCanonical, decodeMap, type CborValue } from '../identity/cbor.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import type { Identity } from '../identity/store.js';
 import type { KelState } from '../identity/kel.js';
@@ -33,14 +33,10 @@ export type CredentialCheck = { ok: true; credential: Credential } | { ok: false
 
 /** Valid when it names `iss` and `sub`, is unexpired at `now`, and is signed by the issuer's current key. */
 export function checkCredential(bytes: Uint8Array, expect: { iss: string; sub: string; kel: KelState; now: number }): CredentialCheck {
-  let outer: CborValue;
-  try {
-    outer = decodeCanonical(bytes);
-  } catch {
-    return { ok: false, why: 'not CoreDet CBOR' };
-  }
-  const doc = outer instanceof Map ? outer.get(1) : undefined;
-  const sig = outer instanceof Map ? outer.get(2) : undefined;
+  const outer = decodeMap(bytes);
+  if (!outer) return { ok: false, why: 'not a CoreDet CBOR map' };
+  const doc = outer.get(1);
+  const sig = outer.get(2);
   if (!(doc instanceof Map) || !(sig instanceof Uint8Array)) return { ok: false, why: 'not a signed credential' };
   const c = Object.fromEntries(doc) as Record<string, unknown>;
   const uint = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;

@@ -44,6 +44,16 @@ export function decodeCanonical(bytes: Uint8Array): CborValue {
   return value;
 }
 
+/** A CoreDet CBOR map, or null when the bytes are not one (for checks that answer "invalid", not throw). */
+export function decodeMap(bytes: Uint8Array): Map<CborValue, CborValue> | null {
+  try {
+    const value = decodeCanonical(bytes);
+    return value instanceof Map ? value : null;
+  } catch {
+    return null;
+  }
+}
+
 export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && Buffer.compare(a, b) === 0;
 }

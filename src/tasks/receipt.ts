@@ -3,7 +3,7 @@
 // CID of the receipt's bytes. `result_hash` is sha2-256 of the result's RFC 8785 canonical JSON.
 import { sha256 } from '@noble/hashes/sha2.js';
 import canonicalize from 'canonicalize';
-import { encodeCanonical, decodeCanonical, type CborValue } from '../identity/cbor.js';
+import { encodeCanonical, decodeMap, type CborValue } from '../identity/cbor.js';
 import { cidOf } from '../identity/cid.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import type { Identity } from '../identity/store.js';
@@ -37,26 +37,17 @@ export type ReceiptCheck = { ok: true; receipt: Receipt; cid: string } | { ok: f
 
 /** Checks a receipt against the provider's KEL, the task it answers and the result it came with. */
 export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: string; caller: string; capability: string; result: unknown }): ReceiptCheck {
-  let outer: CborValue;
-  try {
-    outer = decodeCanonical(bytes);
-  } catch {
-    return { ok: false, why: 'not CoreDet CBOR' };
-  }
-  const doc = outer instanceof Map ? outer.get(1) : undefined;
-  const kid = outer instanceof Map ? outer.get(2) : undefined;
-  const sig = outer instanceof Map ? outer.get(3) : undefined;
+  const outer = decodeMap(bytes);
+  if (!outer) return { ok: false, why: 'not a CoreDet CBOR map' };
+  const doc = outer.get(1);
+  const kid = outer.get(2);
+  const sig = outer.get(3);
   if (!(doc instanceof Uint8Array) || typeof kid !== 'string' || !(sig instanceof Uint8Array)) return { ok: false, why: 'not a signed receipt' };
   if (kid !== `did:anet:${expect.kel.aid}#${expect.kel.ksn}` || !verifyEd25519(expect.kel.currentKey, doc, sig)) {
     return { ok: false, why: 'not signed by the provider\'s current key' };
   }
-  let m: CborValue;
-  try {
-    m = decodeCanonical(doc);
-  } catch {
-    return { ok: false, why: 'the signed receipt is not CoreDet CBOR' };
-  }
-  const r = m instanceof Map ? (Object.fromEntries(m) as unknown as Receipt) : null;
+  const m = decodeMap(doc);
+  const r = m ? (Object.fromEntries(m) as unknown as Receipt) : null;
   if (!r || r.provider !== expect.kel.aid || r.task !== expect.task || r.caller !== expect.caller || r.capability !== expect.capability) {
     return { ok: false, why: 'issued for another task, capability, caller or provider' };
   }
