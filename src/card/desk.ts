@@ -2,13 +2,9 @@
 // reply-limiter machine; past it, no answer at all), the `list` card for peers on the allow or trust
 // list and the `general` card for anyone else (`not_configured` when it would add nothing), signed like
 // the public card it extends, with a fresh contact credential for listed peers.
-import type { Config } from '../config/schema.js';
-import type { Identity } from '../identity/store.js';
-import type { Store } from '../../store/db.js';
-import type { ActorHost } from '../runtime/host.js';
 import { REPLY_LIMIT } from '../runtime/kinds.js';
 import type { BucketContext } from '../../machines/bucket.js';
-import type { Messenger, MessageHandler } from '../relay/messenger.js';
+import type { MessageHandler } from '../relay/messenger.js';
 import { fromBody, toBody } from '../relay/body.js';
 import { standing } from '../inbound/lists.js';
 import { issueAndRecord, issueCredential, recordIssued, signedByOldKey } from '../contacts/credential.js';
@@ -20,6 +16,7 @@ import { EXT_CARD } from './constants.js';
 import type { AgentCard } from './types.js';
 import type { CardStamp } from './build.js';
 import type { CborValue } from '../identity/cbor.js';
+import type { NodeParts } from '../daemon/parts.js';
 
 export const CARD_REQUEST = 'card.request';
 export const CARD_REPLY = 'card.reply';
@@ -28,16 +25,7 @@ export const CONTACT_CREDENTIAL = 'contact.credential';
 /** A card request or reply older than this is useless: the reader waits 10 s. */
 export const CARD_MESSAGE_TTL_MS = 30_000;
 
-export interface DeskParts {
-  dataDir: string;
-  config: Config;
-  identity: Identity;
-  store: Store;
-  host: ActorHost;
-  messenger: Messenger;
-  hubAid: () => Promise<string>;
-  now: () => number;
-}
+export type DeskParts = Pick<NodeParts, 'dataDir' | 'config' | 'identity' | 'store' | 'host' | 'messenger' | 'hubAid' | 'now'>;
 
 /** The stamp (seq, issue time) of the public card we publish now, from its signed bytes. */
 function stampOf(own: OwnCard | undefined): CardStamp | null {

@@ -15,7 +15,8 @@ import { explain } from '../reasons.js';
 import { Messenger } from '../relay/messenger.js';
 import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
 import { cardDesk, renewCredentials, CARD_REQUEST, CARD_REPLY, CONTACT_CREDENTIAL } from '../card/desk.js';
-import { callDesk, interruptRunning, tellInterrupted, TASK_SEND, TASK_STATUS, TASK_RESULT, type CallParts } from '../inbound/calls.js';
+import { callDesk, interruptRunning, tellInterrupted, TASK_SEND, TASK_STATUS, TASK_RESULT } from '../inbound/calls.js';
+import type { NodeParts } from './parts.js';
 import { inbox, replyToInbox, type InboxEntry } from '../inbound/text.js';
 import { Caller } from '../tasks/outbound.js';
 
@@ -66,7 +67,7 @@ export class Node {
 
   readonly caller: Caller;
   private readonly stopping = new AbortController();
-  private callParts: CallParts | null = null;
+  private parts: NodeParts | null = null;
 
   /** Text tasks waiting for the operator (SPEC §9.2). */
   inbox(): Promise<InboxEntry[]> {
@@ -76,7 +77,7 @@ export class Node {
   /** `anet reply`: answers a text task from the inbox. */
   async reply(task: string, text: string): Promise<InboxEntry> {
     await this.network();
-    return replyToInbox(this.callParts!, task, text);
+    return replyToInbox(this.parts!, task, text);
   }
 
   private readonly now: () => number;
@@ -123,16 +124,19 @@ export class Node {
   private async startNetwork(): Promise<Messenger> {
     const host = await this.actors();
     const messenger = new Messenger({ dataDir: this.dataDir, identity: this.identity, hub: this.config.hub, client: this.client, reader: this.reader, store: this.store, now: this.now, log: this.log });
-    messenger.on(CARD_REQUEST, cardDesk({ dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, hubAid: () => this.hubAid(), now: this.now }));
+    const parts: NodeParts = {
+      dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger,
+      now: this.now, log: this.log, hubAid: () => this.hubAid(), stopping: this.stopping.signal,
+    };
+    this.parts = parts;
+    messenger.on(CARD_REQUEST, cardDesk(parts));
     messenger.on(CARD_REPLY, this.fetcher.onReply());
     messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
-    const callParts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, now: this.now, log: this.log, stopping: this.stopping.signal };
-    this.callParts = callParts;
-    messenger.on(TASK_SEND, callDesk(callParts));
+    messenger.on(TASK_SEND, callDesk(parts));
     messenger.on(TASK_STATUS, this.caller.onReply());
     messenger.on(TASK_RESULT, this.caller.onReply());
     // Before the stream delivers anything: in-flight counts start empty and stopped calls end interrupted.
-    const interrupted = await interruptRunning(callParts);
+    const interrupted = await interruptRunning(parts);
     try {
       await messenger.start().catch(async (err) => {
         // Never registered (a one-shot `anet card` on a node whose daemon never ran): register, then retry.
@@ -143,9 +147,8 @@ export class Node {
       this.openMessenger = messenger;
       if (interrupted.length > 0) {
         this.log(`${interrupted.length} call(s) were running when the node stopped: ended interrupted; telling their callers`);
-        void tellInterrupted(callParts, interrupted);
+        void tellInterrupted(parts, interrupted);
       }
-      const parts = { dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, messenger, hubAid: () => this.hubAid(), now: this.now };
       void renewCredentials(parts).then(
         (n) => n > 0 && this.log(`renewed ${n} contact credential(s) after the key rotation`),
         (err) => this.log(`renewing contact credentials: ${(err as Error).message}`),

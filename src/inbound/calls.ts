@@ -6,10 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
 import type { Config } from '../config/schema.js';
-import type { Identity } from '../identity/store.js';
-import type { Store } from '../../store/db.js';
-import type { ActorHost, SendOptions } from '../runtime/host.js';
-import type { Messenger, MessageHandler } from '../relay/messenger.js';
+import type { SendOptions } from '../runtime/host.js';
+import type { MessageHandler } from '../relay/messenger.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
 import { fromBody, toBody } from '../relay/body.js';
 import type { CborValue } from '../identity/cbor.js';
@@ -21,6 +19,7 @@ import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
 import { textTask } from './text.js';
+import type { NodeParts } from '../daemon/parts.js';
 
 export const TASK_SEND = 'task.send';
 export const TASK_STATUS = 'task.status';
@@ -31,18 +30,7 @@ const WORKING_AFTER_MS = 500;
 /** A result waits in the hub's queue for an offline caller as long as the relay allows. */
 const RESULT_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 
-export interface CallParts {
-  dataDir: string;
-  config: Config;
-  identity: Identity;
-  store: Store;
-  host: ActorHost;
-  messenger: Messenger;
-  now: () => number;
-  log: (line: string) => void;
-  /** Aborted when the node stops: running service calls are dropped and left for `interruptRunning`. */
-  stopping: AbortSignal;
-}
+export type CallParts = Omit<NodeParts, 'hubAid'>;
 
 interface Running {
   caller: string;

@@ -1,0 +1,21 @@
+// What the handlers of peer messages (card desk, call desk, text tasks) use of their node.
+import type { Config } from '../config/schema.js';
+import type { Identity } from '../identity/store.js';
+import type { Store } from '../../store/db.js';
+import type { ActorHost } from '../runtime/host.js';
+import type { Messenger } from '../relay/messenger.js';
+
+export interface NodeParts {
+  dataDir: string;
+  config: Config;
+  identity: Identity;
+  store: Store;
+  host: ActorHost;
+  messenger: Messenger;
+  now: () => number;
+  log: (line: string) => void;
+  /** The hub's AID (prices name its ledger). */
+  hubAid: () => Promise<string>;
+  /** Aborted when the node stops: running service calls are dropped and left for `interruptRunning`. */
+  stopping: AbortSignal;
+}
