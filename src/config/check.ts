@@ -11,13 +11,25 @@ export interface OfferedCapability {
   service: ServiceCapability;
 }
 
-/** A capability is offered only when it is both public and served (SPEC §2). */
-export function offeredCapabilities(config: Config): OfferedCapability[] {
-  const served = new Map(config.modules.service.capabilities.map((s) => [s.id, s]));
-  return config.inbound.public_capabilities.flatMap((inbound) => {
-    const service = served.get(inbound.id);
-    return service && !RESERVED_IDS.has(inbound.id) ? [{ id: inbound.id, inbound, service }] : [];
-  });
+const offeredOf = new WeakMap<Config, readonly OfferedCapability[]>();
+
+/**
+ * A capability is offered only when it is both public and served (SPEC §2). Computed once per config
+ * (it is read once, at start, and never changed): admission asks for it on every call.
+ */
+export function offeredCapabilities(config: Config): readonly OfferedCapability[] {
+  let offered = offeredOf.get(config);
+  if (!offered) {
+    const served = new Map(config.modules.service.capabilities.map((s) => [s.id, s]));
+    offered = Object.freeze(
+      config.inbound.public_capabilities.flatMap((inbound) => {
+        const service = served.get(inbound.id);
+        return service && !RESERVED_IDS.has(inbound.id) ? [{ id: inbound.id, inbound, service }] : [];
+      }),
+    );
+    offeredOf.set(config, offered);
+  }
+  return offered;
 }
 
 export function checkConfig(config: Config): Problem[] {

@@ -38,7 +38,8 @@ interface Running {
   capability: string;
 }
 
-const actorOf = (caller: string, task: string) => `call/${caller}/${task}`;
+/** The call machine of one task: capability calls and text tasks alike. */
+export const callActor = (caller: string, task: string) => `call/${caller}/${task}`;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 export function callDesk(parts: CallParts): MessageHandler {
@@ -47,7 +48,7 @@ export function callDesk(parts: CallParts): MessageHandler {
     const task = body?.task;
     if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
     if (body.capability === undefined && typeof body.text === 'string') return textTask(parts, m.from, task, body.text);
-    const actor = actorOf(m.from, task);
+    const actor = callActor(m.from, task);
     const argsText = typeof body.args === 'string' ? body.args : '';
     const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
     const reply: Reply = (fields, listed) => answer(parts, m.from, task, fields, listed);

@@ -8,7 +8,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
 import { standing } from './lists.js';
 import type { BucketContext } from '../../machines/bucket.js';
-import { answer, type CallParts } from './calls.js';
+import { answer, callActor, type CallParts } from './calls.js';
 import { callService } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 
@@ -25,12 +25,11 @@ export interface InboxEntry {
   receivedAt: number;
 }
 
-const actorOf = (caller: string, task: string) => `call/${caller}/${task}`;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 /** Handles one text task; `task` was checked by the caller of this function. */
 export async function textTask(parts: CallParts, from: string, task: string, text: string): Promise<void> {
-  const actor = actorOf(from, task);
+  const actor = callActor(from, task);
   const nonce = randomBytes(8).toString('hex');
   const bytes = Buffer.from(text);
   const received = await parts.host.send(actor, 'call', undefined, { type: 'RECEIVED', nonce, task, caller: from, capability: CHAT, argsBytes: bytes.length, argsHash: hex(sha256(bytes)) });
@@ -92,7 +91,7 @@ async function finishText(parts: CallParts, actor: string, from: string, task: s
 export async function replyToInbox(parts: CallParts, task: string, text: string): Promise<InboxEntry> {
   const entry = (await parts.store.inbox.get(task)) as InboxEntry | undefined;
   if (!entry) throw new Error(`no task ${task} in the inbox (see \`anet inbox\`)`);
-  await finishText(parts, actorOf(entry.from, task), entry.from, task, text);
+  await finishText(parts, callActor(entry.from, task), entry.from, task, text);
   await parts.store.inbox.del(task);
   return entry;
 }
