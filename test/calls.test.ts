@@ -6,6 +6,7 @@ import test, { type ExecutionContext } from 'ava';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { filesContaining } from './helpers/files.js';
+import { until } from './helpers/wait.js';
 import { startNet, rawPeer, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
@@ -65,7 +66,7 @@ test('SPEC §4, §2.1 allow_only: a stranger calling an allow_only capability ge
     const send = (task: string, capability: string) => x.messenger.send(p.aid, TASK_SEND, toBody({ task, capability, args: '{}' }));
     await send('00000000000000a1', 'secret.tool');
     await send('00000000000000a2', 'no.such.thing');
-    for (let i = 0; i < 100 && x.received.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    await until(() => x.received.length >= 2, 'two replies');
     const replies = x.received.splice(0).filter((m) => m.type === TASK_RESULT);
     t.is(replies.length, 2);
     const bytes = replies.map((m) => Buffer.from(encodeCanonical(new Map([...(m.raw as Map<string, never>)].filter(([k]) => k !== 'task'))))).sort(Buffer.compare);
@@ -108,7 +109,7 @@ test('SPEC §9.5: a call running when the provider stops ends interrupted after 
   let prov = await net.start(p.dir);
   const caller = await net.start(c.dir);
   const pending = caller.node.caller.call(p.aid, 'demo.echo', '{}', [], 60_000);
-  for (let i = 0; i < 200 && runs === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await until(() => runs > 0, 'the service to be called', 200);
   t.is(runs, 1);
   await prov.close();
   hang = false;
@@ -193,12 +194,12 @@ test('SPEC §9.5: a resend of a running task changes nothing, and the call still
   const x = await rawPeer(t, net, 'x');
   const send = () => x.messenger.send(p.aid, TASK_SEND, toBody({ task: '00000000000000b1', capability: 'demo.echo', args: '{}' }));
   await send();
-  for (let i = 0; i < 200 && runs === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await until(() => runs > 0, 'the service to be called', 200);
   await send(); // the same task id again, while it runs
   await new Promise((r) => setTimeout(r, 200));
   t.is(runs, 1, 'never run twice');
   await prov.close();
   prov = await net.start(p.dir);
-  for (let i = 0; i < 200 && !x.received.some((m) => m.type === TASK_RESULT); i++) await new Promise((r) => setTimeout(r, 20));
+  await until(() => x.received.some((m) => m.type === TASK_RESULT), 'the interrupted result', 200);
   t.like(x.received.find((m) => m.type === TASK_RESULT)?.body, { task: '00000000000000b1', state: 'failed', reason: 'interrupted' });
 });

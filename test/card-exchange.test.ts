@@ -1,9 +1,10 @@
 // SPEC §6.1–6.3, §5.3–5.4, §7, §8: extended cards end to end between real daemons through a real hub
 // relay — every row of the §6.3 table, the fetch conditions, the 10 s / 24 h / 60 s timings, the
 // provider's six-per-minute limit, contact credentials, and allow_only invisibility.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { join } from 'node:path';
 import { filesContaining } from './helpers/files.js';
+import { until } from './helpers/wait.js';
 import { startNet, providerConfig, rawPeer } from './helpers/net.js';
 import { toBody } from '../src/relay/body.js';
 import { CARD_REQUEST, CARD_REPLY } from '../src/card/desk.js';
@@ -149,14 +150,22 @@ test('SPEC §5.3, §7: a listed peer gets the list card and a credential; a stra
   t.false(await reader.node.fetcher.credentialFrom(p.aid), 'an answer without a credential revokes it');
 });
 
-test('SPEC §7: a contact credential expires 30 days after issue; then a free provider is no longer contacted', async (t) => {
+/** A priced provider with an allow_only skill, and a reader on its `list` that has fetched its list card once. */
+async function listedReader(t: ExecutionContext, list: 'allow' | 'trust') {
   const net = await startNet(t);
   const p = await net.node('p', allowOnlyProvider(3));
   const c = await net.node('c');
-  t.is((await runCli(['trust', 'add', c.aid, '--data', p.dir])).code, 0);
-  let provider = await net.start(p.dir);
+  t.is((await runCli([list, 'add', c.aid, '--data', p.dir])).code, 0);
+  const provider = await net.start(p.dir);
   const reader = await net.start(c.dir);
   t.like(await card(p.aid, c.dir), { extended: 'ok' });
+  return { net, p, c, provider, reader };
+}
+
+test('SPEC §7: a contact credential expires 30 days after issue; then a free provider is no longer contacted', async (t) => {
+  const setup = await listedReader(t, 'trust');
+  const { net, p, c, reader } = setup;
+  let { provider } = setup;
   await provider.close();
   await net.configure(p.dir, allowOnlyProvider(undefined));
   provider = await net.start(p.dir);
@@ -173,11 +182,6 @@ test('SPEC §7: a contact credential expires 30 days after issue; then a free pr
   t.is(net.envelopes(), before);
   t.false(await reader.node.fetcher.credentialFrom(p.aid));
 });
-
-const until = async (check: () => boolean, what: string) => {
-  for (let i = 0; i < 100 && !check(); i++) await new Promise((r) => setTimeout(r, 20));
-  if (!check()) throw new Error(`timed out waiting for ${what}`);
-};
 
 /** Waits until the provider has opened `count` messages in all and journaled their limiter decisions. */
 async function processed(provider: Daemon, count: number): Promise<void> {
@@ -333,13 +337,9 @@ test('SPEC §11, §5.3: the hub\'s stored bytes never hold an extended card, a p
 });
 
 test('SPEC §7: after a key rotation the provider renews a listed peer\'s credential unasked, signed with the new key', async (t) => {
-  const net = await startNet(t);
-  const p = await net.node('p', allowOnlyProvider(3));
-  const c = await net.node('c');
-  t.is((await runCli(['allow', 'add', c.aid, '--data', p.dir])).code, 0);
-  let provider = await net.start(p.dir);
-  const reader = await net.start(c.dir);
-  t.like(await card(p.aid, c.dir), { extended: 'ok' });
+  const setup = await listedReader(t, 'allow');
+  const { net, p, c, reader } = setup;
+  let { provider } = setup;
   await provider.close();
   const rotated = await runCli(['key', 'rotate', '--data', p.dir]);
   t.is(rotated.code, 0, rotated.stderr);
@@ -348,7 +348,7 @@ test('SPEC §7: after a key rotation the provider renews a listed peer\'s creden
   // Poll without judging the held credential (an old one would be dropped as invalid now).
   const held = () => reader.node.store.contacts.get(p.aid) as Promise<Uint8Array | undefined>;
   const first = await held();
-  for (let i = 0; i < 100 && Buffer.compare(Buffer.from((await held()) ?? []), Buffer.from(first ?? [])) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await until(async () => Buffer.compare(Buffer.from((await held()) ?? []), Buffer.from(first ?? [])) !== 0, 'a renewed credential');
   t.notDeepEqual(await held(), first, 'a renewed credential arrived');
   t.true(await reader.node.fetcher.credentialFrom(p.aid), 'valid under the new key');
   net.clock.advance(61_000);

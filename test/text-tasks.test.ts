@@ -5,6 +5,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startNet } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
+import { until } from './helpers/wait.js';
 import { startSampleService } from '../src/service/sample.js';
 
 const json = async (args: string[]) => {
@@ -55,10 +56,7 @@ test('SPEC §4 rule 3, §9.2: closed policy refuses strangers; a listed peer\'s 
   t.is(replied.code, 0, replied.stderr);
   t.is(replied.stdout, `answered ${c.aid}`);
   let task: Record<string, unknown> = {};
-  for (let i = 0; i < 100 && task.state !== 'completed'; i++) {
-    task = await json(['task', waiting.task, '--data', c.dir]);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await until(async () => (task = await json(['task', waiting.task, '--data', c.dir])).state === 'completed', 'the answer at the caller');
   t.like(task, { state: 'completed', result: { text: 'done: it is fine' } });
   t.deepEqual((await json(['inbox', '--data', p.dir]))[0], undefined, 'answered tasks leave the inbox');
   t.is((await runCli(['reply', waiting.task, 'again', '--data', p.dir])).code, 1);
