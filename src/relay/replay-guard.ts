@@ -12,16 +12,10 @@ export class ReplayGuard {
   private readonly checking = new Set<string>();
   /** Mids taken since start (bounded), checked before LevelDB. */
   private readonly recent = new Set<string>();
-  private writing: Promise<unknown> = Promise.resolve();
 
   private remember(key: string): void {
     if (this.recent.size >= 100_000) this.recent.clear();
     this.recent.add(key);
-  }
-
-  /** Resolves once the last mid taken is on disk. */
-  flushed(): Promise<unknown> {
-    return this.writing;
   }
 
   constructor(private readonly store: Store) {}
@@ -37,7 +31,7 @@ export class ReplayGuard {
       // LevelDB applies writes in the order they are issued, and every effect of this message is a later
       // (synced) write, so whatever it did is never on disk without its mid.
       this.remember(key);
-      this.writing = this.store.mids
+      void this.store.mids
         .batch([
           { type: 'put', key, value: exp },
           { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 },
