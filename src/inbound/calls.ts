@@ -32,7 +32,7 @@ const RESULT_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 
 export type CallParts = Omit<NodeParts, 'hubAid'>;
 
-interface Running {
+export interface Running {
   caller: string;
   task: string;
   capability: string;
@@ -77,17 +77,13 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   // The socket check (SPEC §3.2) runs while the call is journaled and admitted; the service waits for it.
   const service = 'admitted' in checked ? null : target(parts.config, checked.capability);
   const socketCheck = service ? checkTarget(service) : null;
-  const nonce = randomBytes(8).toString('hex');
   // Marked running in the same batch as RECEIVED: a crash from here on ends it `interrupted` at the next
   // start, with its slots freed. The mark goes in the batch of the event that ends the call.
-  const [received, decision] = await Promise.all([
-    parts.host.send(actor, 'call', undefined, {
-      type: 'RECEIVED', nonce, task: call.task, caller: call.caller, capability: call.capability, argsBytes: callIn.argsBytes, argsHash: hex(sha256(Buffer.from(argsText))),
-    }, { alongside: [{ sublevel: 'running', key: actor, value: call }] }),
+  const [first, decision] = await Promise.all([
+    receive(parts, actor, call, Buffer.from(argsText), [{ sublevel: 'running', key: actor, value: call }]),
     'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn),
   ]);
-  // A resent task.send is never run twice: only the first RECEIVED of a task id takes.
-  if ((received.context as CallContext).nonce !== nonce) {
+  if (!first) {
     if (decision.admitted) await decision.release(true);
     return 'resend';
   }
@@ -119,6 +115,19 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   return { done };
 }
 
+/**
+ * Journals a task's RECEIVED (sizes and a hash of its payload only); false for a resend: only the
+ * first RECEIVED of a task id takes (each delivery's random nonce tells which one did).
+ */
+export async function receive(parts: Pick<CallParts, 'host'>, actor: string, call: Running, payload: Uint8Array, alongside: Alongside = []): Promise<boolean> {
+  const nonce = randomBytes(8).toString('hex');
+  const event = { type: 'RECEIVED', nonce, task: call.task, caller: call.caller, capability: call.capability, argsBytes: payload.length, argsHash: hex(sha256(payload)) };
+  const snapshot = await parts.host.send(actor, 'call', undefined, event, { alongside });
+  return (snapshot.context as CallContext).nonce === nonce;
+}
+
+export type Alongside = NonNullable<SendOptions['alongside']>;
+
 /** What a call without `discard` leaves for the operator: its arguments, its files' digests, its result. */
 function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome): unknown {
   const fileDigests = files.map((f) => {
@@ -129,7 +138,7 @@ function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome):
 }
 
 /** Written with the event that ends a call: its running mark goes, its payload (if kept) comes. */
-function ending(actor: string, payload: unknown): NonNullable<SendOptions['alongside']> {
+function ending(actor: string, payload: unknown): Alongside {
   return [{ sublevel: 'running', key: actor }, ...(payload === null ? [] : [{ sublevel: 'payloads' as const, key: actor, value: payload }])];
 }
 

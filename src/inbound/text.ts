@@ -3,12 +3,10 @@
 // With `modules.agent.url` the node POSTs `{task_id, from, text}` to the local agent and returns its
 // `{text}` (the §3.1 mapping); without it the task waits in the inbox for `anet reply`, and the caller
 // sees `working`. Each text task is a call machine (`call/<caller>/<task>`, capability `chat`).
-import { randomBytes } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
-import type { CallContext } from '../../machines/call.js';
 import { standing } from './lists.js';
 import type { BucketContext } from '../../machines/bucket.js';
-import { answer, callActor, type CallParts } from './calls.js';
+import { answer, callActor, receive, type Alongside, type CallParts } from './calls.js';
 import { callService } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 
@@ -30,10 +28,9 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 /** Handles one text task; `task` was checked by the caller of this function. */
 export async function textTask(parts: CallParts, from: string, task: string, text: string): Promise<void> {
   const actor = callActor(from, task);
-  const nonce = randomBytes(8).toString('hex');
   const bytes = Buffer.from(text);
-  const received = await parts.host.send(actor, 'call', undefined, { type: 'RECEIVED', nonce, task, caller: from, capability: CHAT, argsBytes: bytes.length, argsHash: hex(sha256(bytes)) });
-  if ((received.context as CallContext).nonce !== nonce) return;
+  const call = { caller: from, task, capability: CHAT };
+  if (!(await receive(parts, actor, call, bytes))) return;
   const who = await standing(parts.dataDir, parts.config, from);
   const listed = who === 'allowed' || who === 'trusted';
   const reply = (fields: Parameters<typeof answer>[3]) => answer(parts, from, task, fields, listed);
@@ -42,13 +39,12 @@ export async function textTask(parts: CallParts, from: string, task: string, tex
     await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', ...refusal });
     return reply({ state: 'rejected', reason: refusal.reason, retry_after_ms: refusal.retryAfterMs, detail: refusal.detail });
   }
-  await parts.host.send(actor, 'call', undefined, { type: 'STARTED' });
   const agent = parts.config.modules.agent?.url;
-  if (!agent) {
-    await parts.store.inbox.put(task, { task, from, text, receivedAt: parts.now() } satisfies InboxEntry);
-    return reply({ state: 'working' });
-  }
-  await parts.store.running.put(actor, { caller: from, task, capability: CHAT });
+  // In the batch of STARTED: the inbox entry the operator answers, or the running mark that ends the
+  // task `interrupted` if the node stops while the agent works.
+  const entry: InboxEntry = { task, from, text, receivedAt: parts.now() };
+  await parts.host.send(actor, 'call', undefined, { type: 'STARTED' }, { alongside: [agent ? { sublevel: 'running', key: actor, value: call } : { sublevel: 'inbox', key: task, value: entry }] });
+  if (!agent) return reply({ state: 'working' });
   // The agent may take minutes: it runs apart from the bus, so other messages keep flowing.
   void askAgent(parts, actor, from, task, text, agent, listed).catch((err) => parts.log(`text task ${task}: ${(err as Error).message}`));
 }
@@ -72,18 +68,21 @@ async function askAgent(parts: CallParts, actor: string, from: string, task: str
     const outcome = await callService({ url: parseServiceUrl(agent) as ServiceUrl, timeoutMs: parts.config.modules.service.timeout_ms }, { caller: from, callId: task, capability: CHAT, body }, parts.now, parts.stopping);
     if (parts.stopping.aborted) return;
     const answerText = outcome.state === 'completed' ? outcome.result.text : undefined;
-    if (outcome.state === 'completed' && typeof answerText === 'string') return finishText(parts, actor, from, task, answerText, listed);
+    const unmark = [{ sublevel: 'running' as const, key: actor }];
+    if (outcome.state === 'completed' && typeof answerText === 'string') return finishText(parts, actor, from, task, answerText, listed, unmark);
     const reason = outcome.state === 'completed' ? 'service_error' : outcome.reason;
-    await parts.host.send(actor, 'call', undefined, outcome.state === 'rejected' ? { type: 'SERVICE_REJECTED', message: outcome.message } : { type: 'FAILED', reason });
+    await parts.host.send(actor, 'call', undefined, outcome.state === 'rejected' ? { type: 'SERVICE_REJECTED', message: outcome.message } : { type: 'FAILED', reason }, { alongside: unmark });
     await reply(outcome.state === 'rejected' ? { state: 'rejected', reason: 'service_rejected', message: outcome.message } : { state: 'failed', reason, detail: outcome.state === 'failed' ? outcome.detail : 'the agent\'s answer has no text' });
-  } finally {
+  } catch (err) {
     if (!parts.stopping.aborted) await parts.store.running.del(actor);
+    throw err;
   }
 }
 
-async function finishText(parts: CallParts, actor: string, from: string, task: string, text: string, listed?: boolean): Promise<void> {
+/** COMPLETED, with the records that leave in its batch (the running mark, or the inbox entry). */
+async function finishText(parts: CallParts, actor: string, from: string, task: string, text: string, listed: boolean | undefined, alongside: Alongside): Promise<void> {
   const result = JSON.stringify({ text });
-  await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(result), resultHash: hex(sha256(Buffer.from(result))), receipt: '' });
+  await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(result), resultHash: hex(sha256(Buffer.from(result))), receipt: '' }, { alongside });
   await answer(parts, from, task, { state: 'completed', result }, listed);
 }
 
@@ -91,8 +90,7 @@ async function finishText(parts: CallParts, actor: string, from: string, task: s
 export async function replyToInbox(parts: CallParts, task: string, text: string): Promise<InboxEntry> {
   const entry = (await parts.store.inbox.get(task)) as InboxEntry | undefined;
   if (!entry) throw new Error(`no task ${task} in the inbox (see \`anet inbox\`)`);
-  await finishText(parts, callActor(entry.from, task), entry.from, task, text);
-  await parts.store.inbox.del(task);
+  await finishText(parts, callActor(entry.from, task), entry.from, task, text, undefined, [{ sublevel: 'inbox', key: task }]);
   return entry;
 }
 
