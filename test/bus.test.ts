@@ -4,7 +4,7 @@ import { Bus, type PeerMessage } from '../src/bus/bus.js';
 
 const msg = (i: number): PeerMessage => ({ from: `bafyrei${i}`, type: 'card.request', body: { i }, at: i });
 
-test('bus: never more handlers at once than its concurrency, and every message is delivered', async (t) => {
+test('SPEC §8, §14 (bus): never more handlers at once than its concurrency, and every message is delivered', async (t) => {
   const bus = new Bus({ concurrency: 4 });
   let running = 0;
   let peak = 0;
@@ -28,7 +28,7 @@ test('bus: never more handlers at once than its concurrency, and every message i
   bus.stop();
 });
 
-test('bus: a full backlog refuses new messages; a failing handler does not stop the stream', async (t) => {
+test('SPEC §8, §14 (bus): a full backlog refuses new messages; a failing handler does not stop the stream', async (t) => {
   const errors: unknown[] = [];
   const bus = new Bus({ concurrency: 1, maxBacklog: 3, onError: (e) => errors.push(e) });
   let release!: () => void;

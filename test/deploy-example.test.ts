@@ -12,7 +12,7 @@ import { runCli } from './helpers/cli.js';
 
 const EXAMPLE = fileURLToPath(new URL('../deploy/examples/service-files/', import.meta.url));
 
-test('deploy example: the adapter and config.json serve text.wordcount to another node, and doctor is clean', async (t) => {
+test('SPEC §2, §3, §9 (deploy example): the adapter and config.json serve text.wordcount to another node, and doctor is clean', async (t) => {
   const net = await startNet(t);
   const run = join(net.root, 'run');
   await mkdir(run, { mode: 0o700 });
