@@ -44,7 +44,7 @@ export async function cmdProfileSet(io: Io, dataDir: string, name: string | unde
 export async function cmdFind(io: Io, dataDir: string, words: string[], opts: { skill?: string; tag?: string; limit?: string }, json: boolean): Promise<void> {
   const args = { q: words.join(' '), skill: opts.skill, tag: opts.tag, limit: opts.limit ? Number(opts.limit) : undefined };
   const rows = await viaNode<ReadCard[]>(dataDir, 'find', args, (node) => node.find(args));
-  if (json) return printJson(io, rows.map(({ card: _c, ...r }) => r));
+  if (json) return printJson(io, findData(rows));
   if (rows.length === 0) return io.out('no agents found');
   const table = [['name', 'charge', 'key', 'skills', 'AID'], ...rows.map((r) => [r.name, r.charge, r.key, r.skills.join(', '), r.aid])];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
@@ -55,16 +55,24 @@ export async function cmdCard(io: Io, dataDir: string, aid: string | undefined, 
   if (!aid) throw usageError('card needs the full AID, as `anet find` prints it');
   if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
   const view = await viaNode<CardView>(dataDir, 'card', { aid }, (node) => node.card(aid));
-  if (json) {
-    const { name: _n, skills: _s, ...data } = view;
-    return printJson(io, data);
-  }
+  if (json) return printJson(io, cardData(view));
   const status = view.verified ? `verified, key ${view.key}` : `NOT verified: ${view.reason}, key ${view.key}`;
   io.out(`${view.name} ${view.aid} (${status}) ${view.charge}`);
   const width = Math.max(0, ...view.skills.map((s) => s.length));
   for (const skill of view.skills) io.out(view.prices ? `${skill.padEnd(width)}  ${priceOf(view, skill)}` : skill);
   io.out(view.explanation);
   if (!view.verified) throw new CliError('', 1);
+}
+
+/** The data of `anet find --json` and MCP `find_agents`: each row without its whole card. */
+export function findData(rows: ReadCard[]): Omit<ReadCard, 'card'>[] {
+  return rows.map(({ card: _c, ...r }) => r);
+}
+
+/** The data of `anet card --json` and MCP `get_agent_card` (SPEC §6.4: exactly the same). */
+export function cardData(view: CardView): Omit<CardView, 'name' | 'skills'> {
+  const { name: _n, skills: _s, ...data } = view;
+  return data;
 }
 
 function priceOf(view: CardView, skill: string): string {

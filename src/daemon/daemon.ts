@@ -65,7 +65,8 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
   };
 }
 
-async function dispatch(node: Node, op: string, args: Record<string, unknown>): Promise<unknown> {
+/** One operation of the control socket; `anet mcp` runs its tools through this too, so they always agree. */
+export async function dispatch(node: Node, op: string, args: Record<string, unknown>): Promise<unknown> {
   switch (op) {
     case 'ping':
       return { aid: node.identity.aid };
