@@ -13,6 +13,7 @@ import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
 import { cmdHubStart } from './hub.js';
 import { cmdList } from './lists.js';
 import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply } from './tasks.js';
+import { serveMcp } from '../mcp/server.js';
 import { ConfigInvalidError } from '../daemon/node.js';
 import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
 
@@ -43,6 +44,7 @@ const HELP = `usage: anet <command> [options]
                        text tasks waiting for you (no local agent configured), and your answer
   allow|trust|deny add|rm AID, allow|trust|deny ls
                        the peer lists (read on every decision; trust includes allow)
+  mcp                  an MCP server on stdio for a local agent: find, card, call, send, tasks, pay as tools
   doctor               check config.json, the sockets and token files it names, and the identity
   demo                 a guided tour in a temporary directory (what \`npm start\` runs)
   help                 this text
@@ -145,6 +147,8 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
     case 'trust':
     case 'deny':
       return cmdList(io, dataDir, command, rest[0], rest[1], json);
+    case 'mcp':
+      return serveMcp(dataDir);
     case 'demo':
       return cmdDemo(io);
     default:

@@ -1,0 +1,163 @@
+// The MCP tools of `anet mcp` (SPEC §12). Each tool is one operation of the node's control socket, run
+// through the daemon when it runs (else in-process), so MCP, the CLI and the daemon always agree.
+import { z } from 'zod';
+import type { CardView } from '../daemon/node.js';
+import type { ReadCard } from '../reader/reader.js';
+import type { TaskRecord } from '../tasks/outbound.js';
+import { cardData, findData } from '../cli/node.js';
+import { isAid } from '../identity/cid.js';
+
+/** Runs one control operation (`viaNode` + the daemon's `dispatch`); the server supplies it. */
+export type Operate = (op: string, args: Record<string, unknown>) => Promise<unknown>;
+
+/** A tool's answer is data; a thrown `ToolError` (or any error) becomes an MCP tool error of one line. */
+export class ToolError extends Error {
+  override name = 'ToolError';
+}
+
+export interface Tool {
+  name: string;
+  title: string;
+  description: string;
+  input: z.ZodRawShape;
+  readOnly: boolean;
+  /** The tool's data: always an object (MCP structured content is one). */
+  run(operate: Operate, input: Record<string, unknown>): Promise<object>;
+}
+
+/**
+ * How long call_capability and send_text wait for the final answer. Below the 60 s an MCP client waits
+ * for a tool by default; a task still running after it is left to get_task.
+ */
+export const CALL_WAIT_MS = 50_000;
+/** As `anet send`: a text task may wait for the other side's operator, so only briefly. */
+export const SEND_WAIT_MS = 15_000;
+
+const aid = z.string().describe('The agent\'s full AID (starts with "bafyrei"), as find_agents returns it.');
+const task = z.string().describe('The task id, as call_capability, send_text or list_tasks return it in `task`.');
+
+function checkAid(value: unknown): string {
+  const text = String(value);
+  if (!isAid(text)) throw new ToolError(`"${text}" is not a full AID (bafyrei...), as find_agents returns it`);
+  return text;
+}
+
+export const TOOLS: Tool[] = [
+  {
+    name: 'find_agents',
+    title: 'Find agents',
+    description:
+      'Searches the hub directory for agents by words, skill id or tag, without contacting any agent. Each row has the AID, name, skills, whether calls are free or paid (`charge`) and whether its card verified (`key`).',
+    input: {
+      query: z.string().optional().describe('Words to look for in agent names, descriptions and skills; empty lists all agents.'),
+      skill: z.string().optional().describe('Only agents offering this exact skill id, e.g. "text.translate".'),
+      tag: z.string().optional().describe('Only agents with this skill tag.'),
+      limit: z.number().int().min(1).max(100).optional().describe('At most this many agents (1 to 100, default 20).'),
+    },
+    readOnly: true,
+    async run(operate, i) {
+      const rows = (await operate('find', { q: i.query ?? '', skill: i.skill, tag: i.tag, limit: i.limit })) as ReadCard[];
+      return { agents: findData(rows) };
+    },
+  },
+  {
+    name: 'get_agent_card',
+    title: 'Get an agent card',
+    description:
+      'An agent\'s card, verified against its key history: its skills, and its signed prices when the agent has them (the extended card). `reason` and `explanation` say why only the public card is shown; read this before calling a capability.',
+    input: { aid },
+    readOnly: true,
+    async run(operate, i) {
+      return cardData((await operate('card', { aid: checkAid(i.aid) })) as CardView);
+    },
+  },
+  {
+    name: 'call_capability',
+    title: 'Call a capability',
+    description:
+      `Calls another agent's capability (a skill id from its card) with JSON arguments and waits up to ${CALL_WAIT_MS / 1000} s. Returns the task: \`completed\` with \`result\` and a verified \`receipt\`, or \`rejected\`/\`failed\`/\`input-required\` with \`reason\` and \`explanation\`; if still \`submitted\` or \`working\`, ask get_task later.`,
+    input: {
+      aid,
+      capability: z.string().describe('The capability (skill) id, as get_agent_card lists it, e.g. "text.translate".'),
+      args: z.record(z.string(), z.unknown()).optional().describe('The arguments: a JSON object as the capability describes it (default {}).'),
+      files: z
+        .array(z.object({ name: z.string().describe('The file name, e.g. "photo.png".'), data_b64: z.string().describe('The file\'s bytes in base64.') }))
+        .optional()
+        .describe('Files to attach, for capabilities that accept them.'),
+    },
+    readOnly: false,
+    async run(operate, i) {
+      const args = { aid: checkAid(i.aid), capability: i.capability, args: JSON.stringify(i.args ?? {}), files: i.files ?? [], waitMs: CALL_WAIT_MS };
+      return (await operate('call', args)) as TaskRecord;
+    },
+  },
+  {
+    name: 'send_text',
+    title: 'Send a text message',
+    description:
+      'Sends a text task to another agent (its own agent answers, or its operator later). Returns the task: `completed` with the answer in `result.text`, `working` while it waits for the operator (ask get_task later), or a refusal with `reason` and `explanation`.',
+    input: { aid, text: z.string().min(1).describe('The message for the other agent.') },
+    readOnly: false,
+    async run(operate, i) {
+      return (await operate('send', { aid: checkAid(i.aid), text: i.text, waitMs: SEND_WAIT_MS })) as TaskRecord;
+    },
+  },
+  {
+    name: 'get_task',
+    title: 'Get a task',
+    description: 'One task this node sent (a capability call or a text message): its state, result, receipt, or reason and explanation.',
+    input: { task },
+    readOnly: true,
+    async run(operate, i) {
+      const record = (await operate('task', { id: i.task })) as TaskRecord | null;
+      if (!record) throw new ToolError(`no task ${String(i.task)}`);
+      return record;
+    },
+  },
+  {
+    name: 'list_tasks',
+    title: 'List tasks',
+    description: 'Every task this node sent, oldest first, with its state; use get_task for one of them.',
+    input: {},
+    readOnly: true,
+    async run(operate) {
+      return { tasks: (await operate('tasks', {})) as TaskRecord[] };
+    },
+  },
+  {
+    name: 'pay_task',
+    title: 'Pay a task',
+    description:
+      'Pays a task that waits for payment (`input-required`) at the amount its quote names, when it was not paid automatically; the call then runs. Check the quote against the prices on the agent\'s card first.',
+    input: { task },
+    readOnly: false,
+    async run(operate, i) {
+      return asRecord(await operate('pay', { task: i.task }));
+    },
+  },
+  {
+    name: 'reject_task',
+    title: 'Reject a task\'s quote',
+    description: 'Declines to pay a task that waits for payment (`input-required`); the task ends without running and nothing is charged.',
+    input: { task },
+    readOnly: false,
+    async run(operate, i) {
+      return asRecord(await operate('reject', { task: i.task }));
+    },
+  },
+  {
+    name: 'get_balance',
+    title: 'Get the balance',
+    description: 'This node\'s credit balance on its hub\'s ledger, which pays for priced capabilities.',
+    input: {},
+    readOnly: true,
+    async run(operate) {
+      return asRecord(await operate('balance', {}));
+    },
+  },
+];
+
+/** Structured content is an object; an operation answering anything else is given as `{ result }`. */
+function asRecord(value: unknown): object {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : { result: value };
+}

@@ -1,0 +1,172 @@
+// SPEC §12, §6.4, §13: `anet mcp` as a separate process (the built binary), driven by the official MCP
+// client over stdio against a real hub and real daemons on loopback: its nine tools, get_agent_card equal
+// to `anet card --json`, find, calls with results and refusals as data, and real errors as tool errors.
+import test, { type ExecutionContext } from 'ava';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createServer } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { startNet, providerConfig, type Net } from './helpers/net.js';
+import { BIN, runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { startSampleService, echoHandler } from '../src/service/sample.js';
+import { explain } from '../src/reasons.js';
+
+const TOOLS = ['call_capability', 'find_agents', 'get_agent_card', 'get_balance', 'get_task', 'list_tasks', 'pay_task', 'reject_task', 'send_text'];
+
+/** `anet mcp --data DIR` as a child process with an MCP client on its stdio; its stderr is kept. */
+async function mcp(t: ExecutionContext, dir: string) {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--data', dir], stderr: 'pipe' });
+  const stderr: string[] = [];
+  transport.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
+  const client = new Client({ name: 'anet-test', version: '1.0.0' });
+  const protocolErrors: Error[] = [];
+  client.onerror = (err) => void protocolErrors.push(err);
+  await client.connect(transport);
+  t.teardown(() => client.close());
+  const call = async (name: string, args: Record<string, unknown> = {}) => {
+    const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 55_000 })) as CallToolResult;
+    return { ...r, text: (r.content[0] as { text: string }).text, stderr: stderr.join('') };
+  };
+  return { client, call, stderr, protocolErrors };
+}
+
+async function echoProvider(t: ExecutionContext, net: Net) {
+  const run = join(net.root, 'run');
+  await mkdir(run, { mode: 0o700 });
+  const service = await startSampleService(join(run, 'svc.sock'), echoHandler);
+  t.teardown(() => service.close());
+  return net.node('p', {
+    inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
+    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
+  });
+}
+
+test('SPEC §12: anet mcp lists the nine tools, each described, with an input schema whose fields are described', async (t) => {
+  const dir = await tempDir(t);
+  const { client, protocolErrors } = await mcp(t, dir);
+  const { tools } = await client.listTools();
+  t.deepEqual(tools.map((x) => x.name).sort(), TOOLS);
+  for (const tool of tools) {
+    t.true((tool.description ?? '').length > 20, `${tool.name} is described`);
+    t.is(tool.inputSchema.type, 'object');
+    for (const [field, schema] of Object.entries(tool.inputSchema.properties ?? {})) {
+      t.true(typeof (schema as { description?: string }).description === 'string', `${tool.name}.${field} is described`);
+    }
+  }
+  const byName = new Map(tools.map((x) => [x.name, x]));
+  t.deepEqual(byName.get('call_capability')!.inputSchema.required, ['aid', 'capability']);
+  t.deepEqual(Object.keys(byName.get('find_agents')!.inputSchema.properties!), ['query', 'skill', 'tag', 'limit']);
+  t.deepEqual(byName.get('get_agent_card')!.inputSchema.required, ['aid']);
+  t.deepEqual(protocolErrors, [], 'stdout carried the protocol only');
+});
+
+test('SPEC §6.4, §12: get_agent_card returns exactly the data of `anet card --json` (a priced provider\'s extended card)', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.summarize' }, { id: 'text.translate', price: 3 }], 'open'));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  // Both go through c's daemon (its control socket), so its clock stamps the fetch and the cache serves both.
+  const { call } = await mcp(t, c.dir);
+  const r = await call('get_agent_card', { aid: p.aid });
+  t.falsy(r.isError, r.text);
+  const cli = await runCli(['card', p.aid, '--json', '--data', c.dir]);
+  t.is(cli.code, 0, cli.stderr);
+  t.deepEqual(r.structuredContent, JSON.parse(cli.stdout));
+  t.is(r.text, cli.stdout, 'the text content is what `anet card --json` prints, byte for byte');
+  t.like(r.structuredContent, { aid: p.aid, verified: true, key: 'confirmed', charge: 'some skills paid', extended: 'ok', reason: null });
+  t.deepEqual(r.structuredContent!.prices, [{ skillId: 'text.translate', amount: '3' }]);
+  t.regex(String(r.structuredContent!.explanation), /^Prices are signed by the other side, fetched /);
+  t.false('name' in r.structuredContent! || 'skills' in r.structuredContent!);
+});
+
+test('SPEC §6.4, §12: find_agents searches the hub like `anet find --json` (no daemon: the node is opened in-process)', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.summarize', description: 'Summarise a text.' }], 'open'));
+  const paid = await net.node('paid', providerConfig([{ id: 'text.translate', price: 5 }]));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(paid.dir);
+  const before = net.envelopes();
+  const { call } = await mcp(t, c.dir);
+  const found = await call('find_agents', { query: 'summarise' });
+  t.falsy(found.isError, found.text);
+  const agents = found.structuredContent!.agents as { aid: string; charge: string }[];
+  t.deepEqual(agents.map((a) => a.aid), [p.aid]);
+  const all = await call('find_agents', {});
+  const cli = await runCli(['find', '--json', '--data', c.dir]);
+  t.is(cli.code, 0, cli.stderr);
+  t.deepEqual(all.structuredContent!.agents, JSON.parse(cli.stdout));
+  t.deepEqual((all.structuredContent!.agents as { aid: string }[]).map((a) => a.aid).sort(), [p.aid, paid.aid].sort());
+  t.deepEqual((await call('find_agents', { skill: 'text.translate' })).structuredContent!.agents, [JSON.parse(cli.stdout).find((a: { aid: string }) => a.aid === paid.aid)]);
+  t.is(net.envelopes(), before, 'finding contacts no agent');
+});
+
+test('SPEC §9, §12, §13: call_capability returns the result and its verified receipt; a refusal is data with its reason and explanation', async (t) => {
+  const net = await startNet(t);
+  const p = await echoProvider(t, net);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const { call } = await mcp(t, c.dir);
+
+  const done = await call('call_capability', { aid: p.aid, capability: 'demo.echo', args: { text: 'héllo', n: 3 } });
+  t.falsy(done.isError, done.text);
+  t.like(done.structuredContent, { state: 'completed', capability: 'demo.echo', to: p.aid, reason: null, result: { echo: { text: 'héllo', n: 3 } } });
+  t.regex(String(done.structuredContent!.receipt), /^bafyrei/, 'the receipt verified under the provider\'s KEL');
+  t.deepEqual(JSON.parse(done.text), done.structuredContent);
+
+  const refused = await call('call_capability', { aid: p.aid, capability: 'no.such.thing' });
+  t.falsy(refused.isError, 'a refusal is data, not a tool error');
+  t.like(refused.structuredContent, { state: 'rejected', reason: 'capability_not_public', explanation: explain('capability_not_public') });
+
+  const text = await call('send_text', { aid: p.aid, text: 'are you there?' });
+  t.falsy(text.isError, text.text);
+  t.like(text.structuredContent, { state: 'working', capability: 'chat' }, 'no local agent: it waits in the provider\'s inbox');
+
+  const tasks = (await call('list_tasks')).structuredContent!.tasks as { task: string; state: string }[];
+  t.deepEqual(tasks.map((x) => x.state), ['completed', 'rejected', 'working']);
+  const cli = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout);
+  t.deepEqual(tasks, cli);
+  const one = await call('get_task', { task: tasks[0]!.task });
+  t.deepEqual(one.structuredContent, done.structuredContent);
+});
+
+test('SPEC §12: a malformed AID, an unknown task and an unreachable hub are MCP tool errors of one clear line', async (t) => {
+  const net = await startNet(t);
+  const c = await net.node('c');
+  await net.start(c.dir);
+  const { call } = await mcp(t, c.dir);
+  const bad = await call('get_agent_card', { aid: 'bafyrei-not-an-aid' });
+  t.true(bad.isError);
+  t.is(bad.text, '"bafyrei-not-an-aid" is not a full AID (bafyrei...), as find_agents returns it');
+  const badCall = await call('call_capability', { aid: 'x', capability: 'demo.echo' });
+  t.true(badCall.isError);
+  t.regex(badCall.text, /is not a full AID/);
+  const none = await call('get_task', { task: '00000000000000ff' });
+  t.true(none.isError);
+  t.is(none.text, 'no task 00000000000000ff');
+
+  // A node whose hub is down (no daemon: the child opens the node itself).
+  const port = await closedPort();
+  const lone = await net.node('lone');
+  await net.configure(lone.dir, { hub: `http://127.0.0.1:${port}` });
+  const offline = await mcp(t, lone.dir);
+  const r = await offline.call('find_agents', { query: 'x' });
+  t.true(r.isError);
+  t.regex(r.text, /^cannot reach the hub at http:\/\/127\.0\.0\.1:\d+ .*\(`anet hub start`\)$/);
+  t.false(r.text.includes('\n'));
+  t.regex(r.stderr, /anet mcp: find_agents: cannot reach the hub/, 'the error is logged on stderr');
+});
+
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
