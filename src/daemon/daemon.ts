@@ -1,15 +1,19 @@
 // `anet daemon`: holds the node open, publishes its card at start (retrying while the hub is down), then
-// opens its relay stream (peer messages), and serves the control socket for the CLI.
+// opens its relay stream (peer messages), and serves the control socket for the CLI and the local A2A
+// endpoint (src/a2a/).
 import type { Server } from 'node:http';
 import { unlink } from 'node:fs/promises';
 import { Node } from './node.js';
 import { serveControl, controlPath } from './control.js';
 import { HubUnreachableError } from '../hub/client.js';
 import type { Clock } from '../runtime/clock.js';
+import { startA2a, type A2aEndpoint } from '../a2a/server.js';
 
 export interface Daemon {
   node: Node;
   published: Promise<void>;
+  /** The local A2A endpoint (SPEC §12); null when its address could not be bound. */
+  a2a: A2aEndpoint | null;
   close(): Promise<void>;
 }
 
@@ -24,9 +28,12 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
   let server: Server | undefined;
+  let a2a: A2aEndpoint | null = null;
   try {
     server = await serveControl(dataDir, (op, args) => dispatch(node, op, args));
+    a2a = await startA2a(node, log);
   } catch (err) {
+    server?.close();
     await node.close();
     throw err;
   }
@@ -54,9 +61,11 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
   return {
     node,
     published,
+    a2a,
     close: async () => {
       closed = true;
       clearTimeout(retry);
+      await a2a?.close();
       server!.closeAllConnections();
       await new Promise<void>((resolve) => server!.close(() => resolve()));
       await unlink(controlPath(dataDir)).catch(() => {});

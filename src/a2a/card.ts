@@ -1,0 +1,34 @@
+// The public card of a remote agent as a standard A2A client needs it (SPEC §12): the card verified
+// like `anet card` does, with its interface pointing at this endpoint instead of the hub relay.
+import type { AgentCard } from '../card/types.js';
+import { HubRefusedError } from '../hub/client.js';
+import { explain } from '../reasons.js';
+import type { A2aNode } from './rpc.js';
+
+export type CardAnswer = { status: 200; card: AgentCard } | { status: 404 | 502; error: string; reason?: string; explanation?: string };
+
+export async function localCard(node: A2aNode, aid: string, rpcUrl: string): Promise<CardAnswer> {
+  let read;
+  try {
+    read = await node.reader.publicCard(aid);
+  } catch (err) {
+    if (err instanceof HubRefusedError && err.status === 404) return { status: 404, error: `no card for ${aid} on the hub (${err.code})` };
+    return { status: 502, error: (err as Error).message };
+  }
+  if (!read.verified || !read.card) {
+    const reason = read.code ?? 'INVALID_CARD';
+    return { status: 404, error: `the card of ${aid} does not verify (${reason})`, reason, explanation: explain(reason) };
+  }
+  return { status: 200, card: rewrite(read.card, rpcUrl) };
+}
+
+/**
+ * The card's own interface is the hub relay (WIRE §3.3), which a standard client cannot speak; here it
+ * is replaced by this endpoint's JSON-RPC URL. The relay signature is dropped: it covers the card as
+ * signed, not this rewritten copy, so a client checking it would (rightly) fail. The verified original,
+ * signature and all, is what `anet card --json` shows; this endpoint serves only cards that verified.
+ */
+function rewrite(card: AgentCard, rpcUrl: string): AgentCard {
+  const { signatures: _signed, ...rest } = card;
+  return { ...rest, supportedInterfaces: [{ url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }] };
+}

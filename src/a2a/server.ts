@@ -1,0 +1,116 @@
+// The local A2A endpoint (SPEC §12): node:http on `local.a2a` (loopback or a Unix socket), every request
+// authorised by the bearer token in `<data>/a2a.token`. For each remote agent, by AID:
+//   GET  /a2a/v1/agents/<aid>/.well-known/agent-card.json   its public card, pointing here (card.ts)
+//   POST /a2a/v1/agents/<aid>/jsonrpc                       A2A v1.0 JSON-RPC (rpc.ts)
+// so a standard A2A client given `<origin>/a2a/v1/agents/<aid>/` talks to that agent through this node.
+import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
+import { chmod, unlink } from 'node:fs/promises';
+import { MAX_ENVELOPE } from '../hub/relay.js';
+import { isAid } from '../identity/cid.js';
+import { parseListen, originOf, type Listen } from './address.js';
+import { ensureToken, bearerMatches, tokenPath } from './token.js';
+import { answerRpc, type A2aNode } from './rpc.js';
+import { localCard } from './card.js';
+import { stringify as stringifyLossless } from 'lossless-json';
+
+export interface A2aEndpoint {
+  /** Where it listens: the http origin (`http://localhost` for a Unix socket) and the bound address. */
+  origin: string;
+  listen: Listen;
+  /** `<origin>/a2a/v1/agents/<aid>/`: the base URL a client resolves the agent's card from. */
+  agentUrl(aid: string): string;
+  close(): Promise<void>;
+}
+
+/** Files travel as base64 inside the body; nothing larger could cross the relay anyway. */
+const MAX_BODY = 2 * MAX_ENVELOPE;
+const ROUTE = /^\/a2a\/v1\/agents\/([^/]+)\/(\.well-known\/agent-card\.json|jsonrpc)$/;
+
+type EndpointNode = A2aNode & { dataDir: string; config: { local: { a2a: string } } };
+
+/**
+ * Starts the endpoint. A bad address or token file throws (one line: the operator must fix it); an
+ * address that cannot be bound (in use, say) is logged and gives null: the node works without it.
+ */
+export async function startA2a(node: EndpointNode, log: (line: string) => void): Promise<A2aEndpoint | null> {
+  const listen = parseListen(node.config.local.a2a);
+  const token = await ensureToken(node.dataDir);
+  let origin = '';
+  const server = createServer((req, res) => void handle(node, token, origin, req, res));
+  try {
+    origin = originOf(listen, await bind(server, listen));
+  } catch (err) {
+    log(`local A2A endpoint not started: cannot listen on ${node.config.local.a2a} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    return null;
+  }
+  const agentUrl = (aid: string) => `${origin}/a2a/v1/agents/${aid}/`;
+  log(`local A2A endpoint ${agentUrl('<aid>')}${listen.kind === 'unix' ? ` on ${listen.path}` : ''} (bearer token in ${tokenPath(node.dataDir)})`);
+  return {
+    origin,
+    listen,
+    agentUrl,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (listen.kind === 'unix') await unlink(listen.path).catch(() => {});
+    },
+  };
+}
+
+/** Listens; resolves with the bound port (0 for a Unix socket). */
+async function bind(server: Server, listen: Listen): Promise<number> {
+  if (listen.kind === 'unix') await unlink(listen.path).catch(() => {});
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    if (listen.kind === 'unix') server.listen(listen.path, () => resolve());
+    else server.listen(listen.port, listen.host, () => resolve());
+  });
+  if (listen.kind === 'unix') {
+    await chmod(listen.path, 0o600);
+    return 0;
+  }
+  return (server.address() as { port: number }).port;
+}
+
+async function handle(node: EndpointNode, token: string, origin: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    if (!bearerMatches(req.headers.authorization, token)) {
+      return send(res, 401, { error: 'a bearer token is required: Authorization: Bearer <the token in a2a.token of the data dir>' }, { 'www-authenticate': 'Bearer' });
+    }
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const route = ROUTE.exec(url.pathname);
+    const aid = route?.[1] ?? '';
+    if (!route || !isAid(aid)) return send(res, 404, { error: `no such resource: ${url.pathname} (expected /a2a/v1/agents/<full AID>/.well-known/agent-card.json or /jsonrpc)` });
+    if (route[2] === 'jsonrpc') {
+      if (req.method !== 'POST') return send(res, 405, { error: 'JSON-RPC takes POST' }, { allow: 'POST' });
+      const body = await readBody(req);
+      if (body === null) return send(res, 413, { error: `the request body is larger than ${MAX_BODY} bytes` }, { connection: 'close' });
+      return send(res, 200, await answerRpc(node, aid, body));
+    }
+    if (req.method !== 'GET') return send(res, 405, { error: 'the card takes GET' }, { allow: 'GET' });
+    const answer = await localCard(node, aid, `${origin}/a2a/v1/agents/${aid}/jsonrpc`);
+    if (answer.status === 200) return send(res, 200, answer.card);
+    const { status, ...error } = answer;
+    return send(res, status, error);
+  } catch (err) {
+    send(res, 500, { error: (err as Error).message });
+  }
+}
+
+/** The body as text, or null past MAX_BODY (read to its end all the same, so the 413 reaches the client). */
+async function readBody(req: IncomingMessage): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size <= MAX_BODY) chunks.push(chunk as Buffer);
+  }
+  return size > MAX_BODY ? null : Buffer.concat(chunks).toString('utf8');
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  // Lossless: an id the client wrote as a large number goes back exactly as written.
+  res.end(stringifyLossless(body));
+}
