@@ -2,6 +2,9 @@
 import { signRequest } from './auth.js';
 import type { Identity } from '../identity/store.js';
 import { encodeKel } from '../identity/kel.js';
+import type { MintAnswer, HoldAnswer, SettleAnswer, Account } from './ledger.js';
+
+export type { MintAnswer, HoldAnswer, SettleAnswer, Account, HistoryEntry, HistoryKind } from './ledger.js';
 
 export class HubUnreachableError extends Error {
   override name = 'HubUnreachableError';
@@ -98,5 +101,26 @@ export class HubClient {
 
   async kel(aid: string): Promise<Uint8Array> {
     return new Uint8Array(await (await this.request('GET', `/agents/${aid}/kel`)).arrayBuffer());
+  }
+
+  /** Credits a registered AID; this client must hold the hub's own identity. `nonce`: 16 random bytes, hex. */
+  async mint(aid: string, amount: string, nonce: string): Promise<MintAnswer> {
+    return (await (await this.request('POST', '/ledger/mint', { aid, amount, nonce }, true)).json()) as MintAnswer;
+  }
+
+  /** As the payee, holds the amount of a payer's signed authorization (signAuthorization's bytes). */
+  async hold(authorization: Uint8Array): Promise<HoldAnswer> {
+    const body = { authorization: Buffer.from(authorization).toString('base64') };
+    return (await (await this.request('POST', '/ledger/hold', body, true)).json()) as HoldAnswer;
+  }
+
+  /** As the payee, captures a hold (pays us) or releases it (back to the payer); retried with the same nonce, it never pays twice. */
+  async settle(hold: string, action: 'capture' | 'release', nonce: string): Promise<SettleAnswer> {
+    return (await (await this.request('POST', '/ledger/settle', { hold, action, nonce }, true)).json()) as SettleAnswer;
+  }
+
+  /** An account: balance, open holds as payer, recent history. Shown to that AID and to the hub only. */
+  async account(aid: string): Promise<Account> {
+    return (await (await this.request('GET', `/ledger/accounts/${aid}`, undefined, true)).json()) as Account;
   }
 }

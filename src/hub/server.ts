@@ -1,8 +1,10 @@
-// `anet hub start` (SPEC §11, directory and KEL store): register, publish, withdraw, search, card, KEL,
-// JWKS. Every card is verified on entry against the stored KEL; every write is signed by the node.
+// `anet hub start` (SPEC §11, directory, KEL store, relay, ledger): register, publish, withdraw, search,
+// card, KEL, JWKS; mint, hold, settle, accounts. Every card is verified on entry against the stored KEL;
+// every write is signed by the node (a mint by the hub's own identity).
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { HubStore, type AgentRecord } from './store.js';
 import { Relay, MAX_ENVELOPE } from './relay.js';
+import { Ledger, LedgerRefused } from './ledger.js';
 import { EnvelopeRefused } from '../relay/envelope.js';
 import { verifyKeySet } from '../relay/keyset.js';
 import { CborError } from '../identity/cbor.js';
@@ -34,8 +36,12 @@ export interface Hub {
   server: Server;
   store: HubStore;
   relay: Relay;
+  ledger: Ledger;
   close(): Promise<void>;
 }
+
+/** How often holds past their 24 h are released to their payers (each op also does it first). */
+const SWEEP_EVERY_MS = 60_000;
 
 export async function startHub(opts: HubOptions): Promise<Hub> {
   const now = opts.now ?? Date.now;
@@ -43,9 +49,13 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const identity = await loadIdentity(opts.dataDir);
   const store = await HubStore.open(opts.dataDir);
   const relay = new Relay(now);
+  const ledger = new Ledger(store, identity.aid, now);
+  await ledger.sweep();
+  const sweeper = setInterval(() => void ledger.sweep().catch(() => {}), SWEEP_EVERY_MS);
+  sweeper.unref();
   const server = createServer((req, res) => {
-    handle(store, relay, identity.aid, now, req, res).catch((err) => {
-      const e = err instanceof HubError ? err : new HubError(500, 'INTERNAL', (err as Error).message);
+    handle(store, relay, ledger, identity.kel, now, req, res).catch((err) => {
+      const e = err instanceof HubError || err instanceof LedgerRefused ? err : new HubError(500, 'INTERNAL', (err as Error).message);
       send(res, e.status, { error: { code: e.code, message: e.message } });
     });
   });
@@ -61,10 +71,13 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     server,
     store,
     relay,
+    ledger,
     close: async () => {
+      clearInterval(sweeper);
       relay.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await ledger.idle();
       await store.close();
     },
   };
@@ -97,7 +110,8 @@ function json(body: Buffer): Record<string, unknown> {
   throw new HubError(400, 'BAD_REQUEST', 'the body must be a JSON object');
 }
 
-async function handle(store: HubStore, relay: Relay, hubAid: string, now: () => number, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(store: HubStore, relay: Relay, ledger: Ledger, hubKel: KelState, now: () => number, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const hubAid = hubKel.aid;
   const url = new URL(req.url ?? '/', 'http://hub');
   const parts = url.pathname.split('/').filter(Boolean);
   const method = req.method ?? 'GET';
@@ -105,6 +119,7 @@ async function handle(store: HubStore, relay: Relay, hubAid: string, now: () => 
   const body = await readBody(req);
   // The relay counts envelopes (never who sent them to whom): operators watch them, tests count them.
   if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true, aid: hubAid, relay: relay.stats });
+  if (parts[0] === 'ledger') return send(res, 200, await handleLedger(store, ledger, hubKel, now, req, url.pathname, method, body));
   if (parts[0] !== 'agents') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${url.pathname}`);
   if (parts.length === 1 && method === 'GET') return send(res, 200, await search(store, url.searchParams));
   if (parts.length === 1 && method === 'POST') return send(res, 200, await register(store, now, req, url.pathname, body));
@@ -151,6 +166,35 @@ async function handleRelay(store: HubStore, relay: Relay, now: () => number, req
     return relay.attach(rec.aid, req, res);
   }
   throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
+}
+
+/**
+ * The ledger (SPEC §10, §11): POST /ledger/mint (the hub's own identity), /ledger/hold and /ledger/settle
+ * (the payee), GET /ledger/accounts/<aid> (that AID or the hub). All signed; the ledger decides the rest.
+ */
+async function handleLedger(store: HubStore, ledger: Ledger, hubKel: KelState, now: () => number, req: IncomingMessage, path: string, method: string, raw: Buffer) {
+  const parts = path.split('/').filter(Boolean);
+  const route = method === 'GET' && parts.length === 3 && parts[1] === 'accounts' ? 'account' : method === 'POST' && parts.length === 2 ? parts[1] : undefined;
+  if (route !== 'account' && route !== 'mint' && route !== 'hold' && route !== 'settle') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
+  // The hub is no agent of its own directory: its requests are checked against the KEL it loaded.
+  const signer = header(req, 'x-anet-aid');
+  const kel = signer === hubKel.aid ? hubKel : validateKel((await known(store, signer)).kel);
+  await authenticate(store, now, req, path, raw, kel);
+  if (route === 'account') {
+    const aid = parts[2]!;
+    if (signer !== aid && signer !== hubKel.aid) throw new HubError(403, 'FORBIDDEN', 'an account is shown to its own AID and to the hub only');
+    return ledger.account(aid);
+  }
+  const body = json(raw);
+  if (route === 'mint') {
+    if (signer !== hubKel.aid) throw new HubError(403, 'NOT_HUB', "only the hub's operator mints (`anet hub mint`)");
+    return ledger.mint(body.aid as string, body.amount as string, body.nonce as string);
+  }
+  if (route === 'hold') {
+    if (typeof body.authorization !== 'string') throw new HubError(400, 'BAD_AUTHORIZATION', 'authorization must be the signed authorization, base64');
+    return ledger.hold(signer, new Uint8Array(Buffer.from(body.authorization, 'base64')));
+  }
+  return ledger.settle(signer, body.hold as string, body.action as 'capture' | 'release', body.nonce as string);
 }
 
 function header(req: IncomingMessage, name: string): string {

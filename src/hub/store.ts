@@ -1,5 +1,5 @@
-// The hub's LevelDB: agents (KEL, card wire, name, high-water), seen nonces. The hub keeps no record of
-// who talked to whom.
+// The hub's LevelDB: agents (KEL, card wire, name, high-water), seen nonces, and the credits ledger
+// (src/hub/ledger.ts). The hub keeps no record of who talked to whom, and the ledger none of what was paid for.
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
@@ -26,11 +26,27 @@ export class HubStore {
   readonly agents: Sub;
   readonly nonces: Sub;
   readonly meta: Sub;
+  /** Ledger, per AID: balance, sum of its open holds as payer (decimal strings) and its last history seq. */
+  readonly accounts: Sub;
+  /** Ledger, `<aid>!<seq>`: each account's history, oldest first. */
+  readonly history: Sub;
+  /** Ledger, per authorization nonce: the hold and its state (a `void` tombstone when released unseen). */
+  readonly holds: Sub;
+  /** Ledger, `<expires>!<hold>`: open holds by expiry, for the sweep. */
+  readonly expiries: Sub;
+  /** Ledger, per op nonce: the digest of the op's body and the answer it gave (idempotency). */
+  readonly ops: Sub;
 
   private constructor(readonly db: Level<string, unknown>) {
-    this.agents = db.sublevel<string, unknown>('agents', { valueEncoding: msgpack }) as Sub;
-    this.nonces = db.sublevel<string, unknown>('nonces', { valueEncoding: msgpack }) as Sub;
-    this.meta = db.sublevel<string, unknown>('meta', { valueEncoding: msgpack }) as Sub;
+    const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
+    this.agents = sub('agents');
+    this.nonces = sub('nonces');
+    this.meta = sub('meta');
+    this.accounts = sub('accounts');
+    this.history = sub('history');
+    this.holds = sub('holds');
+    this.expiries = sub('expiries');
+    this.ops = sub('ops');
   }
 
   static async open(dataDir: string): Promise<HubStore> {

@@ -1,0 +1,348 @@
+// The hub's ledger of credits (SPEC §10, §11): balances per AID; holds made from a payer's signed
+// authorization, captured to the payee or released back; the operator's mint. Every op is idempotent by
+// a nonce: the hub keeps, per nonce, the digest of the op's body and the answer it gave, so a retry gets
+// the same answer and a different body under a used nonce is refused. Only ops that changed the ledger
+// are recorded; a refusal changes nothing and is decided again on retry.
+//
+// Amounts are canonical decimal strings wherever they are stored or sent and BigInt only while computing,
+// so msgpackr never meets a bigint and JSON never a float. Each op is one LevelDB batch (accounts, hold,
+// history, nonce record), and ops run one at a time, so each read-modify-write sees the one before it.
+// The ledger never learns what a payment bought: an authorization names no skill, and nothing here does.
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '@noble/hashes/sha2.js';
+import type { HubStore } from './store.js';
+import { timeKey } from '../../store/db.js';
+import { KeyedSerial } from '../runtime/serial.js';
+import { validateKel } from '../identity/kel.js';
+import { MAX_AMOUNT, isAmount, peekAuthorization, readAuthorization } from '../payment/authorization.js';
+
+/** A hold not settled within this is released to the payer. */
+export const HOLD_TTL_MS = 24 * 3_600_000;
+/** An account answer carries this many history entries at most (the newest). */
+export const HISTORY_LIMIT = 100;
+
+const NONCE = /^[0-9a-f]{32}$/;
+
+/** A refusal, with the HTTP status and code the hub answers it with. */
+export class LedgerRefused extends Error {
+  override name = 'LedgerRefused';
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+export interface MintAnswer {
+  tx: string;
+  aid: string;
+  amount: string;
+  /** The account's balance after the mint. */
+  balance: string;
+}
+
+export interface HoldAnswer {
+  tx: string;
+  /** The authorization's nonce: the hold's id for settle. */
+  hold: string;
+  from: string;
+  to: string;
+  amount: string;
+  state: 'held';
+  at: number;
+}
+
+export interface SettleAnswer {
+  tx: string;
+  hold: string;
+  action: 'capture' | 'release';
+  /** "0" for a release of a hold the hub never saw (state `void`). */
+  amount: string;
+  state: 'captured' | 'released' | 'void';
+  at: number;
+}
+
+export type HistoryKind = 'mint' | 'hold' | 'capture' | 'release' | 'expire' | 'credit';
+
+export interface HistoryEntry {
+  /** 1, 2, ... per account. */
+  seq: number;
+  tx: string;
+  at: number;
+  kind: HistoryKind;
+  amount: string;
+  /** The other party: the payee of a hold, capture, release or expire; the payer of a credit; null for a mint. */
+  counterparty: string | null;
+  hold: string | null;
+  /** The account's balance after this entry. */
+  balance: string;
+}
+
+export interface Account {
+  aid: string;
+  balance: string;
+  /** The sum of this AID's open holds as payer. */
+  held: string;
+  /** The newest HISTORY_LIMIT entries, newest last. */
+  history: HistoryEntry[];
+}
+
+export interface Totals {
+  minted: bigint;
+  balances: bigint;
+  held: bigint;
+}
+
+interface AccountRecord {
+  balance: string;
+  held: string;
+  seq: number;
+}
+
+type HoldState = 'held' | 'captured' | 'released' | 'expired' | 'void';
+
+interface HoldRecord {
+  /** null for a `void` tombstone: the hub never saw the authorization. */
+  from: string | null;
+  to: string;
+  amount: string;
+  state: HoldState;
+  at: number;
+  /** When an open hold is released to the payer; null for a tombstone. */
+  expires: number | null;
+  tx: string;
+}
+
+interface OpRecord {
+  digest: string;
+  answer: unknown;
+}
+
+type Write = { type: 'put'; sublevel: unknown; key: string; value: unknown } | { type: 'del'; sublevel: unknown; key: string };
+
+const MINTED = 'ledger-minted';
+const newTx = () => `tx_${randomBytes(16).toString('hex')}`;
+const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
+/** Mint and settle bodies are digested as tagged lines; a hold's digest is that of its authorization bytes. */
+const digestOf = (...fields: string[]) => hex(sha256(new TextEncoder().encode(`anet-ledger/v1\n${fields.join('\n')}`)));
+const historyKey = (aid: string, seq: number) => `${aid}!${seq.toString().padStart(16, '0')}`;
+const expiryKey = (expires: number, hold: string) => `${timeKey(expires)}!${hold}`;
+
+/** One op's writes: accounts are read once and written once, however many entries touch them. */
+class Change {
+  readonly tx = newTx();
+  readonly writes: Write[] = [];
+  private readonly accounts = new Map<string, { balance: bigint; held: bigint; seq: number }>();
+
+  constructor(private readonly store: HubStore, readonly at: number) {}
+
+  async account(aid: string): Promise<{ balance: bigint; held: bigint; seq: number }> {
+    let a = this.accounts.get(aid);
+    if (!a) {
+      const rec = (await this.store.accounts.get(aid)) as AccountRecord | undefined;
+      a = { balance: BigInt(rec?.balance ?? '0'), held: BigInt(rec?.held ?? '0'), seq: rec?.seq ?? 0 };
+      this.accounts.set(aid, a);
+    }
+    return a;
+  }
+
+  /** A history entry for `aid`, with the balance its account has now (make the balance change first). */
+  async entry(aid: string, kind: HistoryKind, amount: string, counterparty: string | null, hold: string | null): Promise<void> {
+    const a = await this.account(aid);
+    a.seq += 1;
+    const e: HistoryEntry = { seq: a.seq, tx: this.tx, at: this.at, kind, amount, counterparty, hold, balance: a.balance.toString() };
+    this.put(this.store.history, historyKey(aid, a.seq), e);
+  }
+
+  put(sublevel: unknown, key: string, value: unknown): void {
+    this.writes.push({ type: 'put', sublevel, key, value });
+  }
+
+  del(sublevel: unknown, key: string): void {
+    this.writes.push({ type: 'del', sublevel, key });
+  }
+
+  /** Writes everything in one synced batch, with the nonce record when the op had one. */
+  async commit(op?: { nonce: string; digest: string; answer: unknown }): Promise<void> {
+    for (const [aid, a] of this.accounts) {
+      if (a.balance < 0n || a.held < 0n) throw new Error(`ledger bug: account ${aid} would go negative`);
+      this.put(this.store.accounts, aid, { balance: a.balance.toString(), held: a.held.toString(), seq: a.seq } satisfies AccountRecord);
+    }
+    if (op) this.put(this.store.ops, op.nonce, { digest: op.digest, answer: op.answer } satisfies OpRecord);
+    // An acknowledged payment must survive power loss, as the node's journal does.
+    await this.store.db.batch(this.writes as never, { sync: true });
+  }
+}
+
+export class Ledger {
+  private readonly serial = new KeyedSerial();
+
+  constructor(private readonly store: HubStore, private readonly hubAid: string, private readonly now: () => number = Date.now) {}
+
+  /** Credits `amount` to a registered AID (the hub's operator only; the server checks the signer). */
+  async mint(aid: string, amount: string, nonce: string): Promise<MintAnswer> {
+    checkNonce(nonce);
+    if (typeof aid !== 'string' || aid.length === 0) throw new LedgerRefused(400, 'BAD_REQUEST', 'aid must be the AID to credit');
+    if (!isAmount(amount)) throw new LedgerRefused(400, 'BAD_REQUEST', 'amount must be a canonical decimal string from 1 to 9223372036854775807');
+    const digest = digestOf('mint', aid, amount);
+    return this.op(nonce, digest, async (c) => {
+      if (!(await this.store.agent(aid))) throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: the node registers when it publishes (\`anet hub-register --name NAME\`)`);
+      const minted = await this.minted();
+      // Every balance is part of what was minted, so capping the total keeps every balance an amount.
+      if (minted + BigInt(amount) > MAX_AMOUNT) throw new LedgerRefused(409, 'SUPPLY_LIMIT', `the hub has minted ${minted} credits; ${amount} more would pass 2^63-1`);
+      const account = await c.account(aid);
+      account.balance += BigInt(amount);
+      await c.entry(aid, 'mint', amount, null, null);
+      c.put(this.store.meta, MINTED, (minted + BigInt(amount)).toString());
+      return { tx: c.tx, aid, amount, balance: account.balance.toString() };
+    });
+  }
+
+  /** Holds the amount of a payer's authorization, asked for by its payee (`signer`). */
+  async hold(signer: string, bytes: Uint8Array): Promise<HoldAnswer> {
+    const peek = peekAuthorization(bytes);
+    if (!peek.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', peek.why);
+    // Only the payee may hold, and learns a retried hold's answer. The payer's signature is checked after
+    // the nonce record, so a retry of an accepted hold answers the same after the payer rotated its key.
+    if (peek.auth.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee named in the authorization can ask for its hold');
+    return this.op(peek.auth.nonce, hex(sha256(bytes)), async (c) => {
+      const payer = await this.store.agent(peek.auth.from);
+      if (!payer) throw new LedgerRefused(404, 'UNKNOWN_AID', `the payer ${peek.auth.from} is not registered on this hub`);
+      const read = readAuthorization(bytes, validateKel(payer.kel));
+      if (!read.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', read.why);
+      const auth = read.auth;
+      // Only a tombstone can be here: a hold made from this nonce has a nonce record, answered before.
+      if (await this.store.holds.get(auth.nonce)) throw new LedgerRefused(409, 'HOLD_CLOSED', 'this authorization was already released unseen; ask the payer for a new one');
+      if (auth.network !== `hub:${this.hubAid}` || auth.asset !== 'credit') throw new LedgerRefused(400, 'WRONG_NETWORK', `this hub holds asset "credit" on network hub:${this.hubAid}`);
+      if (auth.validBefore <= c.at) throw new LedgerRefused(410, 'AUTHORIZATION_EXPIRED', 'the authorization is past its validBefore; ask the payer for a new one');
+      const account = await c.account(auth.from);
+      const amount = BigInt(auth.amount);
+      if (account.balance < amount) throw new LedgerRefused(402, 'INSUFFICIENT_FUNDS', `the payer has ${account.balance} credits, ${auth.amount} asked`);
+      account.balance -= amount;
+      account.held += amount;
+      await c.entry(auth.from, 'hold', auth.amount, auth.to, auth.nonce);
+      const expires = c.at + HOLD_TTL_MS;
+      c.put(this.store.holds, auth.nonce, { from: auth.from, to: auth.to, amount: auth.amount, state: 'held', at: c.at, expires, tx: c.tx } satisfies HoldRecord);
+      c.put(this.store.expiries, expiryKey(expires, auth.nonce), '');
+      return { tx: c.tx, hold: auth.nonce, from: auth.from, to: auth.to, amount: auth.amount, state: 'held' as const, at: c.at };
+    });
+  }
+
+  /** Captures a hold to its payee or releases it to the payer; asked for by the payee (`signer`). */
+  async settle(signer: string, hold: string, action: 'capture' | 'release', nonce: string): Promise<SettleAnswer> {
+    checkNonce(nonce);
+    if (typeof hold !== 'string' || !NONCE.test(hold)) throw new LedgerRefused(400, 'BAD_REQUEST', 'hold must be the authorization nonce (32 lowercase hex)');
+    if (action !== 'capture' && action !== 'release') throw new LedgerRefused(400, 'BAD_REQUEST', 'action must be "capture" or "release"');
+    const payee = async () => {
+      const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
+      if (rec && rec.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee of a hold can settle it');
+    };
+    // The payee check comes before the nonce record, so nobody else learns a settlement's answer.
+    return this.op(nonce, digestOf('settle', hold, action), async (c) => {
+      const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
+      if (!rec) {
+        if (action === 'capture') throw new LedgerRefused(404, 'UNKNOWN_HOLD', `the hub holds nothing under ${hold}`);
+        // A release can overtake its hold (the provider restarted while the hold was in flight): the
+        // tombstone makes that hold refused when it arrives, so the payer is never charged for it.
+        c.put(this.store.holds, hold, { from: null, to: signer, amount: '0', state: 'void', at: c.at, expires: null, tx: c.tx } satisfies HoldRecord);
+        return { tx: c.tx, hold, action, amount: '0', state: 'void' as const, at: c.at };
+      }
+      if (rec.state === 'expired') throw new LedgerRefused(409, 'HOLD_EXPIRED', 'the hold was older than 24 h and went back to the payer');
+      if (rec.state !== 'held') throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${rec.state})`);
+      const from = rec.from!;
+      const amount = BigInt(rec.amount);
+      const payer = await c.account(from);
+      payer.held -= amount;
+      if (action === 'capture') {
+        await c.entry(from, 'capture', rec.amount, rec.to, hold);
+        (await c.account(rec.to)).balance += amount;
+        await c.entry(rec.to, 'credit', rec.amount, from, hold);
+      } else {
+        payer.balance += amount;
+        await c.entry(from, 'release', rec.amount, rec.to, hold);
+      }
+      const state = action === 'capture' ? ('captured' as const) : ('released' as const);
+      c.put(this.store.holds, hold, { ...rec, state } satisfies HoldRecord);
+      c.del(this.store.expiries, expiryKey(rec.expires!, hold));
+      return { tx: c.tx, hold, action, amount: rec.amount, state, at: c.at };
+    }, payee);
+  }
+
+  /** An AID's balance, open holds and recent history (a registered AID; none of it yet is all zeros). */
+  account(aid: string): Promise<Account> {
+    return this.serial.run('ledger', async () => {
+      await this.expireDue();
+      if (!(await this.store.agent(aid))) throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first (\`anet hub-register --name NAME\`)`);
+      const rec = (await this.store.accounts.get(aid)) as AccountRecord | undefined;
+      const history: HistoryEntry[] = [];
+      for await (const e of this.store.history.values({ gt: `${aid}!`, lt: `${aid}!~`, reverse: true, limit: HISTORY_LIMIT })) history.push(e as HistoryEntry);
+      return { aid, balance: rec?.balance ?? '0', held: rec?.held ?? '0', history: history.reverse() };
+    });
+  }
+
+  /** Releases to their payers the holds older than 24 h (at hub start, every minute, and before each op). */
+  sweep(): Promise<number> {
+    return this.serial.run('ledger', () => this.expireDue());
+  }
+
+  /** What was minted, the sum of all balances and of all open holds: the first is always the other two's sum. */
+  totals(): Promise<Totals> {
+    return this.serial.run('ledger', async () => {
+      let balances = 0n;
+      let held = 0n;
+      for await (const a of this.store.accounts.values()) balances += BigInt((a as AccountRecord).balance);
+      for await (const h of this.store.holds.values()) if ((h as HoldRecord).state === 'held') held += BigInt((h as HoldRecord).amount);
+      return { minted: await this.minted(), balances, held };
+    });
+  }
+
+  /** Resolves once every op queued so far has finished (before the store closes). */
+  idle(): Promise<void> {
+    return this.serial.run('ledger', async () => {});
+  }
+
+  /**
+   * Runs one op in turn: due holds expire first, then `guard` may refuse; a nonce seen before answers as
+   * it did (same body) or is refused (another body); otherwise `fn` decides, and its writes and answer are
+   * committed together.
+   */
+  private op<T>(nonce: string, digest: string, fn: (c: Change) => Promise<T>, guard?: () => Promise<void>): Promise<T> {
+    return this.serial.run('ledger', async () => {
+      await this.expireDue();
+      await guard?.();
+      const seen = (await this.store.ops.get(nonce)) as OpRecord | undefined;
+      if (seen) {
+        if (seen.digest !== digest) throw new LedgerRefused(409, 'NONCE_REUSED', 'this nonce was used for another ledger operation');
+        return seen.answer as T;
+      }
+      const c = new Change(this.store, this.now());
+      const answer = await fn(c);
+      await c.commit({ nonce, digest, answer });
+      return answer;
+    });
+  }
+
+  /** Inside the serial: each hold at or past its expiry goes back to its payer, one batch each. */
+  private async expireDue(): Promise<number> {
+    const due: string[] = [];
+    for await (const key of this.store.expiries.keys({ lt: timeKey(this.now() + 1) })) due.push(key.slice(key.indexOf('!') + 1));
+    for (const hold of due) {
+      const rec = (await this.store.holds.get(hold)) as HoldRecord;
+      const c = new Change(this.store, this.now());
+      const payer = await c.account(rec.from!);
+      payer.held -= BigInt(rec.amount);
+      payer.balance += BigInt(rec.amount);
+      await c.entry(rec.from!, 'expire', rec.amount, rec.to, hold);
+      c.put(this.store.holds, hold, { ...rec, state: 'expired' } satisfies HoldRecord);
+      c.del(this.store.expiries, expiryKey(rec.expires!, hold));
+      await c.commit();
+    }
+    return due.length;
+  }
+
+  private async minted(): Promise<bigint> {
+    return BigInt(((await this.store.meta.get(MINTED)) as string | undefined) ?? '0');
+  }
+}
+
+function checkNonce(nonce: unknown): void {
+  if (typeof nonce !== 'string' || !NONCE.test(nonce)) throw new LedgerRefused(400, 'BAD_REQUEST', 'nonce must be 16 random bytes in lowercase hex');
+}
