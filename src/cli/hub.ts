@@ -1,17 +1,107 @@
+// `anet hub start`, `anet hub mint` (the hub's operator) and `anet balance` (a node's ledger account).
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { readFile, unlink } from 'node:fs/promises';
 import { startHub } from '../hub/server.js';
-import { ensureDir } from '../fsutil.js';
-import { usageError, untilSignal, type Io } from './output.js';
+import { HubStore } from '../hub/store.js';
+import { Ledger, LedgerRefused, type Account, type MintAnswer } from '../hub/ledger.js';
+import { HubClient } from '../hub/client.js';
+import { hasIdentity, loadIdentity } from '../identity/store.js';
+import { isAid } from '../identity/cid.js';
+import { isAmount } from '../payment/authorization.js';
+import { StoreLockedError } from '../../store/db.js';
+import { ensureDir, isNotFound, writeFileAtomic } from '../fsutil.js';
+import { viaNode } from './node.js';
+import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
+
+const hubDir = (dataFlag: string | undefined) => (dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub'));
+/** Written while a hub runs, so `anet hub mint` knows to go through it (it holds the store's lock). */
+const runFile = (dataDir: string) => join(dataDir, 'hub.json');
 
 export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag: string | undefined): Promise<void> {
   const port = portFlag === undefined ? 8710 : Number(portFlag);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw usageError('--port takes a port number (0 picks a free one)');
-  const dataDir = dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub');
+  const dataDir = hubDir(dataFlag);
   await ensureDir(dataDir, 0o700);
   const hub = await startHub({ dataDir, port });
+  await writeFileAtomic(runFile(dataDir), JSON.stringify({ url: hub.url, pid: process.pid }), 0o600);
   io.out(`anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}`);
   await untilSignal();
+  await unlink(runFile(dataDir)).catch(() => {});
   await hub.close();
   io.out('anet hub: stopped');
+}
+
+/** The running hub of a data dir, from its hub.json; null when there is none or its process is gone. */
+async function runningHub(dataDir: string): Promise<{ url: string; pid: number } | null> {
+  let run: { url?: unknown; pid?: unknown };
+  try {
+    run = JSON.parse(await readFile(runFile(dataDir), 'utf8'));
+  } catch (err) {
+    if (isNotFound(err) || err instanceof SyntaxError) return null;
+    throw err;
+  }
+  if (typeof run.url !== 'string' || typeof run.pid !== 'number') return null;
+  try {
+    process.kill(run.pid, 0);
+  } catch (err) {
+    // A hub killed without its clean stop leaves the file behind; EPERM means the process lives.
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return null;
+  }
+  return { url: run.url, pid: run.pid };
+}
+
+export async function cmdHubMint(io: Io, dataFlag: string | undefined, aid: string | undefined, amount: string | undefined, json: boolean): Promise<void> {
+  if (!aid || !amount) throw usageError('hub mint needs an AID and an amount: `anet hub mint AID AMOUNT [--data HUBDIR]`');
+  if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
+  if (!isAmount(amount)) throw usageError(`"${amount}" is not an amount: a whole number of credits from 1 to 9223372036854775807`);
+  const dataDir = hubDir(dataFlag);
+  if (!(await hasIdentity(dataDir))) throw new CliError(`no hub in ${dataDir}: start one with \`anet hub start --data ${dataDir}\`, or name its directory with --data`);
+  const identity = await loadIdentity(dataDir);
+  const nonce = randomBytes(16).toString('hex');
+  const running = await runningHub(dataDir);
+  let answer: MintAnswer;
+  let via: string;
+  if (running) {
+    answer = await new HubClient(running.url, identity).mint(aid, amount, nonce);
+    via = `through the running hub at ${running.url} (pid ${running.pid})`;
+  } else {
+    answer = await mintInStore(dataDir, identity.aid, aid, amount, nonce);
+    via = `no hub is running on ${dataDir}: written to its store directly`;
+  }
+  if (json) return printJson(io, { ...answer, via: running ? 'hub' : 'store', ...(running ? { url: running.url } : {}) });
+  io.out(`minted ${amount} credits to ${aid}; balance ${answer.balance}`);
+  io.out(via);
+}
+
+/** With no hub running, the same ledger code on the hub's store (the LevelDB lock is ours for a moment). */
+async function mintInStore(dataDir: string, hubAid: string, aid: string, amount: string, nonce: string): Promise<MintAnswer> {
+  let store: HubStore;
+  try {
+    store = await HubStore.open(dataDir);
+  } catch (err) {
+    if (err instanceof StoreLockedError) {
+      throw new CliError(`a hub holds the store in ${dataDir} but left no ${runFile(dataDir)}; stop it and mint again, or restart it with \`anet hub start --data ${dataDir}\``);
+    }
+    throw err;
+  }
+  try {
+    return await new Ledger(store, hubAid).mint(aid, amount, nonce);
+  } catch (err) {
+    if (err instanceof LedgerRefused) throw new CliError(`the hub refused: ${err.code}: ${err.message}`);
+    throw err;
+  } finally {
+    await store.close();
+  }
+}
+
+export async function cmdBalance(io: Io, dataDir: string, json: boolean): Promise<void> {
+  const account = await viaNode<Account>(dataDir, 'balance', {}, (node) => node.client.account(node.identity.aid));
+  if (json) return printJson(io, account);
+  io.out(`balance ${account.balance} credits (${account.held} held)`);
+  for (const e of account.history.slice(-10)) {
+    const other = e.counterparty ? (e.kind === 'credit' ? ` from ${e.counterparty}` : ` to ${e.counterparty}`) : '';
+    io.out(`${new Date(e.at).toISOString()}  ${e.kind.padEnd(7)}  ${e.amount}${other}; balance ${e.balance}`);
+  }
 }

@@ -10,7 +10,7 @@ import { IdentityError } from '../identity/store.js';
 import { StoreLockedError, StoreMissingError } from '../../store/db.js';
 import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
-import { cmdHubStart } from './hub.js';
+import { cmdHubStart, cmdHubMint, cmdBalance } from './hub.js';
 import { cmdList } from './lists.js';
 import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply } from './tasks.js';
 import { serveMcp } from '../mcp/server.js';
@@ -28,7 +28,10 @@ const HELP = `usage: anet <command> [options]
                        rebuild actor states from the journal; --verify compares them with the snapshots
   daemon               run the node: publish its card, serve the CLI on <data>/control.sock
   hub start [--port 8710] [--data DIR]
-                       run a hub (directory, KEL store) with its LevelDB in DIR (default ~/.anet-hub)
+                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub)
+  hub mint AID AMOUNT [--data DIR]
+                       credit AMOUNT credits to a registered AID (through the running hub, else its store)
+  balance              this node's credits on the hub: balance, held, the last 10 ledger entries
   hub-register --name NAME
                        set the name on your card and register with the hub
   profile set [--name NAME] [--description TEXT]
@@ -119,8 +122,11 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
     case 'daemon':
       return cmdDaemon(io, dataDir);
     case 'hub':
-      if (rest[0] !== 'start') throw usageError('the hub command is `anet hub start [--port N] [--data DIR]`');
+      if (rest[0] === 'mint') return cmdHubMint(io, values.data, rest[1], rest[2], json);
+      if (rest[0] !== 'start') throw usageError('the hub commands are `anet hub start [--port N] [--data DIR]` and `anet hub mint AID AMOUNT [--data DIR]`');
       return cmdHubStart(io, values.data, values.port);
+    case 'balance':
+      return cmdBalance(io, dataDir, json);
     case 'hub-register':
       if (!values.name) throw usageError('hub-register needs --name NAME');
       return cmdProfileSet(io, dataDir, values.name, undefined, json);

@@ -99,6 +99,8 @@ export async function dispatch(node: Node, op: string, args: Record<string, unkn
       return node.caller.tasks();
     case 'task':
       return (await node.caller.task(String(args.id))) ?? null;
+    case 'balance':
+      return node.client.account(node.identity.aid);
     default:
       throw new Error(`unknown control operation "${op}"`);
   }
