@@ -1,8 +1,17 @@
-// One inbound capability call (SPEC §4, §9.1, §9.5), journaled: received, then refused (`rejected` with
-// its reason) or admitted and `working` while the service runs, then `completed`, `failed` or `rejected`
-// as the §3.1 table says. A call still `working` when the node stopped ends `failed` with `interrupted`
-// at the next start: it is never run again. Only sizes and hashes of the payload enter the journal.
+// One inbound call (SPEC §4, §9.1, §9.5, §10), journaled: received, then refused (`rejected` with its
+// reason) or admitted and `working` while the service runs, then `completed`, `failed` or `rejected` as
+// the §3.1 table says. A call still `working` when the node stopped ends `failed` with `interrupted` at
+// the next start: it is never run again. Only sizes and hashes of the payload enter the journal.
+//
+// A priced call first waits in `quoted` (input-required) for the caller's payment until the quote's
+// deadline; a payment goes `paying` (the hub holds the amount), then `working`; once a paid call's
+// outcome is known it goes `settling` (the hold is captured for `completed` and `outcome_unknown`,
+// released otherwise) and reaches its final state only when the hub has answered. A paid call that was
+// interrupted releases its hold. So a crash at any step leaves a state that says what is still owed.
 import { setup, assign } from 'xstate';
+
+export type Settlement = 'capture' | 'release';
+export type Ending = 'completed' | 'failed' | 'rejected';
 
 export interface CallContext {
   /** Random per delivery: tells the handler whether its RECEIVED was the first (a resend is ignored). */
@@ -23,6 +32,19 @@ export interface CallContext {
   resultHash: string | null;
   /** CID of the receipt the caller was given. */
   receipt: string | null;
+  /** The quote of a priced call: its id, amount (canonical decimal) and the end of its validity. */
+  quoteId: string | null;
+  amount: string | null;
+  quoteExpiresAt: number | null;
+  /** The payer's authorization nonce: the hub's key for the hold. Set once a payment arrived. */
+  payNonce: string | null;
+  holdTx: string | null;
+  /** What a paid call owes the hub once its outcome is known, and the final state it then reaches. */
+  settlement: Settlement | null;
+  ending: Ending | null;
+  settleTx: string | null;
+  /** The hub's word on the settlement: captured, released, void (nothing was held) or expired. */
+  settled: string | null;
 }
 
 export type CallEvent =
@@ -32,14 +54,53 @@ export type CallEvent =
   | { type: 'COMPLETED'; at: number; resultBytes: number; resultHash: string; receipt: string }
   | { type: 'FAILED'; at: number; reason: string; detail?: string; retryAfterMs?: number }
   | { type: 'SERVICE_REJECTED'; at: number; message: string }
-  | { type: 'INTERRUPTED'; at: number };
+  | { type: 'INTERRUPTED'; at: number }
+  | { type: 'QUOTED'; at: number; quoteId: string; amount: string; expiresAt: number }
+  | { type: 'PAY'; at: number; payNonce: string }
+  | { type: 'HELD'; at: number; tx: string }
+  | { type: 'CANCELED'; at: number; reason: string }
+  | { type: 'SETTLED'; at: number; tx: string; settled: string; receipt?: string }
+  | { type: 'TICK'; at: number };
 
 type E<T extends CallEvent['type']> = Extract<CallEvent, { type: T }>;
 
 const ended = (at: number, fields: Partial<CallContext>) => ({ endedAt: at, ...fields });
+const paid = ({ context }: { context: CallContext }) => context.payNonce !== null;
+const endingIs = (e: Ending) => ({ context }: { context: CallContext }) => context.ending === e;
+
+/** What the outcome events record; for a paid call the state waits in `settling`. */
+const outcomes = {
+  COMPLETED: [
+    { guard: 'paid', actions: ['complete', 'owe'], target: 'settling' },
+    { actions: 'complete', target: 'completed' },
+  ],
+  FAILED: [
+    { guard: 'paid', actions: ['fail', 'owe'], target: 'settling' },
+    { actions: 'fail', target: 'failed' },
+  ],
+  SERVICE_REJECTED: [
+    { guard: 'paid', actions: ['serviceRejected', 'owe'], target: 'settling' },
+    { actions: 'serviceRejected', target: 'rejected' },
+  ],
+  REFUSED: [
+    { guard: 'paid', actions: ['refuse', 'owe'], target: 'settling' },
+    { actions: 'refuse', target: 'rejected' },
+  ],
+  INTERRUPTED: [
+    { guard: 'paid', actions: ['interrupt', 'owe'], target: 'settling' },
+    { actions: 'interrupt', target: 'failed' },
+  ],
+} as const;
 
 export const callMachine = setup({
   types: { context: {} as CallContext, events: {} as CallEvent },
+  guards: {
+    paid,
+    quoteValid: ({ context, event }) => event.at < context.quoteExpiresAt!,
+    quoteOver: ({ context, event }) => event.at >= context.quoteExpiresAt!,
+    endsCompleted: endingIs('completed'),
+    endsRejected: endingIs('rejected'),
+  },
   actions: {
     receive: assign(({ event }) => {
       const e = event as E<'RECEIVED'>;
@@ -51,7 +112,7 @@ export const callMachine = setup({
     }),
     complete: assign(({ event }) => {
       const e = event as E<'COMPLETED'>;
-      return ended(e.at, { resultBytes: e.resultBytes, resultHash: e.resultHash, receipt: e.receipt });
+      return ended(e.at, { resultBytes: e.resultBytes, resultHash: e.resultHash, receipt: e.receipt || null });
     }),
     fail: assign(({ event }) => {
       const e = event as E<'FAILED'>;
@@ -62,6 +123,25 @@ export const callMachine = setup({
       return ended(e.at, { reason: 'service_rejected', message: e.message });
     }),
     interrupt: assign(({ event }) => ended(event.at, { reason: 'interrupted', detail: 'the node stopped while the call ran; its outcome is unknown' })),
+    // SPEC §10: capture when the call completed or its outcome is unknown; release when it did not run
+    // or failed. An interrupted call releases: its caller gets no result from it.
+    owe: assign(({ event }) => {
+      const capture = event.type === 'COMPLETED' || (event.type === 'FAILED' && (event as E<'FAILED'>).reason === 'outcome_unknown');
+      const ending: Ending = event.type === 'COMPLETED' ? 'completed' : event.type === 'SERVICE_REJECTED' || event.type === 'REFUSED' ? 'rejected' : 'failed';
+      return { settlement: capture ? ('capture' as const) : ('release' as const), ending };
+    }),
+    quote: assign(({ event }) => {
+      const e = event as E<'QUOTED'>;
+      return { quoteId: e.quoteId, amount: e.amount, quoteExpiresAt: e.expiresAt };
+    }),
+    pay: assign(({ event }) => ({ payNonce: (event as E<'PAY'>).payNonce })),
+    hold: assign(({ event }) => ({ holdTx: (event as E<'HELD'>).tx })),
+    expire: assign(({ event }) => ended(event.at, { reason: 'quote_expired', detail: 'no payment arrived before the quote expired' })),
+    cancel: assign(({ event }) => ended(event.at, { reason: (event as E<'CANCELED'>).reason })),
+    settle: assign(({ context, event }) => {
+      const e = event as E<'SETTLED'>;
+      return { settleTx: e.tx, settled: e.settled, receipt: e.receipt ?? context.receipt };
+    }),
   },
 }).createMachine({
   id: 'call',
@@ -69,6 +149,7 @@ export const callMachine = setup({
     nonce: '',
     task: '', caller: '', capability: '', argsBytes: 0, argsHash: '', receivedAt: 0, endedAt: null,
     reason: null, detail: null, retryAfterMs: null, message: null, resultBytes: null, resultHash: null, receipt: null,
+    quoteId: null, amount: null, quoteExpiresAt: null, payNonce: null, holdTx: null, settlement: null, ending: null, settleTx: null, settled: null,
   },
   initial: 'new',
   states: {
@@ -79,22 +160,46 @@ export const callMachine = setup({
       on: {
         REFUSED: { actions: 'refuse', target: 'rejected' },
         STARTED: 'working',
+        QUOTED: { actions: 'quote', target: 'quoted' },
         COMPLETED: { actions: 'complete', target: 'completed' },
         FAILED: { actions: 'fail', target: 'failed' },
         SERVICE_REJECTED: { actions: 'serviceRejected', target: 'rejected' },
         INTERRUPTED: { actions: 'interrupt', target: 'failed' },
       },
     },
-    working: {
+    // input-required: the quote's deadline is this state's timer (the host arms it from the context).
+    quoted: {
       on: {
-        COMPLETED: { actions: 'complete', target: 'completed' },
+        PAY: [{ guard: 'quoteValid', actions: 'pay', target: 'paying' }, { actions: 'expire', target: 'failed' }],
+        TICK: { guard: 'quoteOver', actions: 'expire', target: 'failed' },
+        CANCELED: { actions: 'cancel', target: 'canceled' },
         FAILED: { actions: 'fail', target: 'failed' },
-        SERVICE_REJECTED: { actions: 'serviceRejected', target: 'rejected' },
         INTERRUPTED: { actions: 'interrupt', target: 'failed' },
+      },
+    },
+    // The hub is asked to hold the amount; an answer moves on, anything else is settled (released).
+    paying: {
+      on: {
+        HELD: { actions: 'hold', target: 'working' },
+        ...outcomes,
+      },
+    },
+    working: { on: outcomes },
+    settling: {
+      on: {
+        SETTLED: [
+          { guard: 'endsCompleted', actions: 'settle', target: 'completed' },
+          { guard: 'endsRejected', actions: 'settle', target: 'rejected' },
+          { actions: 'settle', target: 'failed' },
+        ],
       },
     },
     completed: { type: 'final' },
     failed: { type: 'final' },
     rejected: { type: 'final' },
+    canceled: { type: 'final' },
   },
 });
+
+/** A call's timer: the end of its quote while it waits for payment. */
+export const callDeadline = (value: unknown, context: CallContext): number | null => (value === 'quoted' ? context.quoteExpiresAt : null);

@@ -68,6 +68,8 @@ export class Store {
   readonly tasks: Sub;
   /** Text tasks waiting for the operator's `anet reply` (no local agent configured). */
   readonly inbox: Sub;
+  /** Payments we authorized whose task has not ended (so a restart sends them again, same bytes). */
+  readonly paying: Sub;
 
   private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
     const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
@@ -84,6 +86,7 @@ export class Store {
     this.running = sub('running');
     this.tasks = sub('tasks');
     this.inbox = sub('inbox');
+    this.paying = sub('paying');
   }
 
   static path(dataDir: string): string {

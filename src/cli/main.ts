@@ -12,7 +12,7 @@ import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
 import { cmdHubStart, cmdHubMint, cmdBalance } from './hub.js';
 import { cmdList } from './lists.js';
-import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply } from './tasks.js';
+import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply, cmdPay, cmdReject } from './tasks.js';
 import { serveMcp } from '../mcp/server.js';
 import { ConfigInvalidError } from '../daemon/node.js';
 import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
@@ -42,6 +42,8 @@ const HELP = `usage: anet <command> [options]
   call AID CAPABILITY --args JSON [--file PATH]...
                        call another node's capability; prints the result and its verified receipt
   tasks, task ID       the tasks this node sent, and one of them
+  pay TASK, reject TASK
+                       pay a quote the auto-pay rule left to you (SPEC §10), or decline it
   send AID TEXT        a text task for another node's agent (or its operator's inbox)
   inbox, reply TASK TEXT
                        text tasks waiting for you (no local agent configured), and your answer
@@ -149,6 +151,10 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdReply(io, dataDir, rest[0], rest.slice(1), json);
     case 'task':
       return cmdTask(io, dataDir, rest[0], json);
+    case 'pay':
+      return cmdPay(io, dataDir, rest[0], json);
+    case 'reject':
+      return cmdReject(io, dataDir, rest[0], json);
     case 'allow':
     case 'trust':
     case 'deny':

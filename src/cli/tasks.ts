@@ -43,9 +43,15 @@ export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, 
   const show = progress(io);
   // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
   const req = { aid, capability, args: argsText, files: attached, waitMs: FIRST_WAIT_MS };
-  let record = await viaNode<TaskRecord>(dataDir, 'call', req, (node) => node.caller.call(aid, capability, argsText, attached, WAIT_MS, show.update));
+  const first = await viaNode<TaskRecord>(dataDir, 'call', req, (node) => node.caller.call(aid, capability, argsText, attached, WAIT_MS, show.update));
+  return finishTask(io, dataDir, first, show, json);
+}
+
+/** Polls the task (through the daemon) until it ends or waits for the operator, then prints it. */
+async function finishTask(io: Io, dataDir: string, first: TaskRecord, show: ReturnType<typeof progress>, json: boolean): Promise<void> {
+  let record = first;
   const until = Date.now() + WAIT_MS - FIRST_WAIT_MS;
-  while (!FINAL.includes(record.state) && Date.now() < until) {
+  while (!FINAL.includes(record.state) && !operatorDecides(record) && Date.now() < until) {
     show.update(record);
     await new Promise((r) => setTimeout(r, POLL_MS));
     record = (await viaNode<TaskRecord | null>(dataDir, 'task', { id: record.task }, async (node) => (await node.caller.task(record.task)) ?? null)) ?? record;
@@ -54,6 +60,23 @@ export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, 
   if (json) printJson(io, record);
   else printRecord(io, record);
   if (record.state !== 'completed' || receiptFailed(record)) throw new CliError('', 1);
+}
+
+/** A quote the auto-pay rule left to the operator: `anet pay` or `anet reject` decides. */
+const operatorDecides = (r: TaskRecord) => r.state === 'input-required' && r.payment?.decided === true;
+
+export async function cmdPay(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
+  if (!id) throw usageError('pay needs a task id, as `anet tasks` prints it');
+  const show = progress(io);
+  const first = await viaNode<TaskRecord>(dataDir, 'pay', { task: id, waitMs: FIRST_WAIT_MS }, (node) => node.caller.pay(id, WAIT_MS, show.update));
+  return finishTask(io, dataDir, first, show, json);
+}
+
+export async function cmdReject(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
+  if (!id) throw usageError('reject needs a task id, as `anet tasks` prints it');
+  const r = await viaNode<TaskRecord>(dataDir, 'reject', { task: id }, (node) => node.caller.reject(id));
+  if (json) return printJson(io, r);
+  io.out(`rejected the quote of task ${r.task}; the provider was told and nothing was paid`);
 }
 
 /** Words from another node, printed without control characters (no terminal escapes from peers). */
@@ -67,6 +90,11 @@ function printRecord(io: Io, r: TaskRecord): void {
     io.out(clean(JSON.stringify(r.result, null, 2)));
     if (r.capability === CHAT) return;
     io.out(receiptFailed(r) ? `receipt NOT verified: ${clean(String(r.receipt ?? 'none'))}; do not rely on this result` : `receipt ${r.receipt} (signed by the provider, verified)`);
+    if (r.payment?.status === 'payment-completed') io.out(`paid ${r.payment.quote!.amount} credits (hub transaction ${clean(String(r.payment.hubTx))})`);
+    return;
+  }
+  if (r.state === 'input-required' && r.payment) {
+    printQuote(io, r);
     return;
   }
   if (r.state === 'submitted' || r.state === 'working') {
@@ -77,6 +105,19 @@ function printRecord(io: Io, r: TaskRecord): void {
   const words = r.message ? `: ${clean(r.message)}` : r.detail ? ` (${clean(r.detail)})` : '';
   io.out(`${r.state}: ${r.reason}${words}${retry}`);
   if (r.explanation) io.out(r.explanation);
+}
+
+function printQuote(io: Io, r: TaskRecord): void {
+  const p = r.payment!;
+  if (!p.quote) {
+    io.out(`task ${r.task} asks for a payment whose quote cannot be paid: ${clean(String(p.quoteError))}`);
+    io.out(`run \`anet reject ${r.task}\` to end it`);
+    return;
+  }
+  const until = new Date(p.expiresAt).toTimeString().slice(0, 8);
+  io.out(`task ${r.task} waits for payment: ${p.quote.amount} credits to ${r.to} for ${r.capability} (the quote stands until ${until})`);
+  if (p.why) io.out(`not paid automatically: ${clean(p.why)}`);
+  io.out(`run \`anet pay ${r.task}\` to pay it, or \`anet reject ${r.task}\``);
 }
 
 export async function cmdTasks(io: Io, dataDir: string, json: boolean): Promise<void> {

@@ -95,6 +95,10 @@ export async function dispatch(node: Node, op: string, args: Record<string, unkn
       return node.inbox();
     case 'reply':
       return node.reply(String(args.task), String(args.text));
+    case 'pay':
+      return node.caller.pay(String(args.task), Number(args.waitMs ?? 0));
+    case 'reject':
+      return node.caller.reject(String(args.task));
     case 'tasks':
       return node.caller.tasks();
     case 'task':

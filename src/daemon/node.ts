@@ -19,6 +19,12 @@ import { callDesk, interruptRunning, tellInterrupted, TASK_SEND, TASK_STATUS, TA
 import type { NodeParts } from './parts.js';
 import { inbox, replyToInbox, type InboxEntry } from '../inbound/text.js';
 import { Caller } from '../tasks/outbound.js';
+import { payDesk, cancelDesk, resumeSettlements, TASK_PAY, TASK_CANCEL } from '../payment/provider.js';
+import { Payer, type SignedPrice } from '../payment/caller.js';
+import { pricesOf } from '../card/extended.js';
+import { cardPayload } from '../card/jws.js';
+import { publicSeqOf } from '../reader/fetch.js';
+import { sha256 } from '@noble/hashes/sha2.js';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -62,7 +68,11 @@ export class Node {
   ) {
     this.now = () => clock.now();
     this.fetcher = new CardFetcher({ me: identity.aid, host: () => this.actors(), messenger: () => this.network(), reader, store, now: this.now });
-    this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now });
+    const payer = new Payer({
+      identity, store, reader, host: () => this.actors(), messenger: () => this.network(), now: this.now,
+      payments: config.payments, hubAid: () => this.hubAid(), signedPrice: (aid, skill) => this.signedPrice(aid, skill),
+    });
+    this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now, payer });
   }
 
   readonly caller: Caller;
@@ -125,7 +135,7 @@ export class Node {
     const host = await this.actors();
     const messenger = new Messenger({ dataDir: this.dataDir, identity: this.identity, hub: this.config.hub, client: this.client, reader: this.reader, store: this.store, now: this.now, log: this.log });
     const parts: NodeParts = {
-      dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger,
+      dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, client: this.client,
       now: this.now, log: this.log, hubAid: () => this.hubAid(), stopping: this.stopping.signal,
     };
     this.parts = parts;
@@ -133,6 +143,8 @@ export class Node {
     messenger.on(CARD_REPLY, this.fetcher.onReply());
     messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
     messenger.on(TASK_SEND, callDesk(parts));
+    messenger.on(TASK_PAY, payDesk(parts));
+    messenger.on(TASK_CANCEL, cancelDesk(parts));
     messenger.on(TASK_STATUS, this.caller.onReply());
     messenger.on(TASK_RESULT, this.caller.onReply());
     // Before the stream delivers anything: in-flight counts start empty and stopped calls end interrupted.
@@ -145,10 +157,18 @@ export class Node {
         await messenger.start();
       });
       this.openMessenger = messenger;
-      if (interrupted.length > 0) {
-        this.log(`${interrupted.length} call(s) were running when the node stopped: ended interrupted; telling their callers`);
-        void tellInterrupted(parts, interrupted);
+      if (interrupted.told.length > 0) {
+        this.log(`${interrupted.told.length} call(s) were running when the node stopped: ended interrupted; telling their callers`);
+        void tellInterrupted(parts, interrupted.told);
       }
+      if (interrupted.settle.length > 0) {
+        this.log(`${interrupted.settle.length} paid call(s) still owe the hub a settlement: settling, then answering their callers`);
+        void resumeSettlements(parts, interrupted.settle);
+      }
+      void this.caller.resendPayments().then(
+        (n) => n > 0 && this.log(`sent ${n} authorized payment(s) again after the restart`),
+        (err) => this.log(`sending payments again: ${(err as Error).message}`),
+      );
       void renewCredentials(parts).then(
         (n) => n > 0 && this.log(`renewed ${n} contact credential(s) after the key rotation`),
         (err) => this.log(`renewing contact credentials: ${(err as Error).message}`),
@@ -219,6 +239,23 @@ export class Node {
       prices: ext.prices,
       fetchedAt: ext.fetchedAt,
     };
+  }
+
+  /**
+   * The provider's signed price for a skill (SPEC §10): from its verified extended card, fetched under the
+   * §6.1–6.2 rules (cache, 60 s guard) when not held. Never from the hub or the public card.
+   */
+  async signedPrice(aid: string, skillId: string): Promise<SignedPrice | { why: string }> {
+    const read = await this.reader.publicCard(aid);
+    if (!read.verified) return { why: `its public card does not verify (${read.code})` };
+    const ext = await this.fetcher.extended(read);
+    if (ext.extended !== 'ok' || !ext.card) return { why: explain(ext.reason ?? 'card_unavailable') };
+    const prices = pricesOf(ext.card);
+    if ('error' in prices) return { why: prices.error };
+    const price = prices.prices.find((p) => p.skillId === skillId);
+    if (!price) return { why: `its signed extended card has no price for ${skillId}` };
+    const digest = Buffer.from(sha256(Buffer.from(cardPayload(ext.card)))).toString('hex');
+    return { amount: price.amount, network: prices.network, asset: prices.asset, seq: publicSeqOf(ext.card) ?? '', digest, fetchedAt: ext.fetchedAt! };
   }
 
   async close(): Promise<void> {

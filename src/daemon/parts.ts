@@ -4,6 +4,7 @@ import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
 import type { ActorHost } from '../runtime/host.js';
 import type { Messenger } from '../relay/messenger.js';
+import type { HubClient } from '../hub/client.js';
 
 export interface NodeParts {
   dataDir: string;
@@ -14,6 +15,8 @@ export interface NodeParts {
   messenger: Messenger;
   now: () => number;
   log: (line: string) => void;
+  /** The hub: its ledger holds, captures and releases the payments of priced calls (SPEC §10). */
+  client: HubClient;
   /** The hub's AID (prices name its ledger). */
   hubAid: () => Promise<string>;
   /** Aborted when the node stops: running service calls are dropped and left for `interruptRunning`. */

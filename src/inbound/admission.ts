@@ -94,9 +94,6 @@ export async function precheck(parts: AdmissionParts, call: CallIn): Promise<Che
   if (argsRefusal) return { ...argsRefusal, listed };
   const files = await checkFiles(cap, call.files ?? []);
   if ('admitted' in files) return { ...files, listed };
-  // A priced call runs only against a payment (SPEC §10), which this node cannot take yet: it is never
-  // run for free.
-  if ((cap.service.price ?? 0n) > 0n) return { ...refuse('payment_required', { detail: `${cap.service.price} credits; payments are not settled by this node yet` }), listed };
   return { capability: cap, files, listed };
 }
 
@@ -148,13 +145,18 @@ const admitting = new WeakMap<ActorHost, KeyedSerial>();
  * capability at a time: a call that a later window refuses must not hold an earlier window's slot while
  * another caller's call is checked (it would be refused for a slot nobody ends up using).
  */
-export function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
+export function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn, opts: SlotOptions = {}): Promise<Admission> {
   let serial = admitting.get(parts.host);
   if (!serial) admitting.set(parts.host, (serial = new KeyedSerial()));
-  return serial.run(checked.capability.id, () => takeSlotsNow(parts, checked, call));
+  return serial.run(checked.capability.id, () => takeSlotsNow(parts, checked, call, opts));
 }
 
-async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Admission> {
+export interface SlotOptions {
+  /** Take the quota windows only (a priced call's quote); `takeInflight` takes the slot once it is paid. */
+  inflight?: boolean;
+}
+
+async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallIn, opts: SlotOptions): Promise<Admission> {
   const { capability: cap, files, listed } = checked;
   const { host } = parts;
   const ids = actors(cap.id, call.from);
@@ -179,25 +181,41 @@ async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallI
     await giveBack();
     return { ...(refusal as Refusal), listed };
   }
-  // One machine counts both limits, so a START is checked against the whole count and the caller's at once
-  // (two machines would let a call hold one slot for a moment while the other refuses it).
-  const slot = (await host.send(ids.inflight, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from })).context as InflightContext;
-  if (!slot.last?.started) {
+  if (opts.inflight === false) return { admitted: true, capability: cap, files, listed, release: async (undoQuota = false) => void (undoQuota && (await giveBack())) };
+  const slot = await startInflight(parts, cap, call);
+  if ('admitted' in slot) {
     await giveBack();
-    return { ...refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight'), listed };
+    return { ...slot, listed };
   }
+  return { admitted: true, capability: cap, files, listed, release: async (undoQuota = false) => {
+    if (undoQuota) await giveBack();
+    await slot.release();
+  } };
+}
+
+/**
+ * One machine counts both limits, so a START is checked against the whole count and the caller's at once
+ * (two machines would let a call hold one slot for a moment while the other refuses it). Returns the
+ * slot's release (once only), or the refusal when the capability or the caller is full.
+ */
+async function startInflight(parts: AdmissionParts, cap: OfferedCapability, call: CallIn): Promise<{ release(): Promise<void> } | Refusal> {
+  const id = actors(cap.id, call.from).inflight;
+  const limits = cap.inbound;
+  const slot = (await parts.host.send(id, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from })).context as InflightContext;
+  if (!slot.last?.started) return refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight');
   let released = false;
   return {
-    admitted: true,
-    capability: cap,
-    files,
-    listed,
-    /** Frees the slot when the call ends; `undoQuota` also gives back its quota (it never ran). */
-    release: async (undoQuota = false) => {
+    release: async () => {
       if (released) return;
       released = true;
-      if (undoQuota) await giveBack();
-      await host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: call.id });
+      await parts.host.send(id, 'inflight', undefined, { type: 'FINISH', id: call.id });
     },
   };
+}
+
+/** The in-flight slot of a paid call (its quota was taken when it was quoted), in the capability's turn. */
+export function takeInflight(parts: AdmissionParts, cap: OfferedCapability, call: CallIn): Promise<{ release(): Promise<void> } | Refusal> {
+  let serial = admitting.get(parts.host);
+  if (!serial) admitting.set(parts.host, (serial = new KeyedSerial()));
+  return serial.run(cap.id, () => startInflight(parts, cap, call));
 }

@@ -19,18 +19,20 @@ import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
 import { textTask } from './text.js';
+import { offerQuote } from '../payment/provider.js';
 import type { NodeParts } from '../daemon/parts.js';
 
 export const TASK_SEND = 'task.send';
 export const TASK_STATUS = 'task.status';
 export const TASK_RESULT = 'task.result';
-const TASK_ID = /^[0-9a-f]{16,64}$/;
+export const TASK_ID = /^[0-9a-f]{16,64}$/;
+const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
 /** A call still running after this long sends the caller `task.status working`. */
 const WORKING_AFTER_MS = 500;
 /** A result waits in the hub's queue for an offline caller as long as the relay allows. */
 const RESULT_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 
-export type CallParts = Omit<NodeParts, 'hubAid'>;
+export type CallParts = NodeParts;
 
 export interface Running {
   caller: string;
@@ -62,9 +64,10 @@ export function callDesk(parts: CallParts): MessageHandler {
 
 /**
  * RECEIVED and the quota checks go to the journal in one batch; then the in-flight slot; then the
- * service runs. Returns the running call (boxed: an awaited promise would be joined), or why not.
+ * service runs. A priced call is quoted instead (its slot is taken once it is paid, SPEC §10). Returns
+ * the running call (boxed: an awaited promise would be joined), or why not.
  */
-async function admitAndStart(parts: CallParts, actor: string, call: Running, argsText: string, rawFiles: CborValue | undefined, reply: Reply): Promise<{ done: Promise<void> } | 'refused' | 'resend'> {
+async function admitAndStart(parts: CallParts, actor: string, call: Running, argsText: string, rawFiles: CborValue | undefined, reply: Reply): Promise<{ done: Promise<void> } | 'refused' | 'resend' | 'quoted'> {
   let args: unknown;
   try {
     args = JSON.parse(argsText);
@@ -74,33 +77,34 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   const files = Array.isArray(rawFiles) ? rawFiles.map(fileIn) : undefined;
   const callIn = { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args, argsBytes: Buffer.byteLength(argsText), ...(files ? { files } : {}) };
   const checked = await precheck(parts, callIn);
+  const priced = !('admitted' in checked) && isPriced(checked.capability);
   // The socket check (SPEC §3.2) runs while the call is journaled and admitted; the service waits for it.
-  const service = 'admitted' in checked ? null : target(parts.config, checked.capability);
+  const service = 'admitted' in checked || priced ? null : target(parts.config, checked.capability);
   const socketCheck = service ? checkTarget(service) : null;
   // Marked running in the same batch as RECEIVED: a crash from here on ends it `interrupted` at the next
   // start, with its slots freed. The mark goes in the batch of the event that ends the call.
   const [first, decision] = await Promise.all([
     receive(parts, actor, call, Buffer.from(argsText), [{ sublevel: 'running', key: actor, value: call }]),
-    'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn),
+    'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn, priced ? { inflight: false } : {}),
   ]);
   if (!first) {
-    if (decision.admitted) await decision.release(true);
+    if (decision.admitted) await decision.release(!priced);
     return 'resend';
   }
   if (!decision.admitted) {
     await refuse(parts, actor, decision, (f) => reply(f, decision.listed), call.capability);
     return 'refused';
   }
+  const listedReply: Reply = (f) => reply(f, decision.listed);
+  if (priced) {
+    await offerQuote(parts, { actor, call, argsText, capability: decision.capability, files: decision.files, listed: decision.listed });
+    return 'quoted';
+  }
   // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it
   // `interrupted` if the node stops first.
-  const listedReply: Reply = (f) => reply(f, decision.listed);
   const done = (async () => {
     try {
-      // A quick call needs no progress message; a slow one tells the caller it is running.
-      const status = setTimeout(() => void listedReply({ state: 'working' }).catch(() => {}), WORKING_AFTER_MS);
-      const outcome = await callService(service!, {
-        caller: call.caller, callId: call.task, capability: call.capability, body: serviceBody(argsText, decision.files),
-      }, parts.now, parts.stopping, socketCheck!).finally(() => clearTimeout(status));
+      const outcome = await serve(parts, call, argsText, decision.files, service!, socketCheck!, listedReply);
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
       // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
@@ -113,6 +117,17 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     }
   })();
   return { done };
+}
+
+const isPriced = (cap: OfferedCapability) => (cap.service.price ?? 0n) > 0n;
+
+/** The service call, with a `working` status to the caller when it takes a while. */
+export async function serve(parts: CallParts, call: Running, argsText: string, files: FileOut[], service: ServiceTarget, socketCheck: ReturnType<typeof checkTarget>, reply: Reply): Promise<ServiceOutcome> {
+  // A quick call needs no progress message; a slow one tells the caller it is running.
+  const status = setTimeout(() => void reply({ state: 'working' }).catch(() => {}), WORKING_AFTER_MS);
+  return callService(service, {
+    caller: call.caller, callId: call.task, capability: call.capability, body: serviceBody(argsText, files),
+  }, parts.now, parts.stopping, socketCheck).finally(() => clearTimeout(status));
 }
 
 /**
@@ -129,7 +144,7 @@ export async function receive(parts: Pick<CallParts, 'host'>, actor: string, cal
 export type Alongside = NonNullable<SendOptions['alongside']>;
 
 /** What a call without `discard` leaves for the operator: its arguments, its files' digests, its result. */
-function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome): unknown {
+export function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome): unknown {
   const fileDigests = files.map((f) => {
     const bytes = Buffer.from(f.data_b64, 'base64');
     return { name: f.name, mime: f.mime, bytes: bytes.length, sha256: hex(sha256(bytes)) };
@@ -138,11 +153,11 @@ function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome):
 }
 
 /** Written with the event that ends a call: its running mark goes, its payload (if kept) comes. */
-function ending(actor: string, payload: unknown): Alongside {
+export function ending(actor: string, payload: unknown): Alongside {
   return [{ sublevel: 'running', key: actor }, ...(payload === null ? [] : [{ sublevel: 'payloads' as const, key: actor, value: payload }])];
 }
 
-type Reply = (fields: Record<string, CborValue | undefined>, listed?: boolean) => Promise<void>;
+export type Reply = (fields: Record<string, CborValue | undefined>, listed?: boolean) => Promise<void>;
 
 function fileIn(v: unknown): FileIn {
   const f = fromBody(v as CborValue) ?? {};
@@ -155,14 +170,16 @@ function serviceBody(argsText: string, files: FileOut[]): Uint8Array {
   return Buffer.from(`{"args":${argsText},"files":${JSON.stringify(files)}}`);
 }
 
-function target(config: Config, cap: OfferedCapability): { url: ServiceUrl; timeoutMs: number; tokenFile?: string } {
+export type ServiceTarget = { url: ServiceUrl; timeoutMs: number; tokenFile?: string };
+
+export function target(config: Config, cap: OfferedCapability): ServiceTarget {
   const module = config.modules.service;
   const tokenFile = cap.service.token_file ?? module.token_file;
   return { url: parseServiceUrl(cap.service.url) as ServiceUrl, timeoutMs: cap.service.timeout_ms ?? module.timeout_ms, ...(tokenFile ? { tokenFile } : {}) };
 }
 
 /** A `discard` capability's journal holds no words that may carry its payload (file names, echoes). */
-const discards = (config: Config, capability: string) => offeredCapabilities(config).some((c) => c.id === capability && c.inbound.discard);
+export const discards = (config: Config, capability: string) => offeredCapabilities(config).some((c) => c.id === capability && c.inbound.discard);
 
 async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply, capability: string): Promise<void> {
   const detail = r.detail && !discards(parts.config, capability) ? { detail: r.detail } : {};
@@ -173,18 +190,21 @@ async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply,
 async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply, payload: unknown): Promise<void> {
   const alongside = ending(actor, payload);
   if (outcome.state === 'completed') {
-    const resultText = outcome.text;
     const receipt = signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() });
-    await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(resultText), resultHash: hex(resultHash(outcome.result)), receipt: receipt.cid }, { alongside });
-    return reply({ state: 'completed', result: resultText, receipt: receipt.bytes });
+    await parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt.cid), { alongside });
+    return reply({ state: 'completed', result: outcome.text, receipt: receipt.bytes });
   }
-  if (outcome.state === 'rejected') {
-    await parts.host.send(actor, 'call', undefined, { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message }, { alongside });
-    return reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
-  }
-  if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
-  await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}), ...(outcome.retryAfterMs !== undefined ? { retryAfterMs: outcome.retryAfterMs } : {}) }, { alongside });
+  await parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome), { alongside });
+  if (outcome.state === 'rejected') return reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
   return reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs });
+}
+
+/** The journal's record of a service outcome: sizes and hashes, the reason, never the payload. */
+export function outcomeEvent(parts: CallParts, call: Running, outcome: ServiceOutcome, receipt = ''): { type: string; [k: string]: unknown } {
+  if (outcome.state === 'completed') return { type: 'COMPLETED', resultBytes: Buffer.byteLength(outcome.text), resultHash: hex(resultHash(outcome.result)), receipt };
+  if (outcome.state === 'rejected') return { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message };
+  if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
+  return { type: 'FAILED', reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}), ...(outcome.retryAfterMs !== undefined ? { retryAfterMs: outcome.retryAfterMs } : {}) };
 }
 
 /** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
@@ -192,7 +212,7 @@ export async function answer(parts: CallParts, caller: string, task: string, fie
   // The standing the admission just read, when there was one; else read now.
   const who = known === undefined ? await standing(parts.dataDir, parts.config, caller) : null;
   const listed = known ?? (who === 'allowed' || who === 'trusted');
-  const final = fields.state !== 'working';
+  const final = FINAL.includes(String(fields.state));
   const credential = listed && final ? await issueAndRecord(parts.store, parts.identity, caller, parts.now()) : undefined;
   await parts.messenger.send(caller, final ? TASK_RESULT : TASK_STATUS, toBody({ task, ...fields, credential }), { ttlMs: RESULT_TTL_MS });
 }
@@ -200,22 +220,32 @@ export async function answer(parts: CallParts, caller: string, task: string, fie
 /**
  * At start, before any message is taken: nothing runs after a restart, so every in-flight count starts
  * empty (a slot can never leak across a stop), and every call that was running ends `failed`,
- * `interrupted` — its outcome is unknown, so it is not run again. Returns the callers to tell.
+ * `interrupted` — its outcome is unknown, so it is not run again. A quoted call's arguments are gone, so
+ * it ends the same way (nothing was charged). A paid call still owing the hub its settlement keeps its
+ * mark until settled (an interrupted one releases its hold). Returns the callers to tell and the calls
+ * to settle.
  */
-export async function interruptRunning(parts: Omit<CallParts, 'messenger'>): Promise<Running[]> {
+export async function interruptRunning(parts: Omit<CallParts, 'messenger'>): Promise<{ told: Running[]; settle: string[] }> {
   for (const cap of offeredCapabilities(parts.config)) {
     await parts.host.send(actors(cap.id, '').inflight, 'inflight', { max: cap.inbound.max_inflight, perCaller: cap.inbound.per_caller_inflight }, { type: 'CLEAR' });
   }
   const told: Running[] = [];
+  const settle: string[] = [];
   for await (const [actor, value] of parts.store.running.iterator()) {
-    await parts.store.running.del(actor);
     const state = await parts.host.state(actor);
+    const paid = state ? (state.context as CallContext).payNonce !== null : false;
+    if (state?.value === 'settling' || (paid && (state?.value === 'paying' || state?.value === 'working'))) {
+      if (state.value !== 'settling') await parts.host.send(actor, 'call', undefined, { type: 'INTERRUPTED' });
+      settle.push(actor);
+      continue;
+    }
+    await parts.store.running.del(actor);
     // Ended but not yet unmarked when the node stopped: its caller already has the answer.
-    if (state && state.value !== 'submitted' && state.value !== 'working') continue;
+    if (state && state.value !== 'submitted' && state.value !== 'working' && state.value !== 'quoted') continue;
     await parts.host.send(actor, 'call', undefined, { type: 'INTERRUPTED' });
     told.push(value as Running);
   }
-  return told;
+  return { told, settle };
 }
 
 /** Tells the callers of interrupted calls, once the relay is open. */

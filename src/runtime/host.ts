@@ -34,7 +34,7 @@ export interface SendOptions {
    * Records written in the same atomic batch as this event (not part of the journal: replay ignores
    * them), so a fact about the event's effect is on disk exactly when the event is.
    */
-  alongside?: { sublevel: 'running' | 'payloads' | 'inbox'; key: string; value?: unknown }[];
+  alongside?: { sublevel: 'running' | 'payloads' | 'inbox' | 'paying'; key: string; value?: unknown }[];
 }
 
 type Event = { type: string; at?: number; [key: string]: unknown };

@@ -4,7 +4,9 @@ import type { AnyStateMachine, SnapshotFrom } from 'xstate';
 import { bucketMachine, type BucketContext } from '../../machines/bucket.js';
 import { inflightMachine } from '../../machines/inflight.js';
 import { cardFetchMachine, type CardFetchContext } from '../../machines/card-fetch.js';
-import { callMachine } from '../../machines/call.js';
+import { callMachine, callDeadline, type CallContext } from '../../machines/call.js';
+import { paymentMachine, type PaymentContext } from '../../machines/payment.js';
+import { spendMachine } from '../../machines/spend.js';
 
 export interface ActorKind {
   machine: AnyStateMachine;
@@ -14,7 +16,9 @@ export interface ActorKind {
 export const KINDS: Record<string, ActorKind> = {
   bucket: { machine: bucketMachine, deadline: (s) => (s.context as BucketContext).deadline },
   inflight: { machine: inflightMachine, deadline: () => null },
-  call: { machine: callMachine, deadline: () => null },
+  call: { machine: callMachine, deadline: (s) => callDeadline(s.value, s.context as CallContext) },
+  payment: { machine: paymentMachine, deadline: (s) => (s.context as PaymentContext).deadline },
+  spend: { machine: spendMachine, deadline: () => null },
   'card-fetch': { machine: cardFetchMachine, deadline: (s) => (s.context as CardFetchContext).deadline },
   // The provider's card-request reply limiter (SPEC §6.2: 6 per sender per 60 s, then no answer) is an
   // exact sliding window: the bucket machine with input { limit: 6, windowMs: 60000 }.

@@ -15,8 +15,9 @@ import { checkCredential, Contacts } from '../contacts/credential.js';
 import { explain } from '../reasons.js';
 import { CHAT } from '../inbound/text.js';
 import type { CborValue } from '../identity/cbor.js';
+import { PaymentError, type Payer, type PaymentRecord } from '../payment/caller.js';
 
-export type TaskState = 'submitted' | 'working' | 'completed' | 'failed' | 'rejected' | 'canceled';
+export type TaskState = 'submitted' | 'working' | 'input-required' | 'completed' | 'failed' | 'rejected' | 'canceled';
 
 export interface TaskRecord {
   task: string;
@@ -33,9 +34,13 @@ export interface TaskRecord {
   result: unknown;
   /** CID of the provider's receipt when it verified; `invalid: …` when it did not. */
   receipt: string | null;
+  /** A priced call's quote and payment (SPEC §10); null for free calls. */
+  payment: PaymentRecord | null;
 }
 
 const FINAL: TaskState[] = ['completed', 'failed', 'rejected', 'canceled'];
+/** A call whose quote the auto-pay rule left to the operator. */
+const awaitingOperator = (r: TaskRecord) => r.state === 'input-required' && r.payment?.decided === true;
 
 export interface CallerParts {
   me: string;
@@ -43,6 +48,7 @@ export interface CallerParts {
   reader: Reader;
   messenger: () => Promise<Messenger>;
   now: () => number;
+  payer: Payer;
 }
 
 export class Caller {
@@ -64,7 +70,8 @@ export class Caller {
 
   /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
   call(to: string, capability: string, argsText: string, files: { name: string; data_b64: string }[], waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
-    return this.start(to, capability, toBody({ task: '', capability, args: argsText, ...(files.length ? { files: files.map((f) => toBody(f)) } : {}) }), waitMs, onUpdate);
+    // A quote the operator must decide on is an answer too: `anet pay` or `anet reject` goes on from there.
+    return this.start(to, capability, toBody({ task: '', capability, args: argsText, ...(files.length ? { files: files.map((f) => toBody(f)) } : {}) }), waitMs, onUpdate, awaitingOperator);
   }
 
   private async start(to: string, capability: string, body: Map<string, CborValue>, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough?: (r: TaskRecord) => boolean): Promise<TaskRecord> {
@@ -73,7 +80,7 @@ export class Caller {
     const now = this.parts.now();
     const record: TaskRecord = {
       task, to, capability, state: 'submitted', sentAt: now, updatedAt: now,
-      reason: null, explanation: null, retryAfterMs: null, detail: null, message: null, result: null, receipt: null,
+      reason: null, explanation: null, retryAfterMs: null, detail: null, message: null, result: null, receipt: null, payment: null,
     };
     // Known in memory at once, written while the message goes out: LevelDB keeps the order of writes,
     // so a reply's later write always lands over this one.
@@ -103,12 +110,58 @@ export class Caller {
   }
 
   async task(id: string): Promise<TaskRecord | undefined> {
-    return this.live.get(id) ?? ((await this.parts.store.tasks.get(id)) as TaskRecord | undefined);
+    const rec = this.live.get(id) ?? ((await this.parts.store.tasks.get(id)) as TaskRecord | undefined);
+    return rec && this.asNow(rec);
   }
 
   async tasks(): Promise<TaskRecord[]> {
     const all = (await this.parts.store.tasks.values().all()) as TaskRecord[];
-    return all.sort((a, b) => a.sentAt - b.sentAt);
+    return all.sort((a, b) => a.sentAt - b.sentAt).map((r) => this.asNow(r));
+  }
+
+  /** A quote nobody paid in time is shown as what it became: nothing more can happen to the task. */
+  private asNow(rec: TaskRecord): TaskRecord {
+    if (rec.state !== 'input-required' || !rec.payment || this.parts.now() < rec.payment.expiresAt) return { ...rec, payment: rec.payment ?? null };
+    return { ...rec, state: 'failed', reason: 'quote_expired', explanation: explain('quote_expired'), detail: null };
+  }
+
+  /** At start: payments authorized before a crash whose task had not ended go out again (same bytes). */
+  resendPayments(): Promise<number> {
+    return this.parts.payer.resend();
+  }
+
+  /** `anet pay`: pays the quote of a task waiting for the operator, then waits for its end. */
+  async pay(id: string, waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+    const settled = this.until(id, waitMs, onUpdate);
+    // The waiter is registered before the payment leaves, so even an instant final answer is seen.
+    await this.replies.run(id, async () => {
+      const rec = await this.waiting(id);
+      const payment = await this.parts.payer.pay(rec);
+      await this.update(id, { ...rec, state: 'working', payment, reason: null, explanation: null, detail: null, updatedAt: this.parts.now() });
+    }).catch((err) => {
+      this.waiters.delete(id);
+      throw err;
+    });
+    const rec = await settled;
+    return FINAL.includes(rec.state) ? rec : (await this.task(id))!;
+  }
+
+  /** `anet reject`: declines the quote of a task waiting for the operator; the task ends `canceled`. */
+  async reject(id: string): Promise<TaskRecord> {
+    return this.replies.run(id, async () => {
+      const rec = await this.waiting(id);
+      const payment = await this.parts.payer.reject(rec);
+      const next: TaskRecord = { ...rec, state: 'canceled', payment, reason: 'payment_rejected', explanation: explain('payment_rejected'), detail: null, updatedAt: this.parts.now() };
+      await this.update(id, next);
+      return next;
+    });
+  }
+
+  private async waiting(id: string): Promise<TaskRecord> {
+    const rec = await this.task(id);
+    if (!rec) throw new PaymentError(`no task ${id} (see \`anet tasks\`)`);
+    if (rec.state !== 'input-required') throw new PaymentError(`task ${id} is ${rec.state}${rec.reason ? ` (${rec.reason})` : ''}, not waiting for a payment`);
+    return rec;
   }
 
   /** `task.status` and `task.result` from the provider the task was sent to. */
@@ -133,6 +186,14 @@ export class Caller {
     // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
     if (!rec || rec.to !== from || FINAL.includes(rec.state)) return;
     const next = await this.apply(rec, body, at);
+    await this.update(id, next);
+    // The auto-pay rule may fetch the provider's extended card (up to 10 s): not on the bus.
+    if (next.state === 'input-required' && next.payment && !next.payment.decided) {
+      void this.replies.run(id, () => this.decide(id)).catch(() => {});
+    }
+  }
+
+  private async update(id: string, next: TaskRecord): Promise<void> {
     this.remember(id, next);
     const written = this.parts.store.tasks.put(id, next);
     for (const wake of this.waiters.get(id) ?? []) wake(next);
@@ -140,8 +201,17 @@ export class Caller {
     if (FINAL.includes(next.state)) this.live.delete(id);
   }
 
+  private async decide(id: string): Promise<void> {
+    const rec = await this.task(id);
+    if (!rec || rec.state !== 'input-required' || !rec.payment || rec.payment.decided) return;
+    const payment = await this.parts.payer.decide({ ...rec, payment: rec.payment }).catch((err): PaymentRecord => ({ ...rec.payment!, decided: true, auto: false, why: (err as Error).message }));
+    const submitted = payment.status === 'payment-submitted';
+    const reason = submitted ? null : payment.why?.includes('above the signed price') ? 'quote_above_price' : 'payment_required';
+    await this.update(id, { ...rec, state: submitted ? 'working' : 'input-required', payment, reason, explanation: reason && explain(reason), detail: submitted ? null : payment.why, updatedAt: this.parts.now() });
+  }
+
   private async apply(rec: TaskRecord, body: Record<string, unknown>, at: number): Promise<TaskRecord> {
-    const state = (['working', 'completed', 'failed', 'rejected', 'canceled'] as TaskState[]).find((s) => s === body.state) ?? rec.state;
+    const state = (['working', 'input-required', 'completed', 'failed', 'rejected', 'canceled'] as TaskState[]).find((s) => s === body.state) ?? rec.state;
     const reason = typeof body.reason === 'string' ? body.reason : null;
     const next: TaskRecord = {
       ...rec,
@@ -153,6 +223,14 @@ export class Caller {
       detail: typeof body.detail === 'string' ? body.detail : null,
       message: typeof body.message === 'string' ? body.message : null,
     };
+    if (state === 'input-required') {
+      // One quote per task: a second one, or one after we paid, changes nothing.
+      if (rec.payment || rec.capability === CHAT) return rec;
+      const payment = await this.parts.payer.quoted(rec, body, at);
+      return { ...next, payment, reason: 'payment_required', explanation: explain('payment_required'), detail: payment.quoteError };
+    }
+    if (state === 'working' && rec.state === 'input-required') return rec;
+    if (FINAL.includes(state) && rec.payment) next.payment = await this.parts.payer.settled(rec, body);
     if (body.credential instanceof Uint8Array) await this.keepCredential(rec.to, body.credential);
     else if (FINAL.includes(state)) await this.contacts.forget(rec.to);
     if (state === 'completed') {
@@ -165,7 +243,8 @@ export class Caller {
       // A text task's answer is the operator's words: no receipt (SPEC §9.4 is for capability calls).
       if (rec.capability === CHAT) return { ...next, result };
       const kel = await this.parts.reader.kel(rec.to);
-      const check = kel && body.receipt instanceof Uint8Array ? checkReceipt(body.receipt, { kel, task: rec.task, caller: this.parts.me, capability: rec.capability, result }) : { ok: false as const, why: 'no receipt' };
+      const paid = next.payment?.status === 'payment-completed' ? { amount: next.payment.quote!.amount, hubTx: next.payment.hubTx ?? '' } : {};
+      const check = kel && body.receipt instanceof Uint8Array ? checkReceipt(body.receipt, { kel, task: rec.task, caller: this.parts.me, capability: rec.capability, result, ...paid }) : { ok: false as const, why: 'no receipt' };
       return { ...next, result, receipt: check.ok ? check.cid : `invalid: ${check.why}` };
     }
     return next;

@@ -15,6 +15,9 @@ export interface Receipt {
   caller: string;
   provider: string;
   result_hash: Uint8Array;
+  /** A paid call's captured amount (canonical decimal credits) and the hub's transaction id. */
+  amount?: string;
+  hub_tx?: string;
   at: number;
 }
 
@@ -23,7 +26,11 @@ export function resultHash(result: unknown): Uint8Array {
 }
 
 const receiptMap = (r: Receipt) =>
-  new Map<string, CborValue>([['task', r.task], ['capability', r.capability], ['caller', r.caller], ['provider', r.provider], ['result_hash', r.result_hash], ['at', r.at]]);
+  new Map<string, CborValue>([
+    ['task', r.task], ['capability', r.capability], ['caller', r.caller], ['provider', r.provider], ['result_hash', r.result_hash], ['at', r.at],
+    ...(r.amount !== undefined ? [['amount', r.amount] as [string, CborValue]] : []),
+    ...(r.hub_tx !== undefined ? [['hub_tx', r.hub_tx] as [string, CborValue]] : []),
+  ]);
 
 /** `{1 receipt, 2 kid, 3 signature}` as CoreDet CBOR, and the receipt's CID. */
 export function signReceipt(provider: Identity, r: Omit<Receipt, 'provider'>): { bytes: Uint8Array; cid: string } {
@@ -36,7 +43,7 @@ export function signReceipt(provider: Identity, r: Omit<Receipt, 'provider'>): {
 export type ReceiptCheck = { ok: true; receipt: Receipt; cid: string } | { ok: false; why: string };
 
 /** Checks a receipt against the provider's KEL, the task it answers and the result it came with. */
-export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: string; caller: string; capability: string; result: unknown }): ReceiptCheck {
+export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: string; caller: string; capability: string; result: unknown; amount?: string; hubTx?: string }): ReceiptCheck {
   const outer = decodeMap(bytes);
   if (!outer) return { ok: false, why: 'not a CoreDet CBOR map' };
   const doc = outer.get(1);
@@ -54,5 +61,7 @@ export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: s
   if (!(r.result_hash instanceof Uint8Array) || Buffer.compare(Buffer.from(r.result_hash), Buffer.from(resultHash(expect.result))) !== 0) {
     return { ok: false, why: 'the result does not match its hash' };
   }
+  // A paid call's receipt names what was captured, and the hub transaction the caller was told of.
+  if (r.amount !== expect.amount || r.hub_tx !== expect.hubTx) return { ok: false, why: 'the amount or hub transaction differs from the settlement' };
   return { ok: true, receipt: r, cid: cidOf(doc) };
 }

@@ -1,0 +1,77 @@
+// The caller's side of one payment (SPEC §10), per provider and task: `quoted` (input-required, until
+// the quote's deadline) → `authorized` (the signed authorization went out: its nonce and validBefore
+// are in the journaled event, and Ed25519 is deterministic, so a resend after a crash is the same bytes
+// and the hub's idempotency makes it one payment) → `completed` or `failed` by the provider's final
+// answer; `rejected` by the operator; `expired` at the quote's deadline. Time comes only from events.
+import { setup, assign } from 'xstate';
+
+export interface PaymentContext {
+  task: string;
+  provider: string;
+  skillId: string;
+  quoteId: string;
+  amount: string;
+  expiresAt: number;
+  /** Set by AUTHORIZE: the hub's idempotency key and the authorization's end of validity. */
+  nonce: string | null;
+  validBefore: number | null;
+  /** Paid without asking the operator (counted in payments.daily_max). */
+  auto: boolean | null;
+  hubTx: string | null;
+  deadline: number | null;
+}
+
+export type PaymentEvent =
+  | { type: 'QUOTE'; at: number; task: string; provider: string; skillId: string; quoteId: string; amount: string; expiresAt: number }
+  | { type: 'AUTHORIZE'; at: number; nonce: string; validBefore: number; auto: boolean }
+  | { type: 'REJECT'; at: number }
+  | { type: 'SETTLED'; at: number; captured: boolean; hubTx: string }
+  | { type: 'TICK'; at: number };
+
+type E<T extends PaymentEvent['type']> = Extract<PaymentEvent, { type: T }>;
+
+export const paymentMachine = setup({
+  types: { context: {} as PaymentContext, events: {} as PaymentEvent },
+  guards: {
+    standing: ({ context, event }) => event.at < context.expiresAt,
+    over: ({ context, event }) => event.at >= context.expiresAt,
+    captured: ({ event }) => (event as E<'SETTLED'>).captured,
+  },
+  actions: {
+    quote: assign(({ event }) => {
+      const e = event as E<'QUOTE'>;
+      return { task: e.task, provider: e.provider, skillId: e.skillId, quoteId: e.quoteId, amount: e.amount, expiresAt: e.expiresAt, deadline: e.expiresAt };
+    }),
+    authorize: assign(({ event }) => {
+      const e = event as E<'AUTHORIZE'>;
+      return { nonce: e.nonce, validBefore: e.validBefore, auto: e.auto, deadline: null };
+    }),
+    settle: assign(({ event }) => ({ hubTx: (event as E<'SETTLED'>).hubTx || null })),
+    stop: assign({ deadline: null }),
+  },
+}).createMachine({
+  id: 'payment',
+  context: { task: '', provider: '', skillId: '', quoteId: '', amount: '', expiresAt: 0, nonce: null, validBefore: null, auto: null, hubTx: null, deadline: null },
+  initial: 'new',
+  states: {
+    new: { on: { QUOTE: { actions: 'quote', target: 'quoted' } } },
+    quoted: {
+      on: {
+        AUTHORIZE: [{ guard: 'standing', actions: 'authorize', target: 'authorized' }, { actions: 'stop', target: 'expired' }],
+        REJECT: { actions: 'stop', target: 'rejected' },
+        TICK: { guard: 'over', actions: 'stop', target: 'expired' },
+        // The provider ended the task first (a restart, an expiry on its clock).
+        SETTLED: { actions: 'stop', target: 'failed' },
+      },
+    },
+    authorized: {
+      on: {
+        SETTLED: [{ guard: 'captured', actions: 'settle', target: 'completed' }, { actions: 'settle', target: 'failed' }],
+      },
+    },
+    completed: { type: 'final' },
+    failed: { type: 'final' },
+    rejected: { type: 'final' },
+    expired: { type: 'final' },
+  },
+});

@@ -1,0 +1,213 @@
+// The caller's side of payments (SPEC §10). A provider's `input-required` answer carries a signed x402
+// quote. The caller pays it automatically only when ALL hold: it holds the provider's verified extended
+// card with a price for that skill; the quote is within that signed price, within `payments.auto_max`,
+// and within `payments.daily_max` over any 24 h; and network, asset and payTo match the card. Otherwise
+// the task stays `input-required` until the operator runs `anet pay` or `anet reject`. Each payment is
+// a `payment/<provider>/<task>` machine: AUTHORIZE is journaled (nonce and validBefore in the event)
+// before the authorization leaves, and the task is marked in `paying` until it ends, so a restart sends
+// the same bytes again — the hub holds by nonce, so it is still one payment.
+import { randomBytes } from 'node:crypto';
+import type { ActorHost } from '../runtime/host.js';
+import type { Store } from '../../store/db.js';
+import type { Messenger } from '../relay/messenger.js';
+import type { Reader } from '../reader/reader.js';
+import type { Identity } from '../identity/store.js';
+import type { PaymentContext } from '../../machines/payment.js';
+import type { SpendContext } from '../../machines/spend.js';
+import { toBody } from '../relay/body.js';
+import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
+import { checkQuote, QUOTE_SECONDS, X402_VERSION, type PaymentRequirements } from './quote.js';
+import { signAuthorization } from './authorization.js';
+import { crashPoint } from './crash.js';
+import { TASK_PAY, TASK_CANCEL, X402_STATUS, X402_REQUIRED, X402_PAYLOAD, X402_RECEIPTS, QUOTE_SIGNATURE } from './provider.js';
+
+export type PaymentStatus = 'payment-required' | 'payment-submitted' | 'payment-completed' | 'payment-failed' | 'payment-rejected';
+
+export interface SignedPrice {
+  amount: string;
+  network: string;
+  asset: string;
+  /** The extended card the price was signed in: its seq and digest (what `anet audit prices` shows). */
+  seq: string;
+  digest: string;
+  fetchedAt: number;
+}
+
+export interface PaymentRecord {
+  status: PaymentStatus;
+  skillId: string;
+  /** The x402 PaymentRequired JSON exactly as the provider signed it, and its signature. */
+  required: string;
+  signature: string;
+  /** The verified quote, or null with `quoteError` when it did not verify. */
+  quote: PaymentRequirements | null;
+  quoteError: string | null;
+  receivedAt: number;
+  expiresAt: number;
+  /** Whether the auto-pay rule has been applied yet, its verdict, and why not when it said no. */
+  decided: boolean;
+  auto: boolean | null;
+  why: string | null;
+  price: SignedPrice | null;
+  nonce: string | null;
+  authorizedAt: number | null;
+  hubTx: string | null;
+  receipts: unknown;
+}
+
+export interface PayerParts {
+  identity: Identity;
+  store: Store;
+  reader: Reader;
+  host: () => Promise<ActorHost>;
+  messenger: () => Promise<Messenger>;
+  now: () => number;
+  payments: { auto_max: bigint; daily_max: bigint };
+  hubAid: () => Promise<string>;
+  /** The provider's signed price for a skill, from its verified extended card (fetched if need be). */
+  signedPrice: (aid: string, skillId: string) => Promise<SignedPrice | { why: string }>;
+}
+
+const DAY_MS = 24 * 3_600_000;
+const MESSAGE_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
+export const paymentActor = (provider: string, task: string) => `payment/${provider}/${task}`;
+
+/** What the caller needs to know of a task to pay it. */
+export interface Payable {
+  task: string;
+  to: string;
+  capability: string;
+  payment: PaymentRecord | null;
+}
+
+export class PaymentError extends Error {
+  override name = 'PaymentError';
+}
+
+export class Payer {
+  constructor(private readonly parts: PayerParts) {}
+
+  /** The quote in an `input-required` answer, checked and journaled (the auto-pay rule comes next). */
+  async quoted(t: Payable, body: Record<string, unknown>, at: number): Promise<PaymentRecord> {
+    const required = String(body[X402_REQUIRED] ?? '');
+    const signature = String(body[QUOTE_SIGNATURE] ?? '');
+    const kel = await this.parts.reader.kel(t.to);
+    const check = kel ? checkQuote(required, signature, { kel, task: t.task, capability: t.capability }) : { ok: false as const, why: "the provider's KEL is not available" };
+    const expiresAt = at + QUOTE_SECONDS * 1000;
+    const record: PaymentRecord = {
+      status: 'payment-required', skillId: t.capability, required, signature,
+      quote: check.ok ? check.quote : null, quoteError: check.ok ? null : check.why, receivedAt: at, expiresAt,
+      decided: !check.ok, auto: check.ok ? null : false, why: check.ok ? null : check.why, price: null,
+      nonce: null, authorizedAt: null, hubTx: null, receipts: null,
+    };
+    if (check.ok) {
+      const q = check.quote;
+      await (await this.parts.host()).send(paymentActor(t.to, t.task), 'payment', undefined, { type: 'QUOTE', task: t.task, provider: t.to, skillId: t.capability, quoteId: q.extra.quoteId, amount: q.amount, expiresAt });
+    }
+    return record;
+  }
+
+  /** Applies the auto-pay rule; pays when it allows. Returns the payment as it now stands. */
+  async decide(t: Payable & { payment: PaymentRecord }): Promise<PaymentRecord> {
+    const p = t.payment;
+    if (p.decided || !p.quote) return { ...p, decided: true };
+    const q = p.quote;
+    const price = await this.parts.signedPrice(t.to, t.capability);
+    const no = (why: string, priceSeen: SignedPrice | null = null): PaymentRecord => ({ ...p, decided: true, auto: false, why, price: priceSeen });
+    if ('why' in price) return no(`no signed price to check the quote against: ${price.why}`);
+    if (BigInt(q.amount) > BigInt(price.amount)) return no(`the quote (${q.amount}) is above the signed price (${price.amount})`, price);
+    if (BigInt(q.amount) > this.parts.payments.auto_max) return no(`the quote (${q.amount}) is above payments.auto_max (${this.parts.payments.auto_max})`, price);
+    const ours = `hub:${await this.parts.hubAid()}`;
+    if (q.network !== price.network || q.network !== ours || q.asset !== price.asset || q.payTo !== t.to) {
+      return no(`the quote's network, asset or payee (${q.network}, ${q.asset}) differ from the signed card's or from our hub (${ours})`, price);
+    }
+    const host = await this.parts.host();
+    const spend = (await host.send('spend/auto', 'spend', { windowMs: DAY_MS }, { type: 'SPEND', id: t.task, amount: q.amount, limit: this.parts.payments.daily_max.toString() })).context as SpendContext;
+    if (!spend.last?.accepted) return no(`paying ${q.amount} would take automatic payments past payments.daily_max (${this.parts.payments.daily_max}) in 24 h`, price);
+    const paid = await this.authorize({ ...t, payment: { ...p, price } }, true);
+    if (paid.status !== 'payment-submitted') await host.send('spend/auto', 'spend', undefined, { type: 'UNDO', id: t.task });
+    return paid;
+  }
+
+  /** `anet pay`: the operator pays a quote the rule did not pay. */
+  async pay(t: Payable): Promise<PaymentRecord> {
+    const p = t.payment;
+    if (!p || p.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
+    if (!p.quote) throw new PaymentError(`the quote of task ${t.task} cannot be paid: ${p.quoteError}`);
+    const paid = await this.authorize({ ...t, payment: p }, false);
+    if (paid.status !== 'payment-submitted') throw new PaymentError(`the quote of task ${t.task} has expired; send the task again`);
+    return paid;
+  }
+
+  /** `anet reject`: declines the quote and tells the provider. */
+  async reject(t: Payable): Promise<PaymentRecord> {
+    const p = t.payment;
+    if (!p || p.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
+    if (p.quote) await (await this.parts.host()).send(paymentActor(t.to, t.task), 'payment', undefined, { type: 'REJECT' });
+    const messenger = await this.parts.messenger();
+    await messenger.send(t.to, TASK_CANCEL, toBody({ task: t.task, [X402_STATUS]: 'payment-rejected' }), { ttlMs: MESSAGE_TTL_MS });
+    return { ...p, status: 'payment-rejected', decided: true };
+  }
+
+  /**
+   * AUTHORIZE (journaled, with the paying mark), then the signed authorization goes to the provider in a
+   * `task.pay`. A quote past its deadline is not paid.
+   */
+  private async authorize(t: Payable & { payment: PaymentRecord }, auto: boolean): Promise<PaymentRecord> {
+    const p = t.payment;
+    const at = this.parts.now();
+    const nonce = randomBytes(16).toString('hex');
+    const validBefore = Math.min(p.expiresAt, at + QUOTE_SECONDS * 1000);
+    const actor = paymentActor(t.to, t.task);
+    const snap = await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'AUTHORIZE', nonce, validBefore, auto }, { alongside: [{ sublevel: 'paying', key: actor, value: { task: t.task, to: t.to } }] });
+    if (snap.value !== 'authorized') return { ...p, decided: true, auto: false, why: 'the quote expired before it was paid' };
+    crashPoint('after-authorize');
+    await this.sendPayment(snap.context as PaymentContext, p.quote!);
+    return { ...p, status: 'payment-submitted', decided: true, auto, nonce, authorizedAt: at };
+  }
+
+  private async sendPayment(c: PaymentContext, q: PaymentRequirements): Promise<void> {
+    const authorization = signAuthorization(this.parts.identity, {
+      to: c.provider, amount: c.amount, asset: q.asset, network: q.network, taskId: c.task, quoteId: c.quoteId, nonce: c.nonce!, validBefore: c.validBefore!,
+    });
+    const payload = { x402Version: X402_VERSION, accepted: q, payload: { authorization: Buffer.from(authorization).toString('base64') } };
+    const messenger = await this.parts.messenger();
+    await messenger.send(c.provider, TASK_PAY, toBody({ task: c.task, [X402_STATUS]: 'payment-submitted', [X402_PAYLOAD]: JSON.stringify(payload) }), { ttlMs: MESSAGE_TTL_MS });
+  }
+
+  /** The provider's final answer: what the hub did with the payment (journaled; the mark goes). */
+  async settled(t: Payable, body: Record<string, unknown>): Promise<PaymentRecord | null> {
+    const p = t.payment;
+    if (!p) return null;
+    let receipts: { success?: unknown; transaction?: unknown }[] = [];
+    try {
+      receipts = JSON.parse(String(body[X402_RECEIPTS] ?? '[]'));
+    } catch {
+      receipts = [];
+    }
+    const first = Array.isArray(receipts) ? receipts[0] : undefined;
+    const captured = body[X402_STATUS] === 'payment-completed' && first?.success === true;
+    const hubTx = typeof first?.transaction === 'string' ? first.transaction : null;
+    const actor = paymentActor(t.to, t.task);
+    if (p.quote) await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'SETTLED', captured, hubTx: hubTx ?? '' }, { alongside: [{ sublevel: 'paying', key: actor }] });
+    if (p.status === 'payment-required') return { ...p, status: 'payment-failed', decided: true };
+    return { ...p, status: captured ? 'payment-completed' : 'payment-failed', hubTx, receipts };
+  }
+
+  /** At start: payments authorized whose task had not ended are sent again (the same bytes). */
+  async resend(): Promise<number> {
+    const host = await this.parts.host();
+    let sent = 0;
+    for await (const [actor] of this.parts.store.paying.iterator()) {
+      const snap = await host.state(actor);
+      const c = snap?.context as PaymentContext | undefined;
+      if (snap?.value !== 'authorized' || !c) continue;
+      const rec = (await this.parts.store.tasks.get(c.task)) as { payment?: PaymentRecord | null } | undefined;
+      const q = rec?.payment?.quote;
+      if (!q) continue;
+      await this.sendPayment(c, q).catch(() => {});
+      sent++;
+    }
+    return sent;
+  }
+}

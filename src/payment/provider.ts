@@ -1,0 +1,269 @@
+// The provider's side of payments (SPEC §10). A priced call is admitted (quota windows taken) and then
+// quoted: QUOTED is journaled and the caller gets `input-required` with the signed x402 quote. Its
+// arguments wait in memory until the payment arrives (a quote stands 10 minutes; a restart ends it
+// `interrupted`, nothing charged). `task.pay` → PAY (journaled before the hub is asked) → the hub holds
+// the amount → HELD → the in-flight slot → the service → the outcome → settling: capture for
+// `completed` and `outcome_unknown`, release otherwise → SETTLED → the final answer with
+// `payment-completed` (or `payment-failed`) and a receipt naming the amount and the hub transaction.
+// Hub operations are idempotent by nonce, and the settle nonce is derived from the hold, so a retry —
+// after a timeout or a crash at any step — can never charge twice.
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '@noble/hashes/sha2.js';
+import type { CallContext } from '../../machines/call.js';
+import type { ActorHost } from '../runtime/host.js';
+import type { MessageHandler } from '../relay/messenger.js';
+import type { OfferedCapability } from '../config/check.js';
+import type { FileOut } from '../inbound/admission.js';
+import { takeInflight } from '../inbound/admission.js';
+import { fromBody } from '../relay/body.js';
+import { HubRefusedError } from '../hub/client.js';
+import { checkTarget } from '../service/call.js';
+import { signReceipt } from '../tasks/receipt.js';
+import { paymentRequired, signQuote, QUOTE_SECONDS } from './quote.js';
+import { peekAuthorization } from './authorization.js';
+import { crashPoint } from './crash.js';
+import { answer, callActor, outcomeEvent, payloadOf, serve, target, TASK_ID, type CallParts, type Reply, type Running } from '../inbound/calls.js';
+import type { CborValue } from '../identity/cbor.js';
+
+export const TASK_PAY = 'task.pay';
+export const TASK_CANCEL = 'task.cancel';
+/** x402 metadata keys (a2a-x402), carried as fields of the task messages. */
+export const X402_STATUS = 'x402.payment.status';
+export const X402_REQUIRED = 'x402.payment.required';
+export const X402_PAYLOAD = 'x402.payment.payload';
+export const X402_RECEIPTS = 'x402.payment.receipts';
+export const QUOTE_SIGNATURE = 'anet.quote.signature';
+
+interface Quoted {
+  actor: string;
+  call: Running;
+  argsText: string;
+  capability: OfferedCapability;
+  files: FileOut[];
+  listed: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+/** Quoted calls waiting for their payment, per host: their arguments live only here. */
+const quotedCalls = new WeakMap<ActorHost, Map<string, Quoted>>();
+
+function quotedOf(host: ActorHost): Map<string, Quoted> {
+  let map = quotedCalls.get(host);
+  if (!map) quotedCalls.set(host, (map = new Map()));
+  return map;
+}
+
+/** Takes a quoted call out of the waiting set (once: a second payment of the same task finds nothing). */
+function take(parts: CallParts, actor: string): Quoted | undefined {
+  const map = quotedOf(parts.host);
+  const q = map.get(actor);
+  map.delete(actor);
+  clearTimeout(q?.timer);
+  return q;
+}
+
+const unmark = (actor: string) => [{ sublevel: 'running' as const, key: actor }];
+
+/** Journals the quote and sends the caller `input-required` with the signed x402 PaymentRequired. */
+export async function offerQuote(parts: CallParts, q: Quoted): Promise<void> {
+  const reply: Reply = (f) => answer(parts, q.call.caller, q.call.task, f, q.listed);
+  let network: string;
+  try {
+    network = `hub:${await parts.hubAid()}`;
+  } catch (err) {
+    await parts.host.send(q.actor, 'call', undefined, { type: 'FAILED', reason: 'settlement_failed', detail: 'the hub is unreachable' }, { alongside: unmark(q.actor) });
+    parts.log(`call ${q.call.task}: cannot quote: ${(err as Error).message}`);
+    return reply({ state: 'failed', reason: 'settlement_failed', detail: 'the provider cannot reach its hub; nothing was charged' });
+  }
+  const quoteId = randomBytes(16).toString('hex');
+  const amount = q.capability.service.price!.toString();
+  const at = parts.now();
+  const expiresAt = at + QUOTE_SECONDS * 1000;
+  const required = paymentRequired({ network, amount, payTo: parts.identity.aid, skillId: q.call.capability, taskId: q.call.task, quoteId });
+  await parts.host.send(q.actor, 'call', undefined, { type: 'QUOTED', quoteId, amount, expiresAt });
+  // The machine ends the quote at its deadline; this only lets go of the arguments held for it.
+  const timer = setTimeout(() => void forgetExpired(parts, q.actor), expiresAt - at + 1000);
+  timer.unref();
+  quotedOf(parts.host).set(q.actor, { ...q, timer });
+  await reply({ state: 'input-required', reason: 'payment_required', [X402_STATUS]: 'payment-required', [X402_REQUIRED]: JSON.stringify(required), [QUOTE_SIGNATURE]: signQuote(parts.identity, required) });
+}
+
+async function forgetExpired(parts: CallParts, actor: string): Promise<void> {
+  if (!take(parts, actor)) return;
+  const state = await parts.host.state(actor).catch(() => undefined);
+  if (state?.value !== 'quoted') await parts.store.running.del(actor).catch(() => {});
+}
+
+/** `task.pay`: the caller's authorization for a quoted call. */
+export function payDesk(parts: CallParts): MessageHandler {
+  return async (m) => {
+    const body = fromBody(m.body);
+    const task = body?.task;
+    if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
+    const actor = callActor(m.from, task);
+    // Unknown, already paid or ended: a repeated payment changes nothing.
+    const q = take(parts, actor);
+    if (!q) return;
+    const reply: Reply = (f) => answer(parts, m.from, task, f, q.listed);
+    const ctx = (await parts.host.state(actor))!.context as CallContext;
+    const auth = await readPayment(parts, body, ctx, m.from);
+    if (typeof auth === 'string') {
+      await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: 'settlement_failed', detail: auth }, { alongside: unmark(actor) });
+      return reply({ state: 'failed', reason: 'settlement_failed', detail: auth, [X402_STATUS]: 'payment-failed' });
+    }
+    // Journaled before the hub is asked: from here a crash leaves `paying`, which the next start releases.
+    const snap = await parts.host.send(actor, 'call', undefined, { type: 'PAY', payNonce: auth.nonce });
+    if (snap.value !== 'paying') {
+      await parts.store.running.del(actor);
+      return reply({ state: 'failed', reason: 'quote_expired', [X402_STATUS]: 'payment-failed' });
+    }
+    void runPaid(parts, q, auth.bytes, reply).catch((err) => parts.stopping.aborted || parts.log(`paid call ${task} (${q.call.capability}): ${(err as Error).message}`));
+  };
+}
+
+/** The authorization in a `task.pay`, checked against the quote it pays; a string says what is wrong. */
+async function readPayment(parts: CallParts, body: Record<string, CborValue>, ctx: CallContext, from: string): Promise<{ bytes: Uint8Array; nonce: string } | string> {
+  let bytes: Uint8Array;
+  try {
+    const payload = JSON.parse(String(body[X402_PAYLOAD]));
+    bytes = new Uint8Array(Buffer.from(String(payload.payload.authorization), 'base64'));
+  } catch {
+    return 'the payment carries no x402 payload with an authorization';
+  }
+  const read = peekAuthorization(bytes);
+  if (!read.ok) return `the authorization is invalid: ${read.why}`;
+  const a = read.auth;
+  const network = `hub:${await parts.hubAid()}`;
+  if (a.from !== from || a.to !== parts.identity.aid || a.taskId !== ctx.task || a.quoteId !== ctx.quoteId) return 'the authorization is for another payer, payee, task or quote';
+  if (a.amount !== ctx.amount || a.asset !== 'credit' || a.network !== network) return `the authorization is not for ${ctx.amount} credits on ${network}`;
+  // The hub checks the payer's signature against its KEL when it holds the amount.
+  return { bytes, nonce: a.nonce };
+}
+
+/** Hold, run, then settle and answer. */
+async function runPaid(parts: CallParts, q: Quoted, authorization: Uint8Array, reply: Reply): Promise<void> {
+  const { actor, call } = q;
+  let holdTx: string;
+  try {
+    holdTx = (await parts.client.hold(authorization)).tx;
+  } catch (err) {
+    // Refused (no funds, expired) or no answer: whatever the hub may hold is released in settling.
+    await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: 'settlement_failed', detail: hubWords(err) });
+    return settleAndAnswer(parts, actor, null, q.listed);
+  }
+  crashPoint('after-hold');
+  await parts.host.send(actor, 'call', undefined, { type: 'HELD', tx: holdTx });
+  const slot = await takeInflight(parts, q.capability, { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args: null });
+  if ('admitted' in slot) {
+    await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: slot.reason });
+    return settleAndAnswer(parts, actor, null, q.listed);
+  }
+  try {
+    const service = target(parts.config, q.capability);
+    const outcome = await serve(parts, call, q.argsText, q.files, service, checkTarget(service), reply);
+    // Stopping: the next start releases the hold and ends the call `interrupted`.
+    if (parts.stopping.aborted) return;
+    const payload = q.capability.inbound.discard ? null : payloadOf(q.argsText, q.files, outcome);
+    const kept = payload === null ? [] : [{ sublevel: 'payloads' as const, key: actor, value: payload }];
+    await parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome), { alongside: kept });
+    await settleAndAnswer(parts, actor, outcome.state === 'completed' ? outcome.text : null, q.listed);
+  } finally {
+    if (!parts.stopping.aborted) await slot.release();
+  }
+}
+
+const hubWords = (err: unknown) => (err instanceof HubRefusedError ? `the hub refused: ${err.code}` : 'the hub did not answer');
+
+/** The hub's key for a hold's settlement: one per hold, so capture and release can never both happen. */
+export const settleNonce = (holdNonce: string) => Buffer.from(sha256(Buffer.from(`anet-settle/v1\n${holdNonce}`))).toString('hex').slice(0, 32);
+
+/**
+ * Settles a call in `settling` with the hub (retrying until it answers), journals SETTLED with the
+ * running mark, and sends the caller the final answer. `resultText` is the result in memory; after a
+ * restart it is read from the payloads (a `discard` call's result is gone: the caller is told).
+ */
+export async function settleAndAnswer(parts: CallParts, actor: string, resultText: string | null, listed?: boolean): Promise<void> {
+  const state = await parts.host.state(actor);
+  if (state?.value !== 'settling') return;
+  const ctx = state.context as CallContext;
+  const settled = await settle(parts, ctx);
+  if (!settled) return;
+  crashPoint('after-capture');
+  const captured = settled.state === 'captured';
+  const text = resultText ?? (ctx.ending === 'completed' ? await storedResult(parts, actor) : null);
+  const receipt = ctx.ending === 'completed' && text !== null
+    ? signReceipt(parts.identity, { task: ctx.task, capability: ctx.capability, caller: ctx.caller, result_hash: Buffer.from(ctx.resultHash!, 'hex'), ...(captured ? { amount: ctx.amount!, hub_tx: settled.tx } : {}), at: parts.now() })
+    : null;
+  await parts.host.send(actor, 'call', undefined, { type: 'SETTLED', tx: settled.tx, settled: settled.state, ...(receipt ? { receipt: receipt.cid } : {}) }, { alongside: unmark(actor) });
+  const network = `hub:${await parts.hubAid().catch(() => '')}`;
+  const x402Receipt = { success: captured, transaction: settled.tx, network, payer: ctx.caller, ...(captured ? {} : { errorReason: settled.state }) };
+  await answer(parts, ctx.caller, ctx.task, {
+    ...finalFields(ctx, text, receipt?.bytes),
+    [X402_STATUS]: captured ? 'payment-completed' : 'payment-failed',
+    [X402_RECEIPTS]: JSON.stringify([x402Receipt]),
+  }, listed);
+}
+
+/** The final answer a paid call's context calls for. */
+function finalFields(ctx: CallContext, text: string | null, receipt: Uint8Array | undefined): Record<string, CborValue | undefined> {
+  if (ctx.ending === 'completed' && text !== null) return { state: 'completed', result: text, receipt };
+  if (ctx.ending === 'completed') return { state: 'failed', reason: 'interrupted', detail: 'the call completed, but the provider stopped before sending its result, which it does not keep (discard)' };
+  const retry = ctx.retryAfterMs ?? undefined;
+  if (ctx.ending === 'rejected') return { state: 'rejected', reason: ctx.reason ?? undefined, message: ctx.message ?? undefined, retry_after_ms: retry };
+  return { state: 'failed', reason: ctx.reason ?? undefined, detail: ctx.detail ?? undefined, retry_after_ms: retry };
+}
+
+async function storedResult(parts: CallParts, actor: string): Promise<string | null> {
+  const p = (await parts.store.payloads.get(actor)) as { result?: string | null } | undefined;
+  return typeof p?.result === 'string' ? p.result : null;
+}
+
+/** The hub's answer to the settlement, asked again until it answers; null when the node stops first. */
+async function settle(parts: CallParts, ctx: CallContext): Promise<{ tx: string; state: string } | null> {
+  for (let delay = 1000; ; delay = Math.min(delay * 2, 60_000)) {
+    try {
+      const a = await parts.client.settle(ctx.payNonce!, ctx.settlement!, settleNonce(ctx.payNonce!));
+      return { tx: a.tx, state: a.state };
+    } catch (err) {
+      // Past the hold's lifetime the hub gave the amount back to the payer.
+      if (err instanceof HubRefusedError && err.code === 'HOLD_EXPIRED') return { tx: '', state: 'expired' };
+      if (err instanceof HubRefusedError) {
+        parts.log(`settling call ${ctx.task}: the hub refused: ${err.message}`);
+        return { tx: '', state: err.code.toLowerCase() };
+      }
+      parts.log(`settling call ${ctx.task}: ${(err as Error).message}; retrying in ${delay / 1000} s`);
+      if (await stoppedWithin(parts.stopping, delay)) return null;
+    }
+  }
+}
+
+function stoppedWithin(signal: AbortSignal, ms: number): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(false);
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** `task.cancel` with `payment-rejected`: the caller declined the quote. */
+export function cancelDesk(parts: CallParts): MessageHandler {
+  return async (m) => {
+    const task = fromBody(m.body)?.task;
+    if (typeof task !== 'string' || !TASK_ID.test(task)) return;
+    const actor = callActor(m.from, task);
+    if (!take(parts, actor)) return;
+    await parts.host.send(actor, 'call', undefined, { type: 'CANCELED', reason: 'payment_rejected' }, { alongside: unmark(actor) });
+  };
+}
+
+/** After a restart, once the relay is open: the calls left owing a settlement are settled and answered. */
+export async function resumeSettlements(parts: CallParts, actors: string[]): Promise<void> {
+  for (const actor of actors) await settleAndAnswer(parts, actor, null).catch((err) => parts.log(`settling ${actor}: ${(err as Error).message}`));
+}
