@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startNet, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
+import { until } from './helpers/wait.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
 import { HubClient } from '../src/hub/client.js';
 import { loadIdentity } from '../src/identity/store.js';
@@ -68,4 +69,106 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
   t.is((await balanceOf(c.dir)).balance, '97');
   const text = await runCli(['task', r.task, '--data', c.dir]);
   t.regex(text.stdout, /paid 3 credits \(hub transaction tx_/);
+});
+
+test('SPEC §10: a quote above the signed price waits for the operator (quote_above_price); anet pay then pays it', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }]);
+  const c = await net.node('c');
+  let provider = await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  // The caller holds the card signed at 3 credits; the provider then raises its price (the public card,
+  // which never carries prices, keeps its seq, so the cached extended card stays current).
+  t.regex((await runCli(['card', p.aid, '--data', c.dir])).stdout, /translate\s+3 credits/);
+  await provider.close();
+  p.config.modules.service.capabilities[0]!.price = 5;
+  await net.configure(p.dir, p.config);
+  provider = await net.start(p.dir);
+  const waiting = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
+  t.is(waiting.code, 1);
+  t.regex(waiting.stdout, /waits for payment: 5 credits to \S+ for text.translate[\s\S]*not paid automatically: the quote \(5\) is above the signed price \(3\)[\s\S]*anet pay [0-9a-f]+/);
+  const task = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout)[0];
+  t.like(task, { state: 'input-required', reason: 'quote_above_price', payment: { status: 'payment-required', auto: false } });
+  t.is(p.ran(), 0, 'nothing runs before the payment');
+  t.is((await balanceOf(c.dir)).balance, '100');
+  const paid = await runCli(['pay', task.task, '--json', '--data', c.dir]);
+  t.is(paid.code, 0, paid.stderr);
+  t.like(JSON.parse(paid.stdout), { state: 'completed', payment: { status: 'payment-completed', auto: false } });
+  t.is((await balanceOf(c.dir)).balance, '95');
+  t.is((await balanceOf(p.dir)).balance, '5');
+  const again = await runCli(['pay', task.task, '--data', c.dir]);
+  t.is(again.code, 1, 'a task is paid once');
+  t.regex(again.stderr, /is completed, not waiting for a payment/);
+});
+
+test('SPEC §10, §2.3: above payments.auto_max the operator decides; anet reject cancels the task on both sides and nothing is paid', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'img.render', price: 30 }]);
+  const c = await net.node('c', { payments: { auto_max: 10 } });
+  const provider = await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  const r = await call(c.dir, p.aid, 'img.render');
+  t.like(r, { state: 'input-required', reason: 'payment_required', payment: { auto: false, price: { amount: '30' } } });
+  t.regex(r.payment.why, /above payments.auto_max \(10\)/);
+  const rejected = await runCli(['reject', r.task, '--data', c.dir]);
+  t.is(rejected.code, 0, rejected.stderr);
+  t.like(JSON.parse((await runCli(['task', r.task, '--json', '--data', c.dir])).stdout), { state: 'canceled', reason: 'payment_rejected', payment: { status: 'payment-rejected' } });
+  const actor = `call/${c.aid}/${r.task}`;
+  await until(async () => (await provider.node.host!.state(actor))?.value === 'canceled', 'the provider to cancel the call');
+  t.is(p.ran(), 0);
+  t.is((await balanceOf(c.dir)).balance, '100');
+});
+
+test('SPEC §10, §2.3: automatic payments stop at payments.daily_max within any 24 h, then resume as the window moves on', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 4 }]);
+  const c = await net.node('c', { payments: { daily_max: 10 } });
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } });
+  t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } });
+  const third = await call(c.dir, p.aid, 'text.translate');
+  t.like(third, { state: 'input-required', payment: { auto: false } });
+  t.regex(third.payment.why, /past payments.daily_max \(10\) in 24 h/);
+  net.clock.advance(24 * 3_600_000);
+  await runCli(['reject', third.task, '--data', c.dir]);
+  t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } }, '24 h after the first payment');
+  t.is((await balanceOf(c.dir)).balance, '88');
+});
+
+test('SPEC §10, §3.1: a paid call that fails is released (not charged); one whose outcome is unknown is captured', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'svc.broken', price: 7 }, { id: 'svc.gateway', price: 2 }], (_body, req, res) => {
+    res.writeHead(req.headers['x-anet-capability'] === 'svc.broken' ? 500 : 504, { 'content-type': 'application/json' });
+    res.end('{}');
+  });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '50');
+  const broken = await call(c.dir, p.aid, 'svc.broken');
+  t.like(broken, { state: 'failed', reason: 'service_error', payment: { status: 'payment-failed', auto: true } });
+  t.is((await balanceOf(c.dir)).balance, '50', 'released: the caller keeps its credits');
+  const unknown = await call(c.dir, p.aid, 'svc.gateway');
+  t.like(unknown, { state: 'failed', reason: 'outcome_unknown', payment: { status: 'payment-completed' } });
+  t.is((await balanceOf(c.dir)).balance, '48', 'outcome unknown: captured, as SPEC §10 says');
+  t.is((await balanceOf(p.dir)).balance, '2');
+});
+
+test('SPEC §10: without the credits the hold is refused: the call never runs and nothing is charged', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'paid.thing', price: 5 }]);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '4');
+  const r = await call(c.dir, p.aid, 'paid.thing');
+  t.like(r, { state: 'failed', reason: 'settlement_failed', detail: 'the hub refused: INSUFFICIENT_FUNDS', payment: { status: 'payment-failed' } });
+  t.is(p.ran(), 0);
+  t.is((await balanceOf(c.dir)).balance, '4');
+  const totals = await net.hub.ledger.totals();
+  t.is(totals.held, 0n);
 });
