@@ -42,7 +42,7 @@ test('SPEC §2, §3, §9 (deploy example): the adapter and config.json serve tex
   t.regex(refused.stdout, /^rejected: service_rejected: args.text must be a string/);
 });
 
-test('SPEC §10: a priced capability is never run for free: payment_required until payments are settled', async (t) => {
+test('SPEC §10: a priced capability is never run for free: a caller without credits is quoted, its hold refused, the service never called', async (t) => {
   const net = await startNet(t);
   let ran = false;
   const run = join(net.root, 'run');
@@ -58,6 +58,6 @@ test('SPEC §10: a priced capability is never run for free: payment_required unt
   await net.start(p.dir);
   await net.start(c.dir);
   const r = JSON.parse((await runCli(['call', p.aid, 'paid.thing', '--args', '{}', '--json', '--data', c.dir])).stdout);
-  t.like(r, { state: 'rejected', reason: 'payment_required' });
+  t.like(r, { state: 'failed', reason: 'settlement_failed', detail: 'the hub refused: INSUFFICIENT_FUNDS', payment: { quote: { amount: '5' }, status: 'payment-failed' } });
   t.false(ran);
 });

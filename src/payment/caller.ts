@@ -190,8 +190,8 @@ export class Payer {
     const hubTx = typeof first?.transaction === 'string' ? first.transaction : null;
     const actor = paymentActor(t.to, t.task);
     if (p.quote) await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'SETTLED', captured, hubTx: hubTx ?? '' }, { alongside: [{ sublevel: 'paying', key: actor }] });
-    if (p.status === 'payment-required') return { ...p, status: 'payment-failed', decided: true };
-    return { ...p, status: captured ? 'payment-completed' : 'payment-failed', hubTx, receipts };
+    // Also for a payment sent again after our restart, whose record never saw `payment-submitted`.
+    return { ...p, status: captured ? 'payment-completed' : 'payment-failed', decided: true, hubTx, receipts };
   }
 
   /** At start: payments authorized whose task had not ended are sent again (the same bytes). */

@@ -96,7 +96,8 @@ export class Caller {
     return new Promise((resolve) => {
       const timer = setTimeout(async () => {
         this.waiters.delete(task);
-        resolve((await this.task(task))!);
+        // The node may have closed meanwhile (a stop during a long wait): then the record in memory.
+        resolve((await this.task(task).catch(() => this.live.get(task)))!);
       }, waitMs);
       const wake = (r: TaskRecord) => {
         onUpdate?.(r);
