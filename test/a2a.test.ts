@@ -1,10 +1,11 @@
 // SPEC §12, §6.3, §9, §13: the local A2A endpoint, driven by the official A2A client (@a2a-js/sdk) as
 // any standard client would drive it: card resolution at the well-known URL, SendMessage for capability
-// calls and text tasks, GetTask, CancelTask, GetExtendedAgentCard with every §6.3 error, the bearer token.
+// calls and text tasks, GetTask, CancelTask (a payment wait), GetExtendedAgentCard with every §6.3 error, the bearer token.
 // Real hub, real daemons and real services on loopback in temp dirs.
 import test, { type ExecutionContext } from 'ava';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { request } from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client';
 import { SendMessageRequest, GetTaskRequest, CancelTaskRequest, taskStateToJSON, type Task } from '@a2a-js/sdk';
@@ -12,6 +13,8 @@ import { startNet, providerConfig, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 import { startSampleService, echoHandler } from '../src/service/sample.js';
+import { HubClient } from '../src/hub/client.js';
+import { loadIdentity } from '../src/identity/store.js';
 import { parseListen, A2aAddressError } from '../src/a2a/address.js';
 import { EXT_PRICE } from '../src/card/constants.js';
 import type { Daemon } from '../src/daemon/daemon.js';
@@ -19,22 +22,22 @@ import type { Daemon } from '../src/daemon/daemon.js';
 /** Every node in these tests takes a free loopback port for its endpoint. */
 const LOCAL = { local: { a2a: '127.0.0.1:0' } };
 
-/** A provider of `demo.echo` backed by the real sample echo service on a Unix socket. */
-async function echoProvider(t: ExecutionContext, net: Net, name: string) {
+/** A provider of `demo.echo` (free unless priced) backed by the real sample echo service on a Unix socket. */
+async function echoProvider(t: ExecutionContext, net: Net, name: string, price?: number) {
   const run = join(net.root, `run-${name}`);
   await mkdir(run, { mode: 0o700 });
   const service = await startSampleService(join(run, 'svc.sock'), echoHandler);
   t.teardown(() => service.close());
   return net.node(name, {
     inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
-    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
+    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}`, ...(price ? { price } : {}) }] } },
     ...LOCAL,
   });
 }
 
 /** The caller's daemon, its endpoint and its token. */
-async function caller(net: Net) {
-  const c = await net.node('c', LOCAL);
+async function caller(net: Net, config: Record<string, unknown> = {}) {
+  const c = await net.node('c', { ...config, ...LOCAL });
   const daemon = await net.start(c.dir);
   const token = (await readFile(join(c.dir, 'a2a.token'), 'utf8')).trim();
   return { ...c, daemon, token };
@@ -119,6 +122,25 @@ test('SPEC §12, §4, §13: a refused call is a rejected task whose status messa
   const unknown = (await a2a.sendMessage(sendCall('no.such.thing', {}))) as Task;
   t.is(stateOf(unknown), 'TASK_STATE_REJECTED');
   t.is(unknown.status!.message!.metadata?.['anet.reason'], 'capability_not_public');
+});
+
+test('SPEC §12, §10: CancelTask of a task waiting for payment rejects the quote: canceled, payment_rejected, nothing paid', async (t) => {
+  const net = await startNet(t);
+  const p = await echoProvider(t, net, 'p', 30);
+  await net.start(p.dir);
+  const c = await caller(net, { payments: { auto_max: 10 } });
+  const hub = await loadIdentity(join(net.root, 'hub'));
+  await new HubClient(net.hub.url, hub, () => net.clock.now()).mint(c.aid, '100', randomBytes(16).toString('hex'));
+  const a2a = await client(c.daemon, c.token, p.aid);
+  const waiting = (await a2a.sendMessage(sendCall('demo.echo', { a: 1 }))) as Task;
+  t.is(stateOf(waiting), 'TASK_STATE_INPUT_REQUIRED');
+  t.like(waiting.status!.message!.metadata, { 'anet.reason': 'payment_required' });
+  t.regex(String(waiting.status!.message!.metadata?.['anet.detail']), /auto_max/);
+  const canceled = await a2a.cancelTask(CancelTaskRequest.fromJSON({ id: waiting.id }));
+  t.is(stateOf(canceled), 'TASK_STATE_CANCELED');
+  t.is(canceled.status!.message!.metadata?.['anet.reason'], 'payment_rejected');
+  t.like(await rpcError(t, a2a.cancelTask(CancelTaskRequest.fromJSON({ id: waiting.id }))), { code: -32002, data: { state: 'canceled' } });
+  t.like(JSON.parse((await runCli(['balance', '--json', '--data', c.dir])).stdout), { balance: '100' });
 });
 
 test('SPEC §12, §9.2: a text-only message is a text task: working while it waits in the inbox, then completed with the answer (GetTask)', async (t) => {

@@ -6,6 +6,7 @@ import { parse as parseLossless, isLosslessNumber, type LosslessNumber } from 'l
 import type { Node } from '../daemon/node.js';
 import { explain } from '../reasons.js';
 import { readMessage, toTask, MessageError } from './tasks.js';
+import { PaymentError } from '../payment/caller.js';
 
 /** What the endpoint needs of the node. */
 export type A2aNode = Pick<Node, 'card' | 'caller' | 'reader'>;
@@ -128,10 +129,20 @@ async function getTask(node: A2aNode, aid: string, params: Params): Promise<unkn
 }
 
 /**
- * A sent anet task cannot be called back: once the provider has it, it runs or waits for its operator.
- * (A task waiting for payment will be cancelable by rejecting the payment, once payments exist.)
+ * Only a task waiting for payment can be canceled: its quote is rejected, as `anet reject` does (SPEC
+ * §10), and it ends `canceled` on both sides. Any other sent task cannot be called back: once the
+ * provider has it, it runs or waits for that side's operator.
  */
 async function cancelTask(node: A2aNode, aid: string, params: Params): Promise<unknown> {
-  const record = await taskOf(node, aid, params);
+  let record = await taskOf(node, aid, params);
+  if (record.state === 'input-required') {
+    try {
+      return toTask(await node.caller.reject(record.task));
+    } catch (err) {
+      // Paid (or expired) in the meantime: say what it is now.
+      if (!(err instanceof PaymentError)) throw err;
+      record = await taskOf(node, aid, params);
+    }
+  }
   throw new RpcError(CODES.taskNotCancelable, `Task cannot be canceled: ${record.task} is ${record.state}`, { state: record.state });
 }
