@@ -1,6 +1,7 @@
-// SPEC §12, §6.4, §13: `anet mcp` as a separate process (the built binary), driven by the official MCP
-// client over stdio against a real hub and real daemons on loopback: its nine tools, get_agent_card equal
-// to `anet card --json`, find, calls with results and refusals as data, and real errors as tool errors.
+// SPEC §12, §6.4, §10, §13: `anet mcp` as a separate process (the built binary), driven by the official
+// MCP client over stdio against a real hub and real daemons on loopback: its nine tools, get_agent_card
+// equal to `anet card --json`, find, calls with results and refusals as data, paying and rejecting quotes,
+// the balance, and real errors as tool errors.
 import test, { type ExecutionContext } from 'ava';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -11,8 +12,11 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startNet, providerConfig, type Net } from './helpers/net.js';
 import { BIN, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { randomBytes } from 'node:crypto';
 import { startSampleService, echoHandler } from '../src/service/sample.js';
 import { explain } from '../src/reasons.js';
+import { HubClient } from '../src/hub/client.js';
+import { loadIdentity } from '../src/identity/store.js';
 
 const TOOLS = ['call_capability', 'find_agents', 'get_agent_card', 'get_balance', 'get_task', 'list_tasks', 'pay_task', 'reject_task', 'send_text'];
 
@@ -33,15 +37,22 @@ async function mcp(t: ExecutionContext, dir: string) {
   return { client, call, stderr, protocolErrors };
 }
 
-async function echoProvider(t: ExecutionContext, net: Net) {
+/** A provider whose capability is served by the sample echo service on a Unix socket. */
+async function echoProvider(t: ExecutionContext, net: Net, cap: { id: string; price?: number } = { id: 'demo.echo' }) {
   const run = join(net.root, 'run');
   await mkdir(run, { mode: 0o700 });
   const service = await startSampleService(join(run, 'svc.sock'), echoHandler);
   t.teardown(() => service.close());
   return net.node('p', {
-    inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
-    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
+    inbound: { policy: 'open', public_capabilities: [{ id: cap.id }] },
+    modules: { service: { capabilities: [{ ...cap, url: `unix://${service.socketPath}` }] } },
   });
+}
+
+/** Credits for `aid`, minted by the hub's operator. */
+async function mint(net: Net, aid: string, amount: string): Promise<void> {
+  const hubIdentity = await loadIdentity(join(net.root, 'hub'));
+  await new HubClient(net.hub.url, hubIdentity, () => net.clock.now()).mint(aid, amount, randomBytes(16).toString('hex'));
 }
 
 test('SPEC §12: anet mcp lists the nine tools, each described, with an input schema whose fields are described', async (t) => {
@@ -133,6 +144,40 @@ test('SPEC §9, §12, §13: call_capability returns the result and its verified 
   t.deepEqual(tasks, cli);
   const one = await call('get_task', { task: tasks[0]!.task });
   t.deepEqual(one.structuredContent, done.structuredContent);
+});
+
+test('SPEC §10, §12: a quote above auto_max waits as data; reject_task cancels it, pay_task pays the next; get_balance is `anet balance --json`', async (t) => {
+  const net = await startNet(t);
+  const p = await echoProvider(t, net, { id: 'img.render', price: 30 });
+  const c = await net.node('c', { payments: { auto_max: 10 } });
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  const { call } = await mcp(t, c.dir);
+
+  const first = await call('call_capability', { aid: p.aid, capability: 'img.render', args: { text: 'a cat' } });
+  t.falsy(first.isError, first.text);
+  t.like(first.structuredContent, { state: 'input-required', reason: 'payment_required', explanation: explain('payment_required'), payment: { auto: false } });
+  const rejected = await call('reject_task', { task: first.structuredContent!.task });
+  t.falsy(rejected.isError, rejected.text);
+  t.like(rejected.structuredContent, { state: 'canceled', reason: 'payment_rejected', explanation: explain('payment_rejected') });
+
+  const second = await call('call_capability', { aid: p.aid, capability: 'img.render', args: { text: 'a dog' } });
+  t.like(second.structuredContent, { state: 'input-required' });
+  const paid = await call('pay_task', { task: second.structuredContent!.task });
+  t.falsy(paid.isError, paid.text);
+  t.like(paid.structuredContent, { state: 'completed', result: { echo: { text: 'a dog' } } });
+  t.regex(String(paid.structuredContent!.receipt), /^bafyrei/);
+
+  const balance = await call('get_balance');
+  t.falsy(balance.isError, balance.text);
+  t.like(balance.structuredContent, { aid: c.aid, balance: '70', held: '0' });
+  const cli = await runCli(['balance', '--json', '--data', c.dir]);
+  t.is(cli.code, 0, cli.stderr);
+  t.deepEqual(balance.structuredContent, JSON.parse(cli.stdout));
+  const again = await call('pay_task', { task: second.structuredContent!.task });
+  t.true(again.isError, 'a task no longer waiting for payment cannot be paid');
+  t.regex(again.text, /not waiting for a payment/);
 });
 
 test('SPEC §12: a malformed AID, an unknown task and an unreachable hub are MCP tool errors of one clear line', async (t) => {

@@ -128,17 +128,17 @@ export const TOOLS: Tool[] = [
     name: 'pay_task',
     title: 'Pay a task',
     description:
-      'Pays a task that waits for payment (`input-required`) at the amount its quote names, when it was not paid automatically; the call then runs. Check the quote against the prices on the agent\'s card first.',
+      `Pays a task that waits for payment (\`input-required\`) at the amount its quote names, when it was not paid automatically; the call then runs and this waits up to ${CALL_WAIT_MS / 1000} s for its answer, like call_capability. Check the quote (\`payment\`) against the prices on the agent's card first.`,
     input: { task },
     readOnly: false,
     async run(operate, i) {
-      return asRecord(await operate('pay', { task: i.task }));
+      return asRecord(await operate('pay', { task: i.task, waitMs: CALL_WAIT_MS }));
     },
   },
   {
     name: 'reject_task',
     title: 'Reject a task\'s quote',
-    description: 'Declines to pay a task that waits for payment (`input-required`); the task ends without running and nothing is charged.',
+    description: 'Declines to pay a task that waits for payment (`input-required`): the task ends `canceled` (reason `payment_rejected`) without running, and nothing is charged.',
     input: { task },
     readOnly: false,
     async run(operate, i) {
@@ -148,7 +148,7 @@ export const TOOLS: Tool[] = [
   {
     name: 'get_balance',
     title: 'Get the balance',
-    description: 'This node\'s credit balance on its hub\'s ledger, which pays for priced capabilities.',
+    description: 'This node\'s credits on its hub\'s ledger, which pay for priced capabilities: `balance`, `held` (reserved for paid calls still running) and the newest entries of its `history`.',
     input: {},
     readOnly: true,
     async run(operate) {
