@@ -5,13 +5,13 @@
 // so a standard A2A client given `<origin>/a2a/v1/agents/<aid>/` talks to that agent through this node.
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { chmod, unlink } from 'node:fs/promises';
+import { stringify as stringifyLossless } from 'lossless-json';
 import { MAX_ENVELOPE } from '../hub/relay.js';
 import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches, tokenPath } from './token.js';
 import { answerRpc, type A2aNode } from './rpc.js';
 import { localCard } from './card.js';
-import { stringify as stringifyLossless } from 'lossless-json';
 
 export interface A2aEndpoint {
   /** Where it listens: the http origin (`http://localhost` for a Unix socket) and the bound address. */
