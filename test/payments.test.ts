@@ -7,6 +7,15 @@ import { startNet } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 import { mint, balanceOf, pricedProvider } from './helpers/payments.js';
+import { join } from 'node:path';
+import { rawPeer } from './helpers/net.js';
+import { createIdentity, loadIdentity } from '../src/identity/store.js';
+import { HubClient } from '../src/hub/client.js';
+import { fromBody, toBody } from '../src/relay/body.js';
+import { TASK_SEND, TASK_STATUS } from '../src/inbound/calls.js';
+import { paymentRequired, signQuote } from '../src/payment/quote.js';
+import { X402_STATUS, X402_REQUIRED, QUOTE_SIGNATURE } from '../src/payment/provider.js';
+import { EXT_PRICE } from '../src/card/constants.js';
 
 const call = async (dir: string, aid: string, cap: string, args = '{}') => {
   const r = await runCli(['call', aid, cap, '--args', args, '--json', '--data', dir]);
@@ -137,4 +146,61 @@ test('SPEC §10: without the credits the hold is refused: the call never runs an
   t.is((await balanceOf(c.dir)).balance, '4');
   const totals = await net.hub.ledger.totals();
   t.is(totals.held, 0n);
+});
+
+test('SPEC §10: only a price the provider signed counts: a quote not signed by the provider is refused and cannot be paid; a price the hub forged is never a reason to pay', async (t) => {
+  const net = await startNet(t);
+  const c = await net.node('c');
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  const peer = await rawPeer(t, net, 'raw-provider');
+  const forger = await loadIdentity(await (async () => {
+    const dir = join(net.root, 'forger');
+    await createIdentity(dir, net.clock.now());
+    return dir;
+  })());
+  const hubAid = (await new HubClient(net.hub.url).health()).aid;
+  let signer = forger;
+  peer.messenger.on(TASK_SEND, async (m) => {
+    const task = String(fromBody(m.body)!.task);
+    const required = paymentRequired({ network: `hub:${hubAid}`, amount: '3', payTo: peer.aid, skillId: 'text.translate', taskId: task, quoteId: 'q'.repeat(32) });
+    await peer.messenger.send(m.from, TASK_STATUS, toBody({ task, state: 'input-required', reason: 'payment_required', [X402_STATUS]: 'payment-required', [X402_REQUIRED]: JSON.stringify(required), [QUOTE_SIGNATURE]: signQuote(signer, required) }));
+  });
+  const forged = await call(c.dir, peer.aid, 'text.translate');
+  t.like(forged, { state: 'input-required', payment: { auto: false, quote: null, quoteError: "the quote is not signed with the provider's current key" } });
+  const pay = await runCli(['pay', forged.task, '--data', c.dir]);
+  t.is(pay.code, 1);
+  t.regex(pay.stderr, /cannot be paid: the quote is not signed/);
+
+  // Now a genuine quote, and a hub that shows a card "with the price" for this agent: the caller reads no
+  // price from the hub; without the provider's own signed extended card nothing is paid automatically.
+  signer = peer.identity;
+  const rec = await net.hub.store.agent(peer.aid);
+  const card = JSON.stringify({ name: 'raw', skills: [{ id: 'text.translate' }], capabilities: { extensions: [{ uri: EXT_PRICE, params: { network: `hub:${hubAid}`, asset: 'credit', prices: [{ skillId: 'text.translate', amount: '3' }] } }] } });
+  await net.hub.store.agents.put(peer.aid, { ...rec!, card, seq: '1', digest: 'forged' });
+  const genuine = await call(c.dir, peer.aid, 'text.translate');
+  t.like(genuine, { state: 'input-required', payment: { auto: false, quoteError: null, price: null } });
+  t.regex(genuine.payment.why, /no signed price to check the quote against: its public card does not verify/);
+  t.is((await balanceOf(c.dir)).balance, '100');
+});
+
+test('SPEC §5.1, §11: the public card and the hub directory never carry a price, and the ledger never learns what a payment bought', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }, { id: 'text.summarize', price: 9 }]);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed' });
+  const listed = JSON.parse((await runCli(['find', '--json', '--data', c.dir])).stdout).find((a: { aid: string }) => a.aid === p.aid);
+  t.truthy(listed, 'the provider is in the directory');
+  const fromHub = await new HubClient(net.hub.url).card(p.aid);
+  const search = JSON.stringify(await new HubClient(net.hub.url).search({}));
+  for (const text of [fromHub, search]) {
+    t.false(text.includes(EXT_PRICE), 'no anet-price extension');
+    t.false(/"amount"|"price"/.test(text), 'no amount or price field');
+  }
+  const account = JSON.stringify(await balanceOf(p.dir));
+  t.regex(account, /"amount":"3"/, 'the ledger holds the amount ...');
+  t.false(account.includes('text.translate'), '... never the capability it paid for');
 });
