@@ -26,8 +26,7 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
   const net = await startNet(t);
   const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }, { id: 'text.free' }]);
   const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
+  const daemons = [await net.start(p.dir), await net.start(c.dir)];
   await mint(net, c.aid, '100');
   const r = await call(c.dir, p.aid, 'text.translate', '{"text":"bonjour"}');
   t.is(r.code, 0, r.stderr);
@@ -44,6 +43,19 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
   t.is((await balanceOf(c.dir)).balance, '97');
   const text = await runCli(['task', r.task, '--data', c.dir]);
   t.regex(text.stdout, /paid 3 credits \(hub transaction tx_/);
+  // SPEC §14: both journals replay to their snapshots, and show every payment step.
+  for (const d of daemons) await d.close();
+  for (const dir of [p.dir, c.dir]) {
+    const verified = await runCli(['replay', '--verify', '--data', dir]);
+    t.is(verified.code, 0, verified.stderr);
+    t.regex(verified.stdout, / 0 difference\(s\)/);
+  }
+  const provider = await runCli(['replay', '--actor', `call/${c.aid}/${r.task}`, '--data', p.dir]);
+  t.is(provider.code, 0, provider.stderr);
+  t.regex(provider.stdout, /RECEIVED[\s\S]*QUOTED: submitted -> quoted[\s\S]*PAY: quoted -> paying[\s\S]*HELD: paying -> working[\s\S]*COMPLETED: working -> settling[\s\S]*SETTLED: settling -> completed/);
+  const caller = await runCli(['replay', '--actor', `payment/${p.aid}/${r.task}`, '--data', c.dir]);
+  t.is(caller.code, 0, caller.stderr);
+  t.regex(caller.stdout, /QUOTE: new -> quoted[\s\S]*AUTHORIZE: quoted -> authorized[\s\S]*SETTLED: authorized -> completed/);
 });
 
 test('SPEC §10: a quote above the signed price waits for the operator (quote_above_price); anet pay then pays it', async (t) => {
