@@ -12,6 +12,7 @@ import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
 import { cmdHubStart, cmdHubMint, cmdBalance } from './hub.js';
 import { cmdList } from './lists.js';
+import { cmdAudit } from './audit.js';
 import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply, cmdPay, cmdReject } from './tasks.js';
 import { serveMcp } from '../mcp/server.js';
 import { ConfigInvalidError } from '../daemon/node.js';
@@ -42,6 +43,9 @@ const HELP = `usage: anet <command> [options]
   call AID CAPABILITY --args JSON [--file PATH]...
                        call another node's capability; prints the result and its verified receipt
   tasks, task ID       the tasks this node sent, and one of them
+  audit cards [AID], audit prices AID
+                       every card version published or seen, re-verified now; a provider's signed
+                       prices over time and the card each payment was checked against
   pay TASK, reject TASK
                        pay a quote the auto-pay rule left to you (SPEC §10), or decline it
   send AID TEXT        a text task for another node's agent (or its operator's inbox)
@@ -151,6 +155,8 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdReply(io, dataDir, rest[0], rest.slice(1), json);
     case 'task':
       return cmdTask(io, dataDir, rest[0], json);
+    case 'audit':
+      return cmdAudit(io, dataDir, rest[0], rest[1], json);
     case 'pay':
       return cmdPay(io, dataDir, rest[0], json);
     case 'reject':

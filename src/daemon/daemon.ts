@@ -4,6 +4,7 @@
 import type { Server } from 'node:http';
 import { unlink } from 'node:fs/promises';
 import { Node } from './node.js';
+import { auditCards, auditPrices } from '../audit/audit.js';
 import { serveControl, controlPath } from './control.js';
 import { HubUnreachableError } from '../hub/client.js';
 import type { Clock } from '../runtime/clock.js';
@@ -99,6 +100,10 @@ export async function dispatch(node: Node, op: string, args: Record<string, unkn
       return node.caller.pay(String(args.task), Number(args.waitMs ?? 0));
     case 'reject':
       return node.caller.reject(String(args.task));
+    case 'audit-cards':
+      return auditCards(node, args.aid === undefined ? undefined : String(args.aid));
+    case 'audit-prices':
+      return auditPrices(node, String(args.aid));
     case 'tasks':
       return node.caller.tasks();
     case 'task':

@@ -90,7 +90,7 @@ export class Node {
     return replyToInbox(this.parts!, task, text);
   }
 
-  private readonly now: () => number;
+  readonly now: () => number;
 
   readonly fetcher: CardFetcher;
   private messenger: Promise<Messenger> | null = null;
