@@ -86,7 +86,27 @@ async function tour(io: Io, root: string, services: SampleService[], cleanups: (
   io.out('   the hub relay: the prices come signed by the agent itself, and the hub cannot read them.');
   await run(io, ['card', aid, '--data', b]);
 
-  io.out('\n8. Rotating the key keeps the AID; the next card is signed with the new key, and readers follow the KEL.');
+  io.out('\n8. A call: the translator\'s node checks it (lists, quotas, arguments), runs its local program over the');
+  io.out('   Unix socket, and returns the result with a receipt it signed; the reader verifies the receipt.');
+  const reader = await startDaemon(b, () => {});
+  cleanups.push(() => reader.close());
+  await reader.published;
+  const readerAid = (await loadIdentity(b)).aid;
+  await run(io, ['call', aid, 'demo.echo', '--args', '{"hello":"world"}', '--data', b]);
+
+  io.out('\n9. Credits live on the hub\'s ledger; its operator mints some for the reader.');
+  await run(io, ['hub', 'mint', readerAid, '20', '--data', join(root, 'hub')]);
+
+  io.out('\n10. A paid call. The translator quotes 3 credits, signed. The reader pays by itself because the quote is');
+  io.out('    within the price the translator signed on its extended card (and within payments.auto_max and');
+  io.out('    daily_max). The hub holds the amount, the program runs, the hub captures it: the receipt names both.');
+  await run(io, ['call', aid, 'text.reverse', '--args', '{"text":"stressed"}', '--data', b]);
+  await run(io, ['balance', '--data', b]);
+
+  io.out('\n11. The audit: which signed price each payment was checked against, and every card version seen.');
+  await run(io, ['audit', 'prices', aid, '--data', b]);
+
+  io.out('\n12. Rotating the key keeps the AID; the next card is signed with the new key, and readers follow the KEL.');
   await stopDaemon();
   await run(io, ['key', 'rotate', '--data', a]);
   await run(io, ['find', '--data', b]);

@@ -2,8 +2,8 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { readFile, unlink } from 'node:fs/promises';
-import { startHub } from '../hub/server.js';
+import { readFile } from 'node:fs/promises';
+import { startHub, hubRunFile } from '../hub/server.js';
 import { HubStore } from '../hub/store.js';
 import { Ledger, LedgerRefused, type Account, type MintAnswer } from '../hub/ledger.js';
 import { HubClient } from '../hub/client.js';
@@ -11,13 +11,12 @@ import { hasIdentity, loadIdentity } from '../identity/store.js';
 import { isAid } from '../identity/cid.js';
 import { isAmount } from '../payment/authorization.js';
 import { StoreLockedError } from '../../store/db.js';
-import { ensureDir, isNotFound, writeFileAtomic } from '../fsutil.js';
+import { ensureDir, isNotFound } from '../fsutil.js';
 import { viaNode } from './node.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 
 const hubDir = (dataFlag: string | undefined) => (dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub'));
-/** Written while a hub runs, so `anet hub mint` knows to go through it (it holds the store's lock). */
-const runFile = (dataDir: string) => join(dataDir, 'hub.json');
+const runFile = hubRunFile;
 
 export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag: string | undefined): Promise<void> {
   const port = portFlag === undefined ? 8710 : Number(portFlag);
@@ -25,10 +24,8 @@ export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag
   const dataDir = hubDir(dataFlag);
   await ensureDir(dataDir, 0o700);
   const hub = await startHub({ dataDir, port });
-  await writeFileAtomic(runFile(dataDir), JSON.stringify({ url: hub.url, pid: process.pid }), 0o600);
   io.out(`anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}`);
   await untilSignal();
-  await unlink(runFile(dataDir)).catch(() => {});
   await hub.close();
   io.out('anet hub: stopped');
 }

@@ -1,6 +1,9 @@
 // `anet hub start` (SPEC §11, directory, KEL store, relay, ledger): register, publish, withdraw, search,
 // card, KEL, JWKS; mint, hold, settle, accounts. Every card is verified on entry against the stored KEL;
 // every write is signed by the node (a mint by the hub's own identity).
+import { unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { writeFileAtomic } from '../fsutil.js';
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { HubStore, type AgentRecord } from './store.js';
 import { Relay, MAX_ENVELOPE } from './relay.js';
@@ -21,6 +24,9 @@ export interface HubOptions {
   host?: string;
   now?: () => number;
 }
+
+/** `<hub data>/hub.json`: `{url, pid}` while the hub runs. */
+export const hubRunFile = (dataDir: string) => join(dataDir, 'hub.json');
 
 export class HubError extends Error {
   constructor(readonly status: number, readonly code: string, message: string) {
@@ -65,8 +71,11 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : opts.port;
+  const url = `http://${opts.host ?? '127.0.0.1'}:${port}`;
+  // While it runs, `anet hub mint` on this data dir goes through the hub (which holds the store's lock).
+  await writeFileAtomic(hubRunFile(opts.dataDir), JSON.stringify({ url, pid: process.pid }), 0o600);
   return {
-    url: `http://${opts.host ?? '127.0.0.1'}:${port}`,
+    url,
     aid: identity.aid,
     server,
     store,
@@ -74,6 +83,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     ledger,
     close: async () => {
       clearInterval(sweeper);
+      await unlink(hubRunFile(opts.dataDir)).catch(() => {});
       relay.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
