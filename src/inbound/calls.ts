@@ -88,7 +88,7 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn, priced ? { inflight: false } : {}),
   ]);
   if (!first) {
-    if (decision.admitted) await decision.release(!priced);
+    if (decision.admitted) await decision.release(true);
     return 'resend';
   }
   if (!decision.admitted) {
