@@ -143,6 +143,30 @@ test('SPEC §12, §10: CancelTask of a task waiting for payment rejects the quot
   t.like(JSON.parse((await runCli(['balance', '--json', '--data', c.dir])).stdout), { balance: '100' });
 });
 
+test('SPEC §12, §10 (a2a-x402): a task waiting for payment carries the quote as x402 metadata; a message answering it with payment-submitted pays, and the final task carries the receipts', async (t) => {
+  const net = await startNet(t);
+  const p = await echoProvider(t, net, 'p', 30);
+  await net.start(p.dir);
+  const c = await caller(net, { payments: { auto_max: 10 } });
+  const hub = await loadIdentity(join(net.root, 'hub'));
+  await new HubClient(net.hub.url, hub, () => net.clock.now()).mint(c.aid, '100', randomBytes(16).toString('hex'));
+  const a2a = await client(c.daemon, c.token, p.aid);
+  const waiting = (await a2a.sendMessage(sendCall('demo.echo', { a: 1 }))) as Task;
+  t.is(stateOf(waiting), 'TASK_STATE_INPUT_REQUIRED');
+  const meta = waiting.status!.message!.metadata as Record<string, { accepts?: { amount: string; payTo: string }[] } | string>;
+  t.is(meta['x402.payment.status'], 'payment-required');
+  t.like((meta['x402.payment.required'] as { accepts: unknown[] }).accepts[0], { scheme: 'exact', asset: 'credit', amount: '30', payTo: p.aid });
+  const answer = (status: string) => SendMessageRequest.fromJSON({ message: { messageId: `m-${Math.random()}`, taskId: waiting.id, role: 'ROLE_USER', parts: [{ text: 'ok' }], metadata: { 'x402.payment.status': status } } });
+  const paid = (await a2a.sendMessage(answer('payment-submitted'))) as Task;
+  let task = paid;
+  await until(async () => stateOf((task = await a2a.getTask(GetTaskRequest.fromJSON({ id: waiting.id })))) === 'TASK_STATE_COMPLETED', 'the paid call to end');
+  t.is(task.id, waiting.id, 'the same task');
+  t.like(task.status!.message!.metadata, { 'x402.payment.status': 'payment-completed' });
+  t.like((task.status!.message!.metadata!['x402.payment.receipts'] as unknown[])[0], { success: true, payer: c.aid });
+  t.like(JSON.parse((await runCli(['balance', '--json', '--data', c.dir])).stdout), { balance: '70' });
+  t.like(await rpcError(t, a2a.sendMessage(answer('payment-submitted'))), { code: -32602, data: { state: 'completed' } }, 'a task is paid once');
+});
+
 test('SPEC §12, §9.2: a text-only message is a text task: working while it waits in the inbox, then completed with the answer (GetTask)', async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', { inbound: { policy: 'open' }, ...LOCAL });

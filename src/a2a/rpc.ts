@@ -110,10 +110,22 @@ async function sendMessage(node: A2aNode, aid: string, params: Params): Promise<
   }
   const configuration = params.configuration as { returnImmediately?: unknown } | undefined;
   const waitMs = configuration?.returnImmediately === true ? 0 : SEND_WAIT_MS;
+  if (request.kind === 'payment') return { task: toTask(await answerQuote(node, aid, request.task, request.decision, waitMs)) };
   const record = request.kind === 'call'
     ? await node.caller.call(aid, request.capability, request.argsText, request.files, waitMs)
     : await node.caller.send(aid, request.text, waitMs);
   return { task: toTask(record) };
+}
+
+/** a2a-x402: the client's answer to a quote. The node signs the payment itself, under `anet pay` rules. */
+async function answerQuote(node: A2aNode, aid: string, id: string, decision: 'payment-submitted' | 'payment-rejected', waitMs: number) {
+  const record = await taskOf(node, aid, { id });
+  try {
+    return decision === 'payment-submitted' ? await node.caller.pay(record.task, waitMs) : await node.caller.reject(record.task);
+  } catch (err) {
+    if (err instanceof PaymentError) throw new RpcError(CODES.invalidParams, `Invalid params: ${err.message}`, { state: record.state });
+    throw err;
+  }
 }
 
 /** The task by id, when it was sent to this agent (another agent's endpoint does not see it). */

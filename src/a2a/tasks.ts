@@ -9,10 +9,12 @@
 import { stringify as stringifyLossless } from 'lossless-json';
 import type { TaskRecord } from '../tasks/outbound.js';
 import { CHAT } from '../inbound/text.js';
+import { X402_STATUS, X402_REQUIRED, X402_RECEIPTS } from '../payment/provider.js';
 
 export type Request =
   | { kind: 'call'; capability: string; argsText: string; files: { name: string; data_b64: string }[] }
-  | { kind: 'text'; text: string };
+  | { kind: 'text'; text: string }
+  | { kind: 'payment'; task: string; decision: 'payment-submitted' | 'payment-rejected' };
 
 /** A message we cannot take: the JSON-RPC answer is invalid params (or unsupported, for continuations). */
 export class MessageError extends Error {
@@ -26,9 +28,14 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 export function readMessage(message: unknown): Request {
   if (!isObject(message)) throw new MessageError('params.message must be an A2A Message object');
-  // Each message starts a new anet task; an anet task takes no further messages (a payment is paid or
-  // rejected by its own operation, not by a reply).
-  if (typeof message.taskId === 'string' && message.taskId !== '') throw new MessageError('a message cannot continue a task (taskId): each message starts a new anet task', true);
+  // Each message starts a new anet task. The one continuation is a2a-x402's answer to a quote: metadata
+  // `x402.payment.status` `payment-submitted` (this node signs and pays, as `anet pay`) or
+  // `payment-rejected` (as `anet reject`). The node is the wallet, so the client sends no payload.
+  if (typeof message.taskId === 'string' && message.taskId !== '') {
+    const decision = isObject(message.metadata) ? message.metadata[X402_STATUS] : undefined;
+    if (decision === 'payment-submitted' || decision === 'payment-rejected') return { kind: 'payment', task: message.taskId, decision };
+    throw new MessageError('a message continues a task only to answer its payment quote (metadata x402.payment.status: payment-submitted or payment-rejected); any other message starts a new anet task', true);
+  }
   const parts = message.parts;
   if (!Array.isArray(parts) || parts.length === 0) throw new MessageError('params.message.parts must be a non-empty array');
   const texts: string[] = [];
@@ -100,8 +107,8 @@ function resultPart(r: TaskRecord): Record<string, unknown> {
 
 /** Why a task stands where it does (SPEC §9.1, §13): the provider's words or the reason's sentence. */
 function statusMessage(r: TaskRecord): Record<string, unknown> | null {
-  if (r.reason === null && r.message === null) return null;
-  const metadata: Record<string, unknown> = {};
+  if (r.reason === null && r.message === null && !r.payment) return null;
+  const metadata: Record<string, unknown> = { ...x402Metadata(r) };
   if (r.reason !== null) metadata['anet.reason'] = r.reason;
   if (r.retryAfterMs !== null) metadata['anet.retry_after_ms'] = r.retryAfterMs;
   if (r.detail !== null) metadata['anet.detail'] = r.detail;
@@ -111,7 +118,17 @@ function statusMessage(r: TaskRecord): Record<string, unknown> | null {
     taskId: r.task,
     contextId: r.task,
     role: 'ROLE_AGENT',
-    parts: [{ text: r.message ?? r.explanation ?? r.reason }],
+    parts: [{ text: r.message ?? r.explanation ?? r.reason ?? r.payment?.status }],
     metadata,
   };
+}
+
+/** a2a-x402 metadata of a priced call: the status, the quote while it waits, the receipts once settled. */
+function x402Metadata(r: TaskRecord): Record<string, unknown> {
+  const p = r.payment;
+  if (!p) return {};
+  const out: Record<string, unknown> = { [X402_STATUS]: p.status };
+  if (p.status === 'payment-required' && p.quote) out[X402_REQUIRED] = JSON.parse(p.required);
+  if (p.receipts) out[X402_RECEIPTS] = p.receipts;
+  return out;
 }
