@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { unlink } from 'node:fs/promises';
 import { tempDir } from './helpers/tmp.js';
 import { OffsetClock } from './helpers/clock.js';
 import { runCli } from './helpers/cli.js';
@@ -424,14 +425,18 @@ test('SPEC §11: `anet hub mint` goes through the running hub (hub.json), else w
   r = await runCli(['hub', 'mint', alice.aid, '3', '--data', hubDir]);
   t.regex(r.stdout, /no hub is running on .*: written to its store directly/);
 
-  // A hub that holds the store without hub.json (started in-process here) is named, not waited on.
+  // Any running hub writes hub.json, an in-process one too (the demo's); one that lost it is named, not waited on.
   const hub = await startHub({ dataDir: hubDir, port: 0 });
   t.teardown(() => hub.close());
   r = await runCli(['hub', 'mint', alice.aid, '1', '--data', hubDir]);
+  t.is(r.code, 0, r.stderr);
+  t.regex(r.stdout, /through the running hub at http/);
+  await unlink(join(hubDir, 'hub.json'));
+  r = await runCli(['hub', 'mint', alice.aid, '1', '--data', hubDir]);
   t.is(r.code, 1);
   t.regex(r.stderr, /a hub holds the store .* but left no .*hub\.json/);
-  t.like(await new HubClient(hub.url, alice).account(alice.aid), { balance: '45' });
-  t.deepEqual(await hub.ledger.totals(), { minted: 45n, balances: 45n, held: 0n });
+  t.like(await new HubClient(hub.url, alice).account(alice.aid), { balance: '46' });
+  t.deepEqual(await hub.ledger.totals(), { minted: 46n, balances: 46n, held: 0n });
 
   for (const args of [['hub', 'mint'], ['hub', 'mint', alice.aid], ['hub', 'mint', alice.aid, '1.5'], ['hub', 'mint', alice.aid, '0'], ['hub', 'mint', 'bob', '5']]) {
     t.is((await runCli([...args, '--data', hubDir])).code, 2, args.join(' '));

@@ -117,7 +117,8 @@ export class Caller {
 
   async tasks(): Promise<TaskRecord[]> {
     const all = (await this.parts.store.tasks.values().all()) as TaskRecord[];
-    return all.sort((a, b) => a.sentAt - b.sentAt).map((r) => this.asNow(r));
+    // A record in memory may be ahead of its stored copy (its write is on the way).
+    return all.map((r) => this.live.get(r.task) ?? r).sort((a, b) => a.sentAt - b.sentAt).map((r) => this.asNow(r));
   }
 
   /** A quote nobody paid in time is shown as what it became: nothing more can happen to the task. */
