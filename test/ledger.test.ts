@@ -210,12 +210,16 @@ test('SPEC §10, §11: idempotent by nonce: a retried hold or capture answers th
   const captured = await bob.client.settle(held.hold, 'capture', n);
   for (let i = 0; i < 3; i++) t.deepEqual(await bob.client.settle(held.hold, 'capture', n), captured, 'a retried capture answers the same');
   t.deepEqual(await env.balances(alice, bob), ['60', '40'], 'and pays once');
-  t.is(await refusal(bob.client.settle(held.hold, 'release', n)), 'NONCE_REUSED');
-  // One nonce space for every op: a mint's nonce cannot name a settle, nor a hold's.
-  const m = nonce();
-  await env.operator.mint(alice.aid, '1', m);
-  t.is(await refusal(bob.client.settle(held.hold, 'capture', m)), 'NONCE_REUSED');
-  t.is(await refusal(env.operator.mint(alice.aid, '1', held.hold)), 'NONCE_REUSED');
+  t.is(await refusal(bob.client.settle(held.hold, 'release', n)), 'HOLD_SETTLED', 'the settlement is kept per hold: its nonce with another action');
+  // Each kind of op has its own keys, and a settlement is keyed by its hold: a payer that spends the
+  // provider's (predictable) settle nonce on a hold of its own cannot block the provider's capture.
+  const carol = await env.agent('carol');
+  const trap = await bob.client.hold(env.authorize(alice, bob, '1'));
+  const victim = await carol.client.hold(env.authorize(alice, carol, '2'));
+  const k0 = nonce();
+  await bob.client.settle(trap.hold, 'release', k0);
+  t.like(await carol.client.settle(victim.hold, 'capture', k0), { state: 'captured', amount: '2' }, 'the same nonce on another hold settles it');
+  t.like(await env.operator.mint(alice.aid, '1', held.hold), { amount: '1' }, 'a mint nonce is not a hold nonce');
   // A retry long after the authorization's validBefore still gets its answer: the record is the truth.
   env.clock.advance(3_600_000);
   t.deepEqual(await bob.client.hold(auth), held);
@@ -224,7 +228,7 @@ test('SPEC §10, §11: idempotent by nonce: a retried hold or capture answers th
   const k = nonce();
   const answers = await Promise.all(Array.from({ length: 8 }, () => bob.client.settle(again.hold, 'capture', k)));
   t.true(answers.every((a) => JSON.stringify(a) === JSON.stringify(answers[0])));
-  t.deepEqual(await env.balances(alice, bob), ['56', '45']);
+  t.deepEqual(await env.balances(alice, bob), ['54', '45'], 'alice: 100 - 40 - 2 (to carol) + 1 (minted) - 5');
   t.deepEqual(await env.hub.ledger.totals(), { minted: 101n, balances: 101n, held: 0n });
 });
 

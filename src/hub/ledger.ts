@@ -1,8 +1,10 @@
 // The hub's ledger of credits (SPEC §10, §11): balances per AID; holds made from a payer's signed
-// authorization, captured to the payee or released back; the operator's mint. Every op is idempotent by
-// a nonce: the hub keeps, per nonce, the digest of the op's body and the answer it gave, so a retry gets
-// the same answer and a different body under a used nonce is refused. Only ops that changed the ledger
-// are recorded; a refusal changes nothing and is decided again on retry.
+// authorization, captured to the payee or released back; the operator's mint. Every op is idempotent:
+// the hub keeps, per key (`mint:<nonce>`, `hold:<authorization nonce>`, `settle:<hold>`), the digest of
+// the op's body and the answer it gave, so a retry gets the same answer and a different body under a
+// used key is refused (`NONCE_REUSED`; for a hold already settled, under another nonce or the other way,
+// `HOLD_SETTLED`). A settlement is keyed by its hold, so no party can block it by spending its nonce first. Only ops that changed the
+// ledger are recorded; a refusal changes nothing and is decided again on retry.
 //
 // Amounts are canonical decimal strings wherever they are stored or sent and BigInt only while computing,
 // so msgpackr never meets a bigint and JSON never a float. Each op is one LevelDB batch (accounts, hold,
@@ -183,7 +185,7 @@ export class Ledger {
     if (typeof aid !== 'string' || aid.length === 0) throw new LedgerRefused(400, 'BAD_REQUEST', 'aid must be the AID to credit');
     if (!isAmount(amount)) throw new LedgerRefused(400, 'BAD_REQUEST', 'amount must be a canonical decimal string from 1 to 9223372036854775807');
     const digest = digestOf('mint', aid, amount);
-    return this.op(nonce, digest, async (c) => {
+    return this.op(`mint:${nonce}`, digest, async (c) => {
       if (!(await this.store.agent(aid))) throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: the node registers when it publishes (\`anet hub-register --name NAME\`)`);
       const minted = await this.minted();
       // Every balance is part of what was minted, so capping the total keeps every balance an amount.
@@ -203,7 +205,7 @@ export class Ledger {
     // Only the payee may hold, and learns a retried hold's answer. The payer's signature is checked after
     // the nonce record, so a retry of an accepted hold answers the same after the payer rotated its key.
     if (peek.auth.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee named in the authorization can ask for its hold');
-    return this.op(peek.auth.nonce, hex(sha256(bytes)), async (c) => {
+    return this.op(`hold:${peek.auth.nonce}`, hex(sha256(bytes)), async (c) => {
       const payer = await this.store.agent(peek.auth.from);
       if (!payer) throw new LedgerRefused(404, 'UNKNOWN_AID', `the payer ${peek.auth.from} is not registered on this hub`);
       const read = readAuthorization(bytes, validateKel(payer.kel));
@@ -235,8 +237,10 @@ export class Ledger {
       const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
       if (rec && rec.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee of a hold can settle it');
     };
-    // The payee check comes before the nonce record, so nobody else learns a settlement's answer.
-    return this.op(nonce, digestOf('settle', hold, action), async (c) => {
+    // The payee check comes before the record, so nobody else learns a settlement's answer. A hold is
+    // settled once: its settlement's record is keyed by the hold, not by a nonce anyone could pick (a
+    // payer that used the provider's settle nonce first must not be able to block the capture).
+    return this.op(`settle:${hold}`, digestOf('settle', hold, action, nonce), async (c) => {
       const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
       if (!rec) {
         if (action === 'capture') throw new LedgerRefused(404, 'UNKNOWN_HOLD', `the hub holds nothing under ${hold}`);
@@ -304,18 +308,19 @@ export class Ledger {
    * it did (same body) or is refused (another body); otherwise `fn` decides, and its writes and answer are
    * committed together.
    */
-  private op<T>(nonce: string, digest: string, fn: (c: Change) => Promise<T>, guard?: () => Promise<void>): Promise<T> {
+  private op<T>(key: string, digest: string, fn: (c: Change) => Promise<T>, guard?: () => Promise<void>): Promise<T> {
     return this.serial.run('ledger', async () => {
       await this.expireDue();
       await guard?.();
-      const seen = (await this.store.ops.get(nonce)) as OpRecord | undefined;
+      const seen = (await this.store.ops.get(key)) as OpRecord | undefined;
       if (seen) {
-        if (seen.digest !== digest) throw new LedgerRefused(409, 'NONCE_REUSED', 'this nonce was used for another ledger operation');
-        return seen.answer as T;
+        if (seen.digest === digest) return seen.answer as T;
+        if (key.startsWith('settle:')) throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${(seen.answer as SettleAnswer).state})`);
+        throw new LedgerRefused(409, 'NONCE_REUSED', 'this nonce was used for another ledger operation');
       }
       const c = new Change(this.store, this.now());
       const answer = await fn(c);
-      await c.commit({ nonce, digest, answer });
+      await c.commit({ nonce: key, digest, answer });
       return answer;
     });
   }
