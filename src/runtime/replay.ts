@@ -21,13 +21,21 @@ export interface ReplayFilter {
 }
 
 const BATCH = 4096;
+/**
+ * classic-level stops a nextv() once it has read this many bytes (16 KiB by default: about 250 journal
+ * entries, so each batch was a few hundred events and a round trip to LevelDB's thread).
+ */
+const BATCH_BYTES = 1 << 20;
 
 /**
  * Journal entries in seq order, a batch at a time (one actor's only, with --actor). The next batch is
  * requested before this one is handed out, so LevelDB reads on its own thread while transitions run.
  */
 async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<JournalEntry[]> {
-  const values = store.journal.values(filter.to !== undefined ? { lte: seqKey(filter.to) } : {});
+  // highWaterMarkBytes is classic-level's own iterator option (not in abstract-level's types).
+  const options: { lte?: string; highWaterMarkBytes: number } = { highWaterMarkBytes: BATCH_BYTES };
+  if (filter.to !== undefined) options.lte = seqKey(filter.to);
+  const values = store.journal.values(options);
   try {
     let next = values.nextv(BATCH);
     for (;;) {
