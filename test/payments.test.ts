@@ -121,7 +121,8 @@ test('SPEC §10, §2.3: automatic payments stop at payments.daily_max within any
   t.like(third, { state: 'input-required', payment: { auto: false } });
   t.regex(third.payment.why, /past payments.daily_max \(10\) in 24 h/);
   net.clock.advance(24 * 3_600_000);
-  await runCli(['reject', third.task, '--data', c.dir]);
+  t.like(JSON.parse((await runCli(['task', third.task, '--json', '--data', c.dir])).stdout), { state: 'failed', reason: 'quote_expired' }, 'an unanswered quote ends with its deadline');
+  t.is((await runCli(['reject', third.task, '--data', c.dir])).code, 1, 'nothing is left to reject');
   t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } }, '24 h after the first payment');
   t.is((await balanceOf(c.dir)).balance, '88');
 });
@@ -215,4 +216,59 @@ test('SPEC §5.1, §11: the public card and the hub directory never carry a pric
   const account = JSON.stringify(await balanceOf(p.dir));
   t.regex(account, /"amount":"3"/, 'the ledger holds the amount ...');
   t.false(account.includes('text.translate'), '... never the capability it paid for');
+});
+
+test('SPEC §10, §2.3: a released automatic payment spends nothing of payments.daily_max', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'svc.broken', price: 4 }, { id: 'svc.ok', price: 4 }], (body, req, res) => {
+    if (req.headers['x-anet-capability'] === 'svc.ok') return { ok: body };
+    res.writeHead(500, { 'content-type': 'application/json' });
+    res.end('{}');
+  });
+  const c = await net.node('c', { payments: { daily_max: 10 } });
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '100');
+  for (let i = 0; i < 2; i++) t.like(await call(c.dir, p.aid, 'svc.broken'), { state: 'failed', payment: { status: 'payment-failed', auto: true } });
+  t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'completed', payment: { auto: true } });
+  t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'completed', payment: { auto: true } }, '8 paid of 10: the released 8 did not count');
+  t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'input-required', payment: { auto: false } }, '12 would pass 10');
+  t.is((await balanceOf(c.dir)).balance, '92');
+});
+
+test('SPEC §10, §4.1: quotes waiting for payment are bounded like running calls (4 × per_caller_inflight per caller); past that the call is refused', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'img.render', price: 30 }]);
+  const c = await net.node('c', { payments: { auto_max: 1 } });
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const waiting = [];
+  for (let i = 0; i < 4; i++) waiting.push(await call(c.dir, p.aid, 'img.render'));
+  t.true(waiting.every((w) => w.state === 'input-required'));
+  t.like(await call(c.dir, p.aid, 'img.render'), { state: 'rejected', reason: 'caller_inflight', detail: 'too many quotes wait for payment' });
+  t.is((await runCli(['reject', waiting[0].task, '--data', c.dir])).code, 0);
+  t.like(await call(c.dir, p.aid, 'img.render'), { state: 'input-required' }, 'a rejected quote makes room');
+  t.is(p.ran(), 0);
+});
+
+test('SPEC §10: a capture the hub refuses for good (the hold expired while the call ran) gives no result: failed, settlement_failed, nothing charged', async (t) => {
+  const net = await startNet(t);
+  let finish!: () => void;
+  const done = new Promise<void>((r) => (finish = r));
+  const p = await pricedProvider(t, net, [{ id: 'slow.job', price: 6 }], async (body) => {
+    await done;
+    return { done: body };
+  });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  await mint(net, c.aid, '10');
+  const sent = call(c.dir, p.aid, 'slow.job');
+  await until(async () => (await balanceOf(c.dir)).held === '6', 'the hold');
+  net.clock.advance(24 * 3_600_000 + 1);
+  finish();
+  const r = await sent;
+  t.like(r, { state: 'failed', reason: 'settlement_failed', result: null, payment: { status: 'payment-failed' } });
+  t.regex(r.detail, /the hub refused the capture \(expired\); the result is not given without the payment/);
+  t.like(await balanceOf(c.dir), { balance: '10', held: '0' });
 });

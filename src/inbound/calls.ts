@@ -19,7 +19,7 @@ import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
 import { textTask } from './text.js';
-import { offerQuote } from '../payment/provider.js';
+import { offerQuote, roomToQuote } from '../payment/provider.js';
 import type { NodeParts } from '../daemon/parts.js';
 
 export const TASK_SEND = 'task.send';
@@ -97,7 +97,13 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   }
   const listedReply: Reply = (f) => reply(f, decision.listed);
   if (priced) {
-    await offerQuote(parts, { actor, call, argsText, capability: decision.capability, files: decision.files, listed: decision.listed });
+    const full = roomToQuote(parts, decision.capability, call.caller);
+    if (full) {
+      await decision.release(true);
+      await refuse(parts, actor, { admitted: false, reason: full, detail: 'too many quotes wait for payment' }, listedReply, call.capability);
+      return 'refused';
+    }
+    await offerQuote(parts, { actor, call, argsText, capability: decision.capability, files: decision.files, listed: decision.listed, undoQuota: () => decision.release(true) });
     return 'quoted';
   }
   // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it

@@ -69,6 +69,8 @@ export interface PayerParts {
 }
 
 const DAY_MS = 24 * 3_600_000;
+/** The window of automatic payments (payments.daily_max). */
+const SPEND = 'spend/auto';
 const MESSAGE_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 export const paymentActor = (provider: string, task: string) => `payment/${provider}/${task}`;
 
@@ -122,11 +124,15 @@ export class Payer {
       return no(`the quote's network, asset or payee (${q.network}, ${q.asset}) differ from the signed card's or from our hub (${ours})`, price);
     }
     const host = await this.parts.host();
-    const spend = (await host.send('spend/auto', 'spend', { windowMs: DAY_MS }, { type: 'SPEND', id: t.task, amount: q.amount, limit: this.parts.payments.daily_max.toString() })).context as SpendContext;
+    const spend = (await host.send(SPEND, 'spend', { windowMs: DAY_MS }, { type: 'SPEND', id: t.task, amount: q.amount, limit: this.parts.payments.daily_max.toString() })).context as SpendContext;
     if (!spend.last?.accepted) return no(`paying ${q.amount} would take automatic payments past payments.daily_max (${this.parts.payments.daily_max}) in 24 h`, price);
-    const paid = await this.authorize({ ...t, payment: { ...p, price } }, true);
-    if (paid.status !== 'payment-submitted') await host.send('spend/auto', 'spend', undefined, { type: 'UNDO', id: t.task });
-    return paid;
+    let paid: PaymentRecord | null = null;
+    try {
+      paid = await this.authorize({ ...t, payment: { ...p, price } }, true);
+      return paid;
+    } finally {
+      if (paid?.status !== 'payment-submitted') await host.send(SPEND, 'spend', undefined, { type: 'UNDO', id: t.task });
+    }
   }
 
   /** `anet pay`: the operator pays a quote the rule did not pay. */
@@ -143,7 +149,12 @@ export class Payer {
   async reject(t: Payable): Promise<PaymentRecord> {
     const p = t.payment;
     if (!p || p.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
-    if (p.quote) await (await this.parts.host()).send(paymentActor(t.to, t.task), 'payment', undefined, { type: 'REJECT' });
+    if (p.quote) {
+      // The machine decides: a payment already authorized (its sending failed, or we stopped before it
+      // left) is on its way and cannot be called back.
+      const snap = await (await this.parts.host()).send(paymentActor(t.to, t.task), 'payment', undefined, { type: 'REJECT' });
+      if (snap.value !== 'rejected') throw new PaymentError(`task ${t.task} was already ${snap.value === 'authorized' ? 'paid: the payment is on its way' : snap.value}; it cannot be rejected`);
+    }
     const messenger = await this.parts.messenger();
     await messenger.send(t.to, TASK_CANCEL, toBody({ task: t.task, [X402_STATUS]: 'payment-rejected' }), { ttlMs: MESSAGE_TTL_MS });
     return { ...p, status: 'payment-rejected', decided: true };
@@ -162,8 +173,20 @@ export class Payer {
     const snap = await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'AUTHORIZE', nonce, validBefore, auto }, { alongside: [{ sublevel: 'paying', key: actor, value: { task: t.task, to: t.to } }] });
     if (snap.value !== 'authorized') return { ...p, decided: true, auto: false, why: 'the quote expired before it was paid' };
     crashPoint('after-authorize');
-    await this.sendPayment(snap.context as PaymentContext, p.quote!);
+    // Authorized is paid as far as this node is concerned: a send that fails now is tried again (and at
+    // the next start), always the same bytes.
+    void this.sendUntilSent(snap.context as PaymentContext, p.quote!);
     return { ...p, status: 'payment-submitted', decided: true, auto, nonce, authorizedAt: at };
+  }
+
+  private async sendUntilSent(c: PaymentContext, q: PaymentRequirements): Promise<void> {
+    for (let delay = 1000; delay <= 32_000; delay *= 2) {
+      try {
+        return await this.sendPayment(c, q);
+      } catch {
+        await new Promise((r) => setTimeout(r, delay).unref());
+      }
+    }
   }
 
   private async sendPayment(c: PaymentContext, q: PaymentRequirements): Promise<void> {
@@ -189,15 +212,20 @@ export class Payer {
     const captured = body[X402_STATUS] === 'payment-completed' && first?.success === true;
     const hubTx = typeof first?.transaction === 'string' ? first.transaction : null;
     const actor = paymentActor(t.to, t.task);
-    if (p.quote) await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'SETTLED', captured, hubTx: hubTx ?? '' }, { alongside: [{ sublevel: 'paying', key: actor }] });
+    if (p.quote) {
+      const host = await this.parts.host();
+      const snap = await host.send(actor, 'payment', undefined, { type: 'SETTLED', captured, hubTx: hubTx ?? '' }, { alongside: [{ sublevel: 'paying', key: actor }] });
+      // An automatic payment that was not captured spent nothing: daily_max counts what was paid.
+      if (!captured && (snap.context as PaymentContext).auto) await host.send(SPEND, 'spend', undefined, { type: 'UNDO', id: t.task });
+    }
     // Also for a payment sent again after our restart, whose record never saw `payment-submitted`.
     return { ...p, status: captured ? 'payment-completed' : 'payment-failed', decided: true, hubTx, receipts };
   }
 
-  /** At start: payments authorized whose task had not ended are sent again (the same bytes). */
-  async resend(): Promise<number> {
+  /** At start: payments authorized whose task had not ended are sent again (the same bytes); their tasks. */
+  async resend(): Promise<{ task: string; nonce: string; auto: boolean }[]> {
     const host = await this.parts.host();
-    let sent = 0;
+    const sent: { task: string; nonce: string; auto: boolean }[] = [];
     for await (const [actor] of this.parts.store.paying.iterator()) {
       const snap = await host.state(actor);
       const c = snap?.context as PaymentContext | undefined;
@@ -206,7 +234,7 @@ export class Payer {
       const q = rec?.payment?.quote;
       if (!q) continue;
       await this.sendPayment(c, q).catch(() => {});
-      sent++;
+      sent.push({ task: c.task, nonce: c.nonce!, auto: c.auto ?? false });
     }
     return sent;
   }

@@ -41,8 +41,13 @@ interface Quoted {
   capability: OfferedCapability;
   files: FileOut[];
   listed: boolean;
+  /** Gives back the quota windows the quote took (a paid call refused later consumes no quota). */
+  undoQuota: () => Promise<void>;
   timer?: NodeJS.Timeout;
 }
+
+/** Quotes waiting for payment, per capability and per caller, at most this many times its in-flight limits. */
+const WAITING_PER_INFLIGHT = 4;
 
 /** Quoted calls waiting for their payment, per host: their arguments live only here. */
 const quotedCalls = new WeakMap<ActorHost, Map<string, Quoted>>();
@@ -63,6 +68,24 @@ function take(parts: CallParts, actor: string): Quoted | undefined {
 }
 
 const unmark = (actor: string) => [{ sublevel: 'running' as const, key: actor }];
+
+/**
+ * Quotes hold their arguments in memory for up to 10 minutes without an in-flight slot, so their number
+ * is bounded like running calls are: `max_inflight` and `per_caller_inflight`, times four. Past that the
+ * call is refused as a full capability would be.
+ */
+export function roomToQuote(parts: CallParts, cap: OfferedCapability, caller: string): 'max_inflight' | 'caller_inflight' | null {
+  let all = 0;
+  let mine = 0;
+  for (const q of quotedOf(parts.host).values()) {
+    if (q.capability.id !== cap.id) continue;
+    all++;
+    if (q.call.caller === caller) mine++;
+  }
+  if (all >= cap.inbound.max_inflight * WAITING_PER_INFLIGHT) return 'max_inflight';
+  if (mine >= cap.inbound.per_caller_inflight * WAITING_PER_INFLIGHT) return 'caller_inflight';
+  return null;
+}
 
 /** Journals the quote and sends the caller `input-required` with the signed x402 PaymentRequired. */
 export async function offerQuote(parts: CallParts, q: Quoted): Promise<void> {
@@ -88,10 +111,10 @@ export async function offerQuote(parts: CallParts, q: Quoted): Promise<void> {
   await reply({ state: 'input-required', reason: 'payment_required', [X402_STATUS]: 'payment-required', [X402_REQUIRED]: JSON.stringify(required), [QUOTE_SIGNATURE]: signQuote(parts.identity, required) });
 }
 
+/** Past the quote's end: lets go of its arguments and ends it (the host's own TICK may not have run yet). */
 async function forgetExpired(parts: CallParts, actor: string): Promise<void> {
   if (!take(parts, actor)) return;
-  const state = await parts.host.state(actor).catch(() => undefined);
-  if (state?.value !== 'quoted') await parts.store.running.del(actor).catch(() => {});
+  await parts.host.send(actor, 'call', undefined, { type: 'TICK' }, { alongside: unmark(actor) }).catch(() => {});
 }
 
 /** `task.pay`: the caller's authorization for a quoted call. */
@@ -101,12 +124,15 @@ export function payDesk(parts: CallParts): MessageHandler {
     const task = body?.task;
     if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
     const actor = callActor(m.from, task);
-    // Unknown, already paid or ended: a repeated payment changes nothing.
+    // Read before the quote is taken, so a hub that does not answer now cannot lose the quote.
+    const network = `hub:${await parts.hubAid()}`;
     const q = take(parts, actor);
-    if (!q) return;
+    // Not waiting: a payment sent again (the caller restarted, or our answer was lost) gets the answer
+    // again once the call has ended; anything else changes nothing.
+    if (!q) return answerAgain(parts, actor, body);
     const reply: Reply = (f) => answer(parts, m.from, task, f, q.listed);
     const ctx = (await parts.host.state(actor))!.context as CallContext;
-    const auth = await readPayment(parts, body, ctx, m.from);
+    const auth = readPayment(parts, body, ctx, m.from, network);
     if (typeof auth === 'string') {
       await parts.host.send(actor, 'call', undefined, { type: 'FAILED', reason: 'settlement_failed', detail: auth }, { alongside: unmark(actor) });
       return reply({ state: 'failed', reason: 'settlement_failed', detail: auth, [X402_STATUS]: 'payment-failed' });
@@ -121,19 +147,22 @@ export function payDesk(parts: CallParts): MessageHandler {
   };
 }
 
-/** The authorization in a `task.pay`, checked against the quote it pays; a string says what is wrong. */
-async function readPayment(parts: CallParts, body: Record<string, CborValue>, ctx: CallContext, from: string): Promise<{ bytes: Uint8Array; nonce: string } | string> {
-  let bytes: Uint8Array;
+function authorizationIn(body: Record<string, CborValue>): Uint8Array | null {
   try {
     const payload = JSON.parse(String(body[X402_PAYLOAD]));
-    bytes = new Uint8Array(Buffer.from(String(payload.payload.authorization), 'base64'));
+    return new Uint8Array(Buffer.from(String(payload.payload.authorization), 'base64'));
   } catch {
-    return 'the payment carries no x402 payload with an authorization';
+    return null;
   }
+}
+
+/** The authorization in a `task.pay`, checked against the quote it pays; a string says what is wrong. */
+function readPayment(parts: CallParts, body: Record<string, CborValue>, ctx: CallContext, from: string, network: string): { bytes: Uint8Array; nonce: string } | string {
+  const bytes = authorizationIn(body);
+  if (!bytes) return 'the payment carries no x402 payload with an authorization';
   const read = peekAuthorization(bytes);
   if (!read.ok) return `the authorization is invalid: ${read.why}`;
   const a = read.auth;
-  const network = `hub:${await parts.hubAid()}`;
   if (a.from !== from || a.to !== parts.identity.aid || a.taskId !== ctx.task || a.quoteId !== ctx.quoteId) return 'the authorization is for another payer, payee, task or quote';
   if (a.amount !== ctx.amount || a.asset !== 'credit' || a.network !== network) return `the authorization is not for ${ctx.amount} credits on ${network}`;
   // The hub checks the payer's signature against its KEL when it holds the amount.
@@ -155,6 +184,7 @@ async function runPaid(parts: CallParts, q: Quoted, authorization: Uint8Array, r
   await parts.host.send(actor, 'call', undefined, { type: 'HELD', tx: holdTx });
   const slot = await takeInflight(parts, q.capability, { id: `${call.caller}/${call.task}`, from: call.caller, capability: call.capability, args: null });
   if ('admitted' in slot) {
+    await q.undoQuota();
     await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', reason: slot.reason });
     return settleAndAnswer(parts, actor, null, q.listed);
   }
@@ -189,19 +219,44 @@ export async function settleAndAnswer(parts: CallParts, actor: string, resultTex
   const settled = await settle(parts, ctx);
   if (!settled) return;
   crashPoint('after-capture');
-  const captured = settled.state === 'captured';
   const text = resultText ?? (ctx.ending === 'completed' ? await storedResult(parts, actor) : null);
-  const receipt = ctx.ending === 'completed' && text !== null
-    ? signReceipt(parts.identity, { task: ctx.task, capability: ctx.capability, caller: ctx.caller, result_hash: Buffer.from(ctx.resultHash!, 'hex'), ...(captured ? { amount: ctx.amount!, hub_tx: settled.tx } : {}), at: parts.now() })
-    : null;
+  const receipt = paidReceipt(parts, ctx, settled, text);
   await parts.host.send(actor, 'call', undefined, { type: 'SETTLED', tx: settled.tx, settled: settled.state, ...(receipt ? { receipt: receipt.cid } : {}) }, { alongside: unmark(actor) });
+  await answer(parts, ctx.caller, ctx.task, await paidAnswer(parts, { ...ctx, settleTx: settled.tx, settled: settled.state }, text, receipt?.bytes), listed);
+}
+
+/** A completed call's receipt, naming the amount and hub transaction when the hold was captured. */
+function paidReceipt(parts: CallParts, ctx: CallContext, settled: { tx: string; state: string }, text: string | null) {
+  if (ctx.ending !== 'completed' || text === null || (ctx.settlement === 'capture' && settled.state !== 'captured')) return null;
+  const captured = settled.state === 'captured';
+  return signReceipt(parts.identity, { task: ctx.task, capability: ctx.capability, caller: ctx.caller, result_hash: Buffer.from(ctx.resultHash!, 'hex'), ...(captured ? { amount: ctx.amount!, hub_tx: settled.tx } : {}), at: parts.now() });
+}
+
+/** The final answer of a settled paid call: the outcome, and what the hub did with the payment. */
+async function paidAnswer(parts: CallParts, ctx: CallContext, text: string | null, receipt: Uint8Array | undefined): Promise<Record<string, CborValue | undefined>> {
+  const captured = ctx.settled === 'captured';
   const network = `hub:${await parts.hubAid().catch(() => '')}`;
-  const x402Receipt = { success: captured, transaction: settled.tx, network, payer: ctx.caller, ...(captured ? {} : { errorReason: settled.state }) };
-  await answer(parts, ctx.caller, ctx.task, {
-    ...finalFields(ctx, text, receipt?.bytes),
-    [X402_STATUS]: captured ? 'payment-completed' : 'payment-failed',
-    [X402_RECEIPTS]: JSON.stringify([x402Receipt]),
-  }, listed);
+  const x402Receipt = { success: captured, transaction: ctx.settleTx, network, payer: ctx.caller, ...(captured ? {} : { errorReason: ctx.settled }) };
+  // A capture the hub refused for good: the call is not paid, so its result is not given.
+  const unpaid = ctx.settlement === 'capture' && !captured;
+  const fields = unpaid ? { state: 'failed', reason: 'settlement_failed', detail: `the hub refused the capture (${ctx.settled}); the result is not given without the payment` } : finalFields(ctx, text, receipt);
+  return { ...fields, [X402_STATUS]: captured ? 'payment-completed' : 'payment-failed', [X402_RECEIPTS]: JSON.stringify([x402Receipt]) };
+}
+
+/**
+ * A payment that arrives for a call that has ended (the caller sent it again after a restart, or our
+ * answer was lost on the way): the same payment gets the final answer again, rebuilt from the journal
+ * and the kept result. Nothing runs or settles again.
+ */
+async function answerAgain(parts: CallParts, actor: string, body: Record<string, CborValue>): Promise<void> {
+  const state = await parts.host.state(actor);
+  const ctx = state?.context as CallContext | undefined;
+  const bytes = authorizationIn(body);
+  const read = bytes ? peekAuthorization(bytes) : null;
+  if (!ctx || !state?.status || state.status !== 'done' || ctx.settled === null || !read?.ok || read.auth.nonce !== ctx.payNonce) return;
+  const text = ctx.ending === 'completed' ? await storedResult(parts, actor) : null;
+  const receipt = paidReceipt(parts, ctx, { tx: ctx.settleTx ?? '', state: ctx.settled }, text);
+  await answer(parts, ctx.caller, ctx.task, await paidAnswer(parts, ctx, text, receipt?.bytes));
 }
 
 /** The final answer a paid call's context calls for. */
@@ -227,8 +282,9 @@ async function settle(parts: CallParts, ctx: CallContext): Promise<{ tx: string;
     } catch (err) {
       // Past the hold's lifetime the hub gave the amount back to the payer.
       if (err instanceof HubRefusedError && err.code === 'HOLD_EXPIRED') return { tx: '', state: 'expired' };
-      if (err instanceof HubRefusedError) {
-        parts.log(`settling call ${ctx.task}: the hub refused: ${err.message}`);
+      // The ledger's word is final; a hub that is down, overloaded, or out of step with our clock is not.
+      if (err instanceof HubRefusedError && err.status < 500 && err.status !== 401 && err.status !== 429) {
+        parts.log(`settling call ${ctx.task}: ${err.message}`);
         return { tx: '', state: err.code.toLowerCase() };
       }
       parts.log(`settling call ${ctx.task}: ${(err as Error).message}; retrying in ${delay / 1000} s`);

@@ -95,7 +95,7 @@ export class Caller {
   private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough: (r: TaskRecord) => boolean = () => false): Promise<TaskRecord> {
     return new Promise((resolve) => {
       const timer = setTimeout(async () => {
-        this.waiters.delete(task);
+        this.unwait(task, wake);
         // The node may have closed meanwhile (a stop during a long wait): then the record in memory.
         resolve((await this.task(task).catch(() => this.live.get(task)))!);
       }, waitMs);
@@ -103,16 +103,28 @@ export class Caller {
         onUpdate?.(r);
         if (!FINAL.includes(r.state) && !enough(r)) return;
         clearTimeout(timer);
-        this.waiters.delete(task);
+        this.unwait(task, wake);
         resolve(r);
       };
-      this.waiters.set(task, [wake]);
+      // Several may wait on one task (an `anet call` still waiting while `anet pay` runs).
+      this.waiters.set(task, [...(this.waiters.get(task) ?? []), wake]);
     });
   }
 
+  private unwait(task: string, wake: (r: TaskRecord) => void): void {
+    const left = (this.waiters.get(task) ?? []).filter((w) => w !== wake);
+    if (left.length) this.waiters.set(task, left);
+    else this.waiters.delete(task);
+  }
+
   async task(id: string): Promise<TaskRecord | undefined> {
-    const rec = this.live.get(id) ?? ((await this.parts.store.tasks.get(id)) as TaskRecord | undefined);
+    const rec = await this.raw(id);
     return rec && this.asNow(rec);
+  }
+
+  /** The record as it stands (a quote past its end still says input-required: an answer may yet come). */
+  private async raw(id: string): Promise<TaskRecord | undefined> {
+    return this.live.get(id) ?? ((await this.parts.store.tasks.get(id)) as TaskRecord | undefined);
   }
 
   async tasks(): Promise<TaskRecord[]> {
@@ -128,8 +140,17 @@ export class Caller {
   }
 
   /** At start: payments authorized before a crash whose task had not ended go out again (same bytes). */
-  resendPayments(): Promise<number> {
-    return this.parts.payer.resend();
+  async resendPayments(): Promise<number> {
+    const sent = await this.parts.payer.resend();
+    for (const { task, nonce, auto } of sent) {
+      // A record the crash left at the quote: it was paid, so it now waits for the call.
+      await this.replies.run(task, async () => {
+        const rec = await this.raw(task);
+        if (rec?.state !== 'input-required' || !rec.payment) return;
+        await this.update(task, { ...rec, state: 'working', reason: null, explanation: null, detail: null, payment: { ...rec.payment, status: 'payment-submitted', decided: true, auto, nonce } });
+      });
+    }
+    return sent.length;
   }
 
   /** `anet pay`: pays the quote of a task waiting for the operator, then waits for its end. */
@@ -184,7 +205,7 @@ export class Caller {
   }
 
   private async take(id: string, from: string, body: Record<string, unknown>, at: number): Promise<void> {
-    const rec = await this.task(id);
+    const rec = await this.raw(id);
     // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
     if (!rec || rec.to !== from || FINAL.includes(rec.state)) return;
     const next = await this.apply(rec, body, at);
@@ -204,7 +225,7 @@ export class Caller {
   }
 
   private async decide(id: string): Promise<void> {
-    const rec = await this.task(id);
+    const rec = await this.raw(id);
     if (!rec || rec.state !== 'input-required' || !rec.payment || rec.payment.decided) return;
     const payment = await this.parts.payer.decide({ ...rec, payment: rec.payment }).catch((err): PaymentRecord => ({ ...rec.payment!, decided: true, auto: false, why: (err as Error).message }));
     const submitted = payment.status === 'payment-submitted';
