@@ -203,3 +203,18 @@ test('SPEC §9.5: a resend of a running task changes nothing, and the call still
   await until(() => x.received.some((m) => m.type === TASK_RESULT), 'the interrupted result', 200);
   t.like(x.received.find((m) => m.type === TASK_RESULT)?.body, { task: '00000000000000b1', state: 'failed', reason: 'interrupted' });
 });
+
+test('SPEC §11: renaming a running node (hub-register) keeps its encryption keys on the hub: peers still reach it', async (t) => {
+  const net = await startNet(t);
+  const p = await provider(t, net, echoHandler);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{"n":1}'), { state: 'completed' });
+  const renamed = await runCli(['hub-register', '--name', 'renamed', '--data', p.dir]);
+  t.is(renamed.code, 0, renamed.stderr);
+  // A peer that never reached it before must fetch its key set from the hub now.
+  const c2 = await net.node('c2');
+  await net.start(c2.dir);
+  t.like(await call(c2.dir, p.aid, 'demo.echo', '{"n":2}'), { state: 'completed', result: { echo: { n: 2 } } });
+});

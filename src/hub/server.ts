@@ -277,6 +277,9 @@ async function register(store: HubStore, now: () => number, req: IncomingMessage
     card: rec?.card ?? null,
     seq: rec?.seq ?? null,
     digest: rec?.digest ?? null,
+    // A re-registration (a new name, a new card) keeps the node's encryption keys: without them no peer
+    // could reach it until its daemon restarted.
+    ...(rec?.keys ? { keys: rec.keys } : {}),
     updatedAt: now(),
   };
   if (body.card !== undefined && body.card !== null && !(rec?.card === body.card)) {
