@@ -16,6 +16,7 @@ export const REASONS = {
   service_error: 'The service failed while handling the call.',
   outcome_unknown: 'The call may or may not have run; do not resend it blindly.',
   interrupted: 'The provider restarted while the call was running; its outcome is unknown.',
+  not_delivered: 'The task could not be sent to the other node (no encryption keys on the hub, the hub unreachable, or the message too large); nothing ran.',
   payment_required: 'The capability is priced: the task waits for payment.',
   payment_rejected: 'The payment was rejected.',
   quote_above_price: 'The quote is above the price the agent signed on its card, so it was not paid automatically.',

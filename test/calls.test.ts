@@ -218,3 +218,16 @@ test('SPEC §11: renaming a running node (hub-register) keeps its encryption key
   await net.start(c2.dir);
   t.like(await call(c2.dir, p.aid, 'demo.echo', '{"n":2}'), { state: 'completed', result: { echo: { n: 2 } } });
 });
+
+test('SPEC §9.1, §13: a task that cannot be sent at all (the peer has no encryption keys) fails the command and is recorded failed, not_delivered — never left submitted', async (t) => {
+  const net = await startNet(t);
+  const c = await net.node('c');
+  await net.start(c.dir);
+  const silent = await rawPeer(t, net, 'silent', { connect: false });
+  const r = await runCli(['call', silent.aid, 'demo.echo', '--args', '{}', '--data', c.dir]);
+  t.is(r.code, 1);
+  t.regex(r.stderr, /encryption keys/);
+  const [task] = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout);
+  t.like(task, { to: silent.aid, state: 'failed', reason: 'not_delivered' });
+  t.regex(task.detail, /encryption keys/);
+});

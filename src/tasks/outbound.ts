@@ -87,10 +87,19 @@ export class Caller {
     this.remember(task, record);
     const written = this.parts.store.tasks.put(task, record);
     const settled = this.until(task, waitMs, onUpdate, enough);
-    const messenger = await this.parts.messenger();
-    await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 })]);
+    try {
+      const messenger = await this.parts.messenger();
+      await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 })]);
+    } catch (err) {
+      // Never sent: the record says so, rather than `submitted` for ever.
+      await written.catch(() => {});
+      const detail = (err as Error).message.slice(0, 300);
+      await this.replies.run(task, () => this.update(task, { ...record, state: 'failed', reason: 'not_delivered', explanation: explain('not_delivered'), detail, updatedAt: this.parts.now() }));
+      throw err;
+    }
     return settled;
   }
+
 
   private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough: (r: TaskRecord) => boolean = () => false): Promise<TaskRecord> {
     return new Promise((resolve) => {
