@@ -1,7 +1,8 @@
 // `anet init`, `anet id`, `anet key rotate`, `anet kel export|verify`.
 import { writeFile, readFile, chmod } from 'node:fs/promises';
 import { createIdentity, loadIdentity, rotateIdentity, hasIdentity } from '../identity/store.js';
-import { encodeKel, validateKel, KelError } from '../identity/kel.js';
+import { encodeKel, validateKel, KelError, type KelState } from '../identity/kel.js';
+import { verifyCard } from '../card/verify.js';
 import { configPath } from '../config/load.js';
 import { EXAMPLE_CONFIG } from '../config/example.js';
 import { ensureDir, isNotFound } from '../fsutil.js';
@@ -101,4 +102,27 @@ export async function cmdKelVerify(io: Io, file: string | undefined, json: boole
     else io.out(`${err.code}: ${err.message}`);
     throw new CliError('', 1);
   }
+}
+
+/**
+ * `anet card verify <card.json> --kel <kel file> [--now MS]` (SPEC §12): the WIRE §3 checks of a card
+ * against a KEL, offline. Prints `ok` or the WIRE §3.4 code; exit 0 or 1.
+ */
+export async function cmdCardVerify(io: Io, cardFile: string | undefined, kelFile: string | undefined, nowFlag: string | undefined, json: boolean): Promise<void> {
+  if (!cardFile || !kelFile) throw usageError('card verify needs the card and a KEL: anet card verify <card.json> --kel <kel file> [--now MS]');
+  if (nowFlag !== undefined && !/^[0-9]{1,16}$/.test(nowFlag)) throw usageError('--now takes unix milliseconds');
+  const wire = await readFile(cardFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    throw new CliError(`cannot read ${cardFile}: ${err.code ?? err.message}`, 1);
+  });
+  let kel: KelState | 'invalid';
+  try {
+    kel = validateKel(await readKelFile(kelFile));
+  } catch (err) {
+    if (!(err instanceof KelError)) throw err;
+    kel = 'invalid';
+  }
+  const r = verifyCard(wire, { kel, now: nowFlag === undefined ? Date.now() : Number(nowFlag) });
+  if (json) printJson(io, r.ok ? { ok: true, aid: r.identity.aid, seq: r.seq.toString(), ksn: r.ksn, digest: r.digest } : { ok: false, code: r.code, detail: r.detail });
+  else io.out(r.ok ? 'ok' : `${r.code}: ${r.detail}`);
+  if (!r.ok) throw new CliError('', 1);
 }

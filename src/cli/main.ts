@@ -3,7 +3,7 @@
 import { parseArgs } from 'node:util';
 import { resolveDataDir } from './datadir.js';
 import { CliError, processIo, usageError, type Io } from './output.js';
-import { cmdInit, cmdId, cmdKeyRotate, cmdKelExport, cmdKelVerify } from './identity.js';
+import { cmdInit, cmdId, cmdKeyRotate, cmdKelExport, cmdKelVerify, cmdCardVerify } from './identity.js';
 import { cmdDoctor } from './doctor.js';
 import { cmdDemo } from './demo.js';
 import { IdentityError } from '../identity/store.js';
@@ -40,6 +40,8 @@ const HELP = `usage: anet <command> [options]
   find [WORDS] [--skill ID] [--tag TAG]
                        search the hub directory (never contacts an agent)
   card AID             an agent's card, verified against its KEL
+  card verify CARD.json --kel KELFILE [--now MS]
+                       offline: check a signed card against a KEL; prints ok or the WIRE §3.4 code
   call AID CAPABILITY --args JSON [--file PATH]...
                        call another node's capability; prints the result and its verified receipt
   tasks, task ID       the tasks this node sent, and one of them
@@ -77,6 +79,8 @@ const OPTIONS = {
   limit: { type: 'string' },
   args: { type: 'string' },
   file: { type: 'string', multiple: true },
+  kel: { type: 'string' },
+  now: { type: 'string' },
 } as const;
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
@@ -142,6 +146,7 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
     case 'find':
       return cmdFind(io, dataDir, rest, { skill: values.skill, tag: values.tag, limit: values.limit }, json);
     case 'card':
+      if (rest[0] === 'verify') return cmdCardVerify(io, rest[1], values.kel, values.now, json);
       return cmdCard(io, dataDir, rest[0], json);
     case 'call':
       return cmdCall(io, dataDir, rest[0], rest[1], values.args, values.file ?? [], json);
