@@ -2,15 +2,18 @@
 // transition(), for every machine the runtime hosts (src/runtime/kinds.ts): random event sequences, some
 // of them ignored by the machine, some on snapshots restored from their persisted form; after each
 // event the two snapshots must be deeply equal (every field, not only the persisted ones), and the step
-// must return the same object exactly when xstate does (an ignored event).
+// must return the same object exactly when xstate does (an ignored event). Replay's rebuild (lean actors,
+// initial states computed directly) is driven with the same events as journal entries and must give the
+// same snapshots and state values as xstate too.
 // `node dist/bench/step-equivalence.js [runs]` — exits 1 on the first difference, with the sequence.
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { transition, initialTransition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 import { KINDS } from '../src/runtime/kinds.js';
-import { step, initial } from '../src/runtime/pure.js';
-import { isFlat, flatStep } from '../src/runtime/flat-step.js';
+import { step, initial, scopeOf } from '../src/runtime/pure.js';
+import { isFlat, flatStep, leanInitial, materialize } from '../src/runtime/flat-step.js';
 import { restoreSnapshot } from '../src/runtime/host.js';
+import { Rebuild } from '../src/runtime/replay.js';
 
 type Ev = { type: string; [k: string]: unknown };
 /** An event from a few draws: `pick` chooses among alternatives, `n` gives small numbers. */
@@ -28,11 +31,11 @@ const bucket: Make = (at, pick, n) => {
   }
 };
 
-const events: Record<string, { input: () => unknown; make: Make; gap?: (g: number) => number }> = {
-  bucket: { input: () => ({ limit: 3, windowMs: 700 }), make: bucket },
+const events: Record<string, { input: (n: (max: number) => number) => unknown; make: Make; gap?: (g: number) => number }> = {
+  bucket: { input: (n) => ({ limit: 1 + n(4), windowMs: 300 + n(3) * 400 }), make: bucket },
   'reply-limiter': { input: () => ({ limit: 6, windowMs: 60_000 }), make: bucket, gap: (g) => g % 25_000 },
   inflight: {
-    input: () => ({ max: 2, perCaller: 1 }),
+    input: (n) => ({ max: 1 + n(3), ...(n(3) ? { perCaller: 1 + n(2) } : {}) }),
     make: (at, pick, n) => {
       switch (pick(5)) {
         case 0: return { type: 'START', at, id: `c${n(4)}`, ...(n(2) ? { caller: ids[n(3)] } : {}) };
@@ -79,7 +82,7 @@ const events: Record<string, { input: () => unknown; make: Make; gap?: (g: numbe
     },
   },
   spend: {
-    input: () => ({ windowMs: 1000 }),
+    input: (n) => ({ windowMs: 500 + n(3) * 500 }),
     make: (at, pick, n) => {
       switch (pick(3)) {
         case 0: case 1: return { type: 'SPEND', at, id: `s${n(5)}`, amount: amounts[n(5)], limit: amounts[n(5)] };
@@ -120,11 +123,24 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
   const spec = events[kind];
   if (!spec) throw new Error(`no event generator for kind "${kind}": add one`);
   if (!isFlat(machine)) throw new Error(`kind "${kind}" does not take the fast path`);
+  // Replay computes initial states directly (on a template snapshot from another input): never xstate's.
+  const template = initial(machine, spec.input(() => 0));
+  for (let i = 0; i < 50; i++) {
+    const input = spec.input((max) => (i * 7 + max) % max);
+    const lean = leanInitial(machine, template, input, scopeOf(machine, input));
+    if (!lean) throw new Error(`kind "${kind}": replay's initial state is xstate's`);
+    if (!isDeepStrictEqual(materialize(lean, false), initialTransition(machine, input)[0])) throw new Error(`kind "${kind}": initial state differs`);
+  }
   fc.assert(
     fc.property(
+      fc.array(fc.nat(1_000_000), { minLength: 3, maxLength: 3 }),
       fc.array(fc.record({ gap: fc.nat(1_000_000), draws: fc.array(fc.nat(1_000_000), { minLength: 8, maxLength: 8 }), restore: fc.nat(9) }), { minLength: 1, maxLength: 60, size: 'max' }),
-      (steps) => {
-        const input = spec.input();
+      (inputDraws, steps) => {
+        let k = 0;
+        const input = spec.input((max) => inputDraws[k++ % inputDraws.length]! % max);
+        const rebuild = new Rebuild();
+        let c: AnyMachineSnapshot = initialTransition(machine, input)[0];
+        let seq = 0;
         let a: AnyMachineSnapshot = initialTransition(machine, input)[0];
         let b = initial(machine, input);
         if (!isDeepStrictEqual(a, b)) {
@@ -150,6 +166,15 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
             last = { kind, event, differs: differing(nextA, nextB), sameObject: [nextA === a, nextB === b] };
             return false;
           }
+          // Replay: the same event as a journal entry, against xstate's chain without restores.
+          const nextC = transition(machine, c as never, event as never)[0];
+          rebuild.apply({ seq: ++seq, actor: 'x', kind, ...(seq === 1 ? { input } : {}), event: event as never });
+          const rebuilt = rebuild.snapshot();
+          if (!isDeepStrictEqual(nextC, rebuilt) || rebuild.before !== c.value || rebuild.after !== nextC.value) {
+            last = { kind, event, replay: true, differs: differing(nextC, rebuilt), values: [c.value, nextC.value, rebuild.before, rebuild.after] };
+            return false;
+          }
+          c = nextC;
           seen.add(`${JSON.stringify(a.value)} ${event.type} -> ${JSON.stringify(nextA.value)}${nextA === a ? ' (ignored)' : ''}`);
           a = nextA;
           b = nextB;

@@ -178,94 +178,182 @@ function select(list: Transition[] | undefined, context: unknown, event: unknown
 
 const MAX_EVENTLESS = 1000;
 
+type Scope = { self: unknown; system: unknown };
+
+/**
+ * An active actor of a flat machine, without a snapshot object: its state and context, and the snapshot
+ * it was taken from (for the fields a step never changes: children, history, error, the methods).
+ * Replay keeps actors this way and builds a snapshot only when one is asked for.
+ */
+export interface Lean {
+  flat: Flat;
+  state: State;
+  context: unknown;
+  base: AnyMachineSnapshot;
+}
+
+export const SAME = 0;
+export const CHANGED = 1;
+export const DONE = 2;
+export const FALLBACK = 3;
+/**
+ * What `advance` did: nothing (xstate returns the same snapshot object), a new active snapshot, a final
+ * state (the machine is done), or nothing because this step is xstate's to take (`lean` is untouched).
+ */
+export type Advance = typeof SAME | typeof CHANGED | typeof DONE | typeof FALLBACK;
+
+/** `snapshot` as a Lean, when it is an active snapshot of a flat machine in the shape xstate makes. */
+export function toLean(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): Lean | undefined {
+  const flat = flatOf(machine);
+  if (flat === null || snapshot.status !== 'active' || snapshot.machine !== machine || typeof snapshot.value !== 'string') return undefined;
+  const state = flat.states.get(snapshot.value);
+  const nodes = (snapshot as unknown as { _nodes: unknown[] })._nodes;
+  if (state === undefined || state.final || nodes.length !== 2 || nodes[0] !== flat.root || nodes[1] !== state.node) return undefined;
+  return { flat, state, context: snapshot.context, base: snapshot };
+}
+
+function assignAll(assigns: Transition['assigns'], context: unknown, event: unknown, scope: Scope): unknown {
+  for (let i = 0; i < assigns.length; i++) {
+    const assignment = assigns[i]!;
+    const args = { context, event, spawn, self: scope.self, system: scope.system };
+    let partial: unknown;
+    if (typeof assignment === 'function') partial = assignment(args, undefined);
+    else {
+      const p: Record<string, unknown> = {};
+      for (const key of Object.keys(assignment)) {
+        const v = assignment[key];
+        p[key] = typeof v === 'function' ? (v as Fn)(args, undefined) : v;
+      }
+      partial = p;
+    }
+    context = Object.assign({}, context, partial);
+  }
+  return context;
+}
+
+/**
+ * Eventless transitions from `state` (xstate runs them after every step, with the step's event), until
+ * one changes nothing (xstate then stops looking), none is enabled, or a final state is entered.
+ * Returns the outcome and leaves the result in `out`; FALLBACK past MAX_EVENTLESS.
+ */
+function settle(flat: Flat, out: { state: State; context: unknown }, event: unknown, scope: Scope, changed: boolean): Advance {
+  let state = out.state;
+  let context = out.context;
+  for (let n = 0; ; n++) {
+    if (n > MAX_EVENTLESS) return FALLBACK;
+    let t: Transition | null = null;
+    if (state.always !== null) t = select(state.always, context, event);
+    if (t === null && flat.rootAlways !== null) t = select(flat.rootAlways, context, event);
+    if (t === null) break;
+    const moved = t.target !== null && t.target !== state;
+    if (t.assigns.length > 0) context = assignAll(t.assigns, context, event, scope);
+    if (moved) state = t.target!;
+    if (t.assigns.length === 0 && !moved) break;
+    changed = true;
+    if (state.final) {
+      out.state = state;
+      out.context = context;
+      return DONE;
+    }
+  }
+  out.state = state;
+  out.context = context;
+  return changed ? CHANGED : SAME;
+}
+
+/** Applies `event` to `lean` in place, as xstate's macrostep would. */
+export function advance(lean: Lean, event: { type: string }, scope: Scope): Advance {
+  if (event.type.startsWith('xstate.')) return FALLBACK;
+  const flat = lean.flat;
+  try {
+    const from = lean.state;
+    const first = select(from.on.get(event.type), lean.context, event) ?? select(flat.rootOn.get(event.type), lean.context, event);
+    const out = { state: from, context: lean.context };
+    let changed = false;
+    if (first !== null) {
+      if (first.assigns.length > 0) out.context = assignAll(first.assigns, out.context, event, scope);
+      if (first.target !== null) out.state = first.target;
+      changed = first.assigns.length > 0 || out.state !== from;
+      // Entering a final child of the root ends the machine (its output is undefined: the root has none).
+      if (out.state.final) {
+        lean.state = out.state;
+        lean.context = out.context;
+        return DONE;
+      }
+    }
+    const r = settle(flat, out, event, scope, changed);
+    if (r !== FALLBACK) {
+      lean.state = out.state;
+      lean.context = out.context;
+    }
+    return r;
+  } catch {
+    return FALLBACK;
+  }
+}
+
+/**
+ * The snapshot xstate holds for `lean` (`done`: the step that got here entered a final state). A new
+ * object, as xstate makes one for every step that changes anything.
+ */
+export function materialize(lean: Lean, done: boolean): AnyMachineSnapshot {
+  const { flat, state } = lean;
+  const src = lean.base as unknown as Record<string, unknown>;
+  const nodes = src._nodes as unknown[];
+  const tags = state.tags.length === 0 && flat.rootTags.length === 0 ? [] : [...flat.rootTags, ...state.tags];
+  return {
+    status: done ? 'done' : src.status,
+    output: done ? undefined : src.output,
+    error: src.error,
+    machine: src.machine,
+    context: lean.context,
+    // The node list is [root, state]; xstate sorts it in place, deepest first, when the machine is done.
+    _nodes: !done && nodes[1] === state.node ? nodes : done ? [state.node, flat.root] : [flat.root, state.node],
+    value: state.key,
+    tags: new Set(tags),
+    children: src.children,
+    historyValue: src.historyValue || {},
+    matches: src.matches,
+    hasTag: src.hasTag,
+    can: src.can,
+    getMeta: src.getMeta,
+    toJSON: src.toJSON,
+  } as unknown as AnyMachineSnapshot;
+}
+
 /**
  * The snapshot `machine.transition(snapshot, event, scope)` returns, computed directly; `undefined` when
  * this machine, snapshot or event is not one the fast path handles (the caller then runs xstate).
  */
-export function flatStep(
-  machine: AnyStateMachine,
-  snapshot: AnyMachineSnapshot,
-  event: { type: string },
-  scope: { self: unknown; system: unknown },
-): AnyMachineSnapshot | undefined {
+export function flatStep(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }, scope: Scope): AnyMachineSnapshot | undefined {
+  const lean = toLean(machine, snapshot);
+  if (lean === undefined) return undefined;
+  const r = advance(lean, event, scope);
+  return r === FALLBACK ? undefined : r === SAME ? snapshot : materialize(lean, r === DONE);
+}
+
+/**
+ * The initial state `machine.getInitialSnapshot(scope, input)` has, as a Lean on `template` (a snapshot
+ * of this machine from xstate, for the fields no step changes); `undefined` when xstate must compute it
+ * (a context factory that spawns, a final initial state, anything that throws).
+ */
+export function leanInitial(machine: AnyStateMachine, template: AnyMachineSnapshot, input: unknown, scope: Scope): Lean | undefined {
   const flat = flatOf(machine);
-  if (flat === null || snapshot.status !== 'active' || snapshot.machine !== machine || event.type.startsWith('xstate.')) return undefined;
-  const s = snapshot as unknown as {
-    value: unknown;
-    context: unknown;
-    _nodes: unknown[];
-    historyValue: unknown;
-  };
-  if (typeof s.value !== 'string') return undefined;
-  const from = flat.states.get(s.value);
-  const nodes = s._nodes;
-  if (from === undefined || nodes.length !== 2 || nodes[0] !== flat.root || nodes[1] !== from.node) return undefined;
+  const base = toLean(machine, template);
+  if (flat === null || base === undefined) return undefined;
+  const root = machine.root as unknown as { initial?: { target: { key: string }[] } };
+  const first = flat.states.get(root.initial?.target[0]?.key ?? '');
+  if (first === undefined || first.final || (root.initial?.target.length ?? 0) !== 1) return undefined;
   try {
-    let context = s.context;
-    let state = from;
-    /** Whether xstate would have made a new snapshot object by now. */
-    let changed = false;
-    const apply = (t: Transition): boolean => {
-      const assigns = t.assigns;
-      for (let i = 0; i < assigns.length; i++) {
-        const assignment = assigns[i]!;
-        const args = { context, event, spawn, self: scope.self, system: scope.system };
-        let partial: unknown;
-        if (typeof assignment === 'function') partial = assignment(args, undefined);
-        else {
-          const p: Record<string, unknown> = {};
-          for (const key of Object.keys(assignment)) {
-            const v = assignment[key];
-            p[key] = typeof v === 'function' ? (v as Fn)(args, undefined) : v;
-          }
-          partial = p;
-        }
-        context = Object.assign({}, context, partial);
-      }
-      const moved = t.target !== null && t.target !== state;
-      if (moved) state = t.target!;
-      return assigns.length > 0 || moved;
-    };
-    const first = select(state.on.get(event.type), context, event) ?? select(flat.rootOn.get(event.type), context, event);
-    let done = false;
-    if (first !== null) {
-      changed = apply(first) || changed;
-      // Entering a final child of the root ends the machine (its output is undefined: the root has none).
-      done = first.target !== null && first.target.final;
-    }
-    // Eventless transitions, until one changes nothing (xstate then stops looking) or none is enabled.
-    for (let n = 0; !done; n++) {
-      if (n > MAX_EVENTLESS) return undefined;
-      let t: Transition | null = null;
-      if (state.always !== null) t = select(state.always, context, event);
-      if (t === null && flat.rootAlways !== null) t = select(flat.rootAlways, context, event);
-      if (t === null) break;
-      const moved = apply(t);
-      changed = moved || changed;
-      done = t.target !== null && t.target.final;
-      if (!moved) break;
-    }
-    if (!changed && !done) return snapshot;
-    const tags = state.tags.length === 0 && flat.rootTags.length === 0 ? [] : [...flat.rootTags, ...state.tags];
-    const src = snapshot as unknown as Record<string, unknown>;
-    return {
-      status: done ? 'done' : src.status,
-      output: done ? undefined : src.output,
-      error: src.error,
-      machine: src.machine,
-      context,
-      // xstate sorts the new node list in place, deepest first, when the machine is done.
-      _nodes: state === from ? nodes : done ? [state.node, flat.root] : [flat.root, state.node],
-      value: state.key,
-      tags: new Set(tags),
-      children: src.children,
-      historyValue: s.historyValue || {},
-      matches: src.matches,
-      hasTag: src.hasTag,
-      can: src.can,
-      getMeta: src.getMeta,
-      toJSON: src.toJSON,
-    } as unknown as AnyMachineSnapshot;
+    // As xstate: a context factory's result is assigned onto {} (a copy); a context object is used as is.
+    const factory = (machine.config as { context?: unknown }).context;
+    const context =
+      typeof factory === 'function' ? Object.assign({}, {}, factory({ spawn, input, self: scope.self })) : factory ? factory : {};
+    const out = { state: first, context };
+    // The initial macrostep runs eventless transitions with the init event.
+    const r = settle(flat, out, { type: 'xstate.init', input }, scope, false);
+    if (r === FALLBACK || r === DONE) return undefined;
+    return { flat, state: out.state, context: out.context, base: template };
   } catch {
     return undefined;
   }

@@ -15,7 +15,8 @@ interface Scope {
 
 const scopes = new WeakMap<AnyStateMachine, Scope>();
 
-function inertScope(machine: AnyStateMachine, input: unknown): Scope {
+/** The machine's inert scope (made, with `input`, on the machine's first use). */
+export function scopeOf(machine: AnyStateMachine, input: unknown): Scope {
   let scope = scopes.get(machine);
   if (!scope) {
     const self = createActor(machine, { input } as never);
@@ -27,16 +28,16 @@ function inertScope(machine: AnyStateMachine, input: unknown): Scope {
 }
 
 export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }): AnyMachineSnapshot {
-  const scope = inertScope(machine, snapshot.context);
+  const scope = scopeOf(machine, snapshot.context);
   return flatStep(machine, snapshot, event, scope) ?? (machine.transition(snapshot, event, scope as never) as AnyMachineSnapshot);
 }
 
 /** xstate's own pure step (no fast path): what `step` must always equal. */
 export function xstateStep(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }): AnyMachineSnapshot {
-  return machine.transition(snapshot, event, inertScope(machine, snapshot.context) as never) as AnyMachineSnapshot;
+  return machine.transition(snapshot, event, scopeOf(machine, snapshot.context) as never) as AnyMachineSnapshot;
 }
 
 /** The machine's initial snapshot for `input`, through the same reused inert scope. */
 export function initial(machine: AnyStateMachine, input: unknown): AnyMachineSnapshot {
-  return machine.getInitialSnapshot(inertScope(machine, input) as never, input) as AnyMachineSnapshot;
+  return machine.getInitialSnapshot(scopeOf(machine, input) as never, input) as AnyMachineSnapshot;
 }

@@ -1,8 +1,9 @@
 // Replay (SPEC §14): rebuild machine states from the journal with pure transitions — no side effects,
 // no timers — and compare them with the stored snapshots.
 import { isDeepStrictEqual } from 'node:util';
-import type { AnyMachineSnapshot } from 'xstate';
-import { step, initial } from './pure.js';
+import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
+import { step, initial, scopeOf } from './pure.js';
+import { advance, materialize, toLean, leanInitial, SAME, CHANGED, DONE, type Lean } from './flat-step.js';
 import { Store, seqKey, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { pack, unpack } from '../../store/codec.js';
 import { KINDS, type ActorKind } from './kinds.js';
@@ -50,6 +51,121 @@ async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<Jour
 }
 
 /**
+ * One actor being rebuilt. While its machine is flat and it is active it is kept lean (state and
+ * context: no snapshot object per event, which also keeps the garbage collector's work small with many
+ * actors); otherwise it is its snapshot, stepped by xstate.
+ */
+interface Actor {
+  machine: AnyStateMachine;
+  lean: Lean | null;
+  snap: AnyMachineSnapshot | null;
+}
+
+/** A reported step; its snapshot is built when asked for (the same snapshot the host's step gives). */
+class Step implements ReplayStep {
+  #snap: AnyMachineSnapshot | null;
+  readonly #lean: Lean | null;
+
+  constructor(
+    readonly entry: JournalEntry,
+    readonly before: unknown,
+    readonly after: unknown,
+    lean: Lean | null,
+    snap: AnyMachineSnapshot | null,
+  ) {
+    this.#lean = lean;
+    this.#snap = snap;
+  }
+
+  get state(): AnyMachineSnapshot {
+    return (this.#snap ??= materialize(this.#lean!, false));
+  }
+}
+
+const templates = new WeakMap<AnyStateMachine, AnyMachineSnapshot>();
+
+function create(machine: AnyStateMachine, input: unknown): Actor {
+  let template = templates.get(machine);
+  if (template === undefined) {
+    const first = initial(machine, input);
+    const lean = toLean(machine, first);
+    if (lean === undefined) return { machine, lean: null, snap: first };
+    templates.set(machine, (template = first));
+    return { machine, lean, snap: null };
+  }
+  const lean = leanInitial(machine, template, input, scopeOf(machine, input));
+  return lean ? { machine, lean, snap: null } : { machine, lean: null, snap: initial(machine, input) };
+}
+
+/**
+ * Rebuilds actors from journal entries applied in order, each actor from its first event: the core of
+ * replay and verify (bench/step-equivalence.ts drives it too, against xstate's own transitions).
+ */
+export class Rebuild {
+  private readonly actors = new Map<string, Actor>();
+  /** The actor of the last applied entry, and its state value before and after it. */
+  private actor: Actor | null = null;
+  before: unknown;
+  after: unknown;
+
+  constructor(private readonly kinds: Record<string, ActorKind> = KINDS) {}
+
+  apply(entry: JournalEntry): void {
+    const kind = this.kinds[entry.kind];
+    if (!kind) throw new Error(`journal entry ${entry.seq} has unknown kind "${entry.kind}"`);
+    const machine = kind.machine;
+    let actor = this.actors.get(entry.actor);
+    if (actor === undefined) this.actors.set(entry.actor, (actor = create(machine, entry.input)));
+    else if (actor.machine !== machine) {
+      // Another kind's machine for this actor (the host refuses that, but the journal is the input here).
+      actor.snap = actor.lean ? materialize(actor.lean, false) : actor.snap;
+      actor.lean = null;
+      actor.machine = machine;
+    }
+    this.actor = actor;
+    const lean = actor.lean;
+    if (lean !== null) {
+      const before = lean.state.key;
+      const r = advance(lean, entry.event, scopeOf(machine, lean.context));
+      if (r === SAME || r === CHANGED) {
+        this.before = before;
+        this.after = lean.state.key;
+        return;
+      }
+      if (r === DONE) {
+        actor.lean = null;
+        actor.snap = materialize(lean, true);
+        this.before = before;
+        this.after = actor.snap.value;
+        return;
+      }
+      // xstate's own step, from the snapshot this actor is in.
+      actor.snap = materialize(lean, false);
+      actor.lean = null;
+    }
+    const prev = actor.snap!;
+    const next = step(machine, prev, entry.event);
+    const back = toLean(machine, next);
+    actor.lean = back ?? null;
+    actor.snap = back ? null : next;
+    this.before = prev.value;
+    this.after = next.value;
+  }
+
+  /** The snapshot of the last applied entry's actor, as the host's step gives it. */
+  snapshot(): AnyMachineSnapshot {
+    const actor = this.actor!;
+    return actor.lean ? materialize(actor.lean, false) : actor.snap!;
+  }
+
+  /** The last applied entry as a reported step (its snapshot is built only if asked for). */
+  step(entry: JournalEntry): ReplayStep {
+    const actor = this.actor!;
+    return new Step(entry, this.before, this.after, actor.lean ? { ...actor.lean } : null, actor.lean ? null : actor.snap);
+  }
+}
+
+/**
  * Calls `onStep` for every transition in journal order (each actor rebuilt from its first event); steps
  * before `from` are applied but not reported. Returns the number of events applied.
  */
@@ -59,17 +175,15 @@ export async function replay(
   onStep: (step: ReplayStep) => void,
   kinds: Record<string, ActorKind> = KINDS,
 ): Promise<number> {
-  const states = new Map<string, AnyMachineSnapshot>();
+  const rebuild = new Rebuild(kinds);
+  const from = filter.from ?? -Infinity;
   let applied = 0;
   for await (const page of batches(store, filter)) {
-    for (const entry of page) {
-      const kind = kinds[entry.kind];
-      if (!kind) throw new Error(`journal entry ${entry.seq} has unknown kind "${entry.kind}"`);
-      const prev = states.get(entry.actor) ?? initial(kind.machine, entry.input);
-      const next = step(kind.machine, prev, entry.event);
-      states.set(entry.actor, next);
+    for (let i = 0; i < page.length; i++) {
+      const entry = page[i]!;
+      rebuild.apply(entry);
       applied++;
-      if (filter.from === undefined || entry.seq >= filter.from) onStep({ entry, before: prev.value, after: next.value, state: next });
+      if (entry.seq >= from) onStep(rebuild.step(entry));
     }
   }
   return applied;
@@ -97,15 +211,30 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
   } else {
     for await (const [key, value] of store.snapshots.iterator()) snapshots.set(key, value as SnapshotRecord);
   }
+  // Each snapshot is compared at its seq only: the entries are looked up by seq, not by actor.
+  const due = new Map<number, string[]>();
+  for (const [id, rec] of snapshots) {
+    const ids = due.get(rec.seq);
+    if (ids) ids.push(id);
+    else due.set(rec.seq, [id]);
+  }
   const differences: Difference[] = [];
   const reached = new Set<string>();
-  const events = await replay(store, actor ? { actor } : {}, (s) => {
-    const rec = snapshots.get(s.entry.actor);
-    if (!rec || rec.seq !== s.entry.seq) return;
-    reached.add(s.entry.actor);
-    const rebuilt = unpack(pack(kinds[rec.kind]!.machine.getPersistedSnapshot(s.state)));
-    if (!isDeepStrictEqual(rebuilt, rec.state)) differences.push({ actor: s.entry.actor, seq: rec.seq, problem: describe(rebuilt, rec.state) });
-  }, kinds);
+  const rebuild = new Rebuild(kinds);
+  let events = 0;
+  for await (const page of batches(store, actor ? { actor } : {})) {
+    for (let i = 0; i < page.length; i++) {
+      const entry = page[i]!;
+      rebuild.apply(entry);
+      events++;
+      const ids = due.get(entry.seq);
+      if (ids === undefined || !ids.includes(entry.actor)) continue;
+      const rec = snapshots.get(entry.actor)!;
+      reached.add(entry.actor);
+      const rebuilt = unpack(pack(kinds[rec.kind]!.machine.getPersistedSnapshot(rebuild.snapshot())));
+      if (!isDeepStrictEqual(rebuilt, rec.state)) differences.push({ actor: entry.actor, seq: rec.seq, problem: describe(rebuilt, rec.state) });
+    }
+  }
   for (const [id, rec] of snapshots) {
     if (!reached.has(id)) differences.push({ actor: id, seq: rec.seq, problem: `the journal has no entry ${rec.seq} for this actor` });
   }
