@@ -124,7 +124,8 @@ test('SPEC §12, §4, §13: a refused call is a rejected task whose status messa
   t.is(unknown.status!.message!.metadata?.['anet.reason'], 'capability_not_public');
 });
 
-test('SPEC §12, §10: CancelTask of a task waiting for payment rejects the quote: canceled, payment_rejected, nothing paid', async (t) => {
+/** A priced provider (30 credits), a caller with 100 credits and auto_max 10, and its call waiting for payment. */
+async function waitingForPayment(t: ExecutionContext) {
   const net = await startNet(t);
   const p = await echoProvider(t, net, 'p', 30);
   await net.start(p.dir);
@@ -134,6 +135,11 @@ test('SPEC §12, §10: CancelTask of a task waiting for payment rejects the quot
   const a2a = await client(c.daemon, c.token, p.aid);
   const waiting = (await a2a.sendMessage(sendCall('demo.echo', { a: 1 }))) as Task;
   t.is(stateOf(waiting), 'TASK_STATE_INPUT_REQUIRED');
+  return { p, c, a2a, waiting };
+}
+
+test('SPEC §12, §10: CancelTask of a task waiting for payment rejects the quote: canceled, payment_rejected, nothing paid', async (t) => {
+  const { c, a2a, waiting } = await waitingForPayment(t);
   t.like(waiting.status!.message!.metadata, { 'anet.reason': 'payment_required' });
   t.regex(String(waiting.status!.message!.metadata?.['anet.detail']), /auto_max/);
   const canceled = await a2a.cancelTask(CancelTaskRequest.fromJSON({ id: waiting.id }));
@@ -144,15 +150,7 @@ test('SPEC §12, §10: CancelTask of a task waiting for payment rejects the quot
 });
 
 test('SPEC §12, §10 (a2a-x402): a task waiting for payment carries the quote as x402 metadata; a message answering it with payment-submitted pays, and the final task carries the receipts', async (t) => {
-  const net = await startNet(t);
-  const p = await echoProvider(t, net, 'p', 30);
-  await net.start(p.dir);
-  const c = await caller(net, { payments: { auto_max: 10 } });
-  const hub = await loadIdentity(join(net.root, 'hub'));
-  await new HubClient(net.hub.url, hub, () => net.clock.now()).mint(c.aid, '100', randomBytes(16).toString('hex'));
-  const a2a = await client(c.daemon, c.token, p.aid);
-  const waiting = (await a2a.sendMessage(sendCall('demo.echo', { a: 1 }))) as Task;
-  t.is(stateOf(waiting), 'TASK_STATE_INPUT_REQUIRED');
+  const { p, c, a2a, waiting } = await waitingForPayment(t);
   const meta = waiting.status!.message!.metadata as Record<string, { accepts?: { amount: string; payTo: string }[] } | string>;
   t.is(meta['x402.payment.status'], 'payment-required');
   t.like((meta['x402.payment.required'] as { accepts: unknown[] }).accepts[0], { scheme: 'exact', asset: 'credit', amount: '30', payTo: p.aid });
