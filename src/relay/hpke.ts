@@ -73,18 +73,25 @@ export function x25519PublicOf(privateKey: Uint8Array): Uint8Array {
 }
 
 // A recipient's public key is parsed once (peers' keys are few and reused); ephemeral ones are not cached.
+// Raw keys go in and out as JWK: OpenSSL 3 spends ~150 µs decoding (and ~120 µs encoding) an SPKI DER
+// key, against ~20 µs (2 µs) for the same 32 bytes as a JWK — on every envelope sealed and opened.
 const publicKeyObjects = new Map<string, KeyObject>();
 
 function publicKeyObject(publicKey: Uint8Array, cache: boolean): KeyObject {
-  const id = cache ? Buffer.from(publicKey).toString('hex') : '';
-  const hit = cache ? publicKeyObjects.get(id) : undefined;
+  const x = Buffer.from(publicKey.buffer, publicKey.byteOffset, publicKey.byteLength).toString('base64url');
+  const hit = cache ? publicKeyObjects.get(x) : undefined;
   if (hit) return hit;
-  const key = createPublicKey({ key: Buffer.concat([SPKI_X25519, publicKey]), format: 'der', type: 'spki' });
+  const key = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x }, format: 'jwk' });
   if (cache) {
     if (publicKeyObjects.size >= 1024) publicKeyObjects.clear();
-    publicKeyObjects.set(id, key);
+    publicKeyObjects.set(x, key);
   }
   return key;
+}
+
+/** The raw 32 bytes of an X25519 public key object. */
+function rawPublic(key: KeyObject): Uint8Array {
+  return new Uint8Array(Buffer.from(key.export({ format: 'jwk' }).x!, 'base64url'));
 }
 
 function dh(privateKey: Uint8Array | KeyObject, publicKey: Uint8Array, cachePublic: boolean): Uint8Array {
@@ -109,12 +116,26 @@ function extractAndExpand(dhValue: Uint8Array, kemContext: Uint8Array): Uint8Arr
   return labeledExpand(KEM_SUITE, eaePrk, 'shared_secret', kemContext, N_SECRET);
 }
 
+const EMPTY = new Uint8Array();
+const PSK_ID_HASH = labeledExtract(HPKE_SUITE, EMPTY, 'psk_id_hash', EMPTY);
+// key_schedule_context depends on the info only, and a node seals to and opens with few infos (one per
+// recipient key): remembered, bounded.
+const contexts = new Map<string, Uint8Array>();
+
+function scheduleContext(info: Uint8Array): Uint8Array {
+  const id = Buffer.from(info.buffer, info.byteOffset, info.byteLength).toString('base64');
+  let context = contexts.get(id);
+  if (!context) {
+    context = concat(Uint8Array.of(MODE_BASE), PSK_ID_HASH, labeledExtract(HPKE_SUITE, EMPTY, 'info_hash', info));
+    if (contexts.size >= 1024) contexts.clear();
+    contexts.set(id, context);
+  }
+  return context;
+}
+
 function keySchedule(sharedSecret: Uint8Array, info: Uint8Array): { key: Uint8Array; baseNonce: Uint8Array } {
-  const empty = new Uint8Array();
-  const pskIdHash = labeledExtract(HPKE_SUITE, empty, 'psk_id_hash', empty);
-  const infoHash = labeledExtract(HPKE_SUITE, empty, 'info_hash', info);
-  const context = concat(Uint8Array.of(MODE_BASE), pskIdHash, infoHash);
-  const secret = labeledExtract(HPKE_SUITE, sharedSecret, 'secret', empty);
+  const context = scheduleContext(info);
+  const secret = labeledExtract(HPKE_SUITE, sharedSecret, 'secret', EMPTY);
   return {
     key: labeledExpand(HPKE_SUITE, secret, 'key', context, N_K),
     baseNonce: labeledExpand(HPKE_SUITE, secret, 'base_nonce', context, N_N),
@@ -125,7 +146,7 @@ function keySchedule(sharedSecret: Uint8Array, info: Uint8Array): { key: Uint8Ar
 export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint8Array, plaintext: Uint8Array, ephemeral?: X25519KeyPair): { enc: Uint8Array; ct: Uint8Array } {
   // A fresh ephemeral key stays a KeyObject: only its public half is ever needed as bytes.
   const fresh = ephemeral ? null : generateKeyPairSync('x25519');
-  const enc = ephemeral ? ephemeral.publicKey : new Uint8Array(fresh!.publicKey.export({ format: 'der', type: 'spki' }).subarray(SPKI_X25519.length));
+  const enc = ephemeral ? ephemeral.publicKey : rawPublic(fresh!.publicKey);
   const shared = extractAndExpand(dh(ephemeral ? ephemeral.privateKey : fresh!.privateKey, recipientPublicKey, true), concat(enc, recipientPublicKey));
   const { key, baseNonce } = keySchedule(shared, info);
   const cipher = createCipheriv('chacha20-poly1305', key, baseNonce, { authTagLength: 16 });
