@@ -172,3 +172,20 @@ test('SPEC §4.1: a call refused by its own window never holds a shared slot ano
     if (b.admitted) await b.release(true); // give it back, so the next round starts the same
   }
 });
+
+test('SPEC §4.1: a call refused by its own window never holds the in-flight slot another caller needs, and every slot comes back', async (t) => {
+  const n = await node(t, 'closed', [{ id: 'text.echo', per_caller_per_min: 1, global_per_min: 1000, max_inflight: 1, per_caller_inflight: 1 }]);
+  t.is(await reasonOf(n.call(A, 'text.echo')), 'admitted'); // A's own window is now full
+  for (let round = 0; round < 20; round++) {
+    // A asks first: its START may take the only slot for a moment, until its window's refusal gives it back.
+    const [a, b, c] = await Promise.all([n.call(A, 'text.echo'), n.call(B, 'text.echo'), n.call(A, 'text.echo')]);
+    t.like(a, { admitted: false, reason: 'quota_caller_per_min' });
+    t.like(c, { admitted: false, reason: 'quota_caller_per_min' });
+    t.true(b.admitted, `round ${round}: B takes the only slot`);
+    if (b.admitted) await b.release(true);
+  }
+  const slots = (await n.host.state(actors('text.echo', '').inflight))!.context as { running: Record<string, number> };
+  t.deepEqual(slots.running, {}, 'no slot is left held');
+  const aMin = (await n.host.state(actors('text.echo', A).callerMin))!.context as BucketContext;
+  t.is(aMin.stamps.length, 1, 'the refused calls took nothing');
+});

@@ -10,7 +10,6 @@ import type { ActorHost } from '../runtime/host.js';
 import type { BucketContext } from '../../machines/bucket.js';
 import type { InflightContext } from '../../machines/inflight.js';
 import { standing } from './lists.js';
-import { KeyedSerial } from '../runtime/serial.js';
 
 const MINUTE = 60_000;
 const DAY = 24 * 3_600_000;
@@ -137,18 +136,178 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
   return out;
 }
 
-/** Admissions of one capability, one at a time (per host). */
-const admitting = new WeakMap<ActorHost, KeyedSerial>();
+/**
+ * Who may admit calls of one capability now. A call refused by one window must not hold another slot
+ * (a shared window, the in-flight count) that a concurrent call of another caller needs. Admissions take
+ * their turn in one of two ways:
+ * - exclusive: alone, after every admission under way has decided — what paid calls do, and what a free
+ *   call falls back to (below);
+ * - shared (free calls): all its events (three windows and the in-flight START) go to the journal at once,
+ *   beside other shared admissions, so admissions do not wait for each other's journal writes. A refused
+ *   one gives back what it took. A call refused while an admission queued before it gave something back
+ *   may have been refused for a slot nobody ends up using: it gives back its own and asks again,
+ *   exclusively. So every refusal that stands was decided with no slot held by a refused call.
+ */
+interface Ticket {
+  /** Its events are queued (only such a ticket's holds can be seen by later admissions). */
+  sent: boolean;
+  /** Resolves once it has queued its give-back (true) or kept everything it took (false). */
+  decided: Promise<boolean>;
+  decide(gaveBack: boolean): void;
+}
+
+class Gate {
+  /** Shared admissions that have not decided yet. */
+  readonly open = new Set<Ticket>();
+  private exclusives = 0;
+  private tail: Promise<void> = Promise.resolve();
+  private waiting: (() => void)[] = [];
+
+  /** A shared admission's ticket, once no exclusive admission waits or runs. */
+  async enter(): Promise<Ticket> {
+    while (this.exclusives > 0) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    let decide!: (gaveBack: boolean) => void;
+    const ticket: Ticket = { sent: false, decided: new Promise<boolean>((resolve) => (decide = resolve)), decide: () => {} };
+    ticket.decide = (gaveBack) => {
+      if (!this.open.delete(ticket)) return;
+      decide(gaveBack);
+    };
+    this.open.add(ticket);
+    return ticket;
+  }
+
+  /** Runs `fn` alone: after earlier exclusive ones and once every shared admission under way decided. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    this.exclusives++;
+    const run = this.tail.then(async () => {
+      while (this.open.size > 0) await Promise.all([...this.open].map((t) => t.decided));
+      return fn();
+    });
+    this.tail = run.then(
+      () => this.left(),
+      () => this.left(),
+    );
+    return run;
+  }
+
+  private left(): void {
+    if (--this.exclusives > 0) return;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const resolve of waiting) resolve();
+  }
+}
+
+/** The gates of each capability (per host). */
+const gates = new WeakMap<ActorHost, Map<string, Gate>>();
+
+function gateOf(host: ActorHost, capability: string): Gate {
+  let byCap = gates.get(host);
+  if (!byCap) gates.set(host, (byCap = new Map()));
+  let gate = byCap.get(capability);
+  if (!gate) byCap.set(capability, (gate = new Gate()));
+  return gate;
+}
 
 /**
- * Quotas, then concurrency; every slot taken before a refusal is given back. One admission per
- * capability at a time: a call that a later window refuses must not hold an earlier window's slot while
- * another caller's call is checked (it would be refused for a slot nobody ends up using).
+ * Quotas, then concurrency; every slot taken before a refusal is given back, and a call refused by one
+ * window never holds a slot another caller's call is refused for (see Gate). Paid calls' quotas
+ * (`inflight: false`) are taken exclusively, one at a time.
  */
-export function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn, opts: SlotOptions = {}): Promise<Admission> {
-  let serial = admitting.get(parts.host);
-  if (!serial) admitting.set(parts.host, (serial = new KeyedSerial()));
-  return serial.run(checked.capability.id, () => takeSlotsNow(parts, checked, call, opts));
+export async function takeSlots(parts: AdmissionParts, checked: Checked, call: CallIn, opts: SlotOptions = {}): Promise<Admission> {
+  if (opts.inflight === false) return gateOf(parts.host, checked.capability.id).exclusive(() => takeSlotsNow(parts, checked, call, opts));
+  return (await admitWith(parts, checked, call, () => Promise.resolve(null)))[1];
+}
+
+/**
+ * A free call's admission, shared (see Gate): its three windows and its in-flight slot are asked for in
+ * one tick, with the events `together` sends (the call's RECEIVED), so they share a journal batch.
+ * Resolves with what `together` gave and the admission.
+ */
+export async function admitWith<T>(parts: AdmissionParts, checked: Checked, call: CallIn, together: () => Promise<T>): Promise<[T, Admission]> {
+  const gate = gateOf(parts.host, checked.capability.id);
+  const ticket = await gate.enter();
+  try {
+    ticket.sent = true;
+    const before = [...gate.open].filter((t) => t !== ticket && t.sent);
+    const asked = ask(parts, checked, call);
+    const [extra, tried] = await Promise.all([together(), asked]);
+    if (!tried.refusal) {
+      ticket.decide(false);
+      return [extra, { admitted: true, capability: checked.capability, files: checked.files, listed: checked.listed, release: tried.release }];
+    }
+    const gaveBack = tried.giveBack();
+    ticket.decide(tried.took);
+    await gaveBack;
+    const affected = (await Promise.all(before.map((t) => t.decided))).some(Boolean);
+    if (!affected) return [extra, { ...tried.refusal, listed: checked.listed }];
+    return [extra, await gate.exclusive(() => takeSlotsNow(parts, checked, call, {}))];
+  } finally {
+    // Failed (a journal write): whatever it took may be gone or held; the others must not wait on it.
+    ticket.decide(true);
+  }
+}
+
+interface Asked {
+  /** The first refusal in the table's order (windows, then the in-flight slot), or null when all were taken. */
+  refusal: Refusal | null;
+  /** Whether any window or the slot was taken. */
+  took: boolean;
+  /** Queues now (in this tick) the give-back of everything taken; resolves once written. */
+  giveBack(): Promise<void>;
+  /** The in-flight slot goes back (once), and with `undoQuota` the windows too (once). */
+  release(undoQuota?: boolean): Promise<void>;
+}
+
+/** Sends the three windows' ADMIT and the in-flight START in this tick. */
+async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promise<Asked> {
+  const { host } = parts;
+  const cap = checked.capability;
+  const limits = cap.inbound;
+  const ids = actors(cap.id, call.from);
+  const windows = quotaWindows(ids, limits);
+  const admits = windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' }));
+  const start = host.send(ids.inflight, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from });
+  const [results, startSnap] = await Promise.all([Promise.all(admits), start]);
+  const taken: [string, number][] = [];
+  let refusal: Refusal | null = null;
+  results.forEach((snap, i) => {
+    const ctx = snap.context as BucketContext;
+    const [actor, , reason] = windows[i]!;
+    if (ctx.last?.admitted) taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
+    else refusal ??= refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
+  });
+  const slot = startSnap.context as InflightContext;
+  const started = slot.last?.started === true;
+  if (!started) refusal ??= refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight');
+  let undone = false;
+  let finished = !started;
+  const undo = () => {
+    if (undone) return [];
+    undone = true;
+    return taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp }));
+  };
+  const finish = () => {
+    if (finished) return [];
+    finished = true;
+    return [host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: call.id })];
+  };
+  return {
+    refusal,
+    took: taken.length > 0 || started,
+    giveBack: async () => void (await Promise.all([...undo(), ...finish()])),
+    release: async (undoQuota = false) => void (await Promise.all([...(undoQuota ? undo() : []), ...finish()])),
+  };
+}
+
+type Window = [string, { limit: number; windowMs: number }, Refusal['reason']];
+
+function quotaWindows(ids: ReturnType<typeof actors>, limits: OfferedCapability['inbound']): Window[] {
+  return [
+    [ids.callerMin, { limit: limits.per_caller_per_min, windowMs: MINUTE }, 'quota_caller_per_min'],
+    [ids.callerDay, { limit: limits.per_caller_per_day, windowMs: DAY }, 'quota_caller_per_day'],
+    [ids.globalMin, { limit: limits.global_per_min, windowMs: MINUTE }, 'quota_global_per_min'],
+  ];
 }
 
 export interface SlotOptions {
@@ -161,11 +320,7 @@ async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallI
   const { host } = parts;
   const ids = actors(cap.id, call.from);
   const limits = cap.inbound;
-  const windows: [string, { limit: number; windowMs: number }, Refusal['reason']][] = [
-    [ids.callerMin, { limit: limits.per_caller_per_min, windowMs: MINUTE }, 'quota_caller_per_min'],
-    [ids.callerDay, { limit: limits.per_caller_per_day, windowMs: DAY }, 'quota_caller_per_day'],
-    [ids.globalMin, { limit: limits.global_per_min, windowMs: MINUTE }, 'quota_global_per_min'],
-  ];
+  const windows = quotaWindows(ids, limits);
   const taken: [string, number][] = [];
   const giveBack = () => Promise.all(taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp })));
   // All three windows in one journal batch; the first refusal in the table's order is the reason.
@@ -215,7 +370,5 @@ async function startInflight(parts: AdmissionParts, cap: OfferedCapability, call
 
 /** The in-flight slot of a paid call (its quota was taken when it was quoted), in the capability's turn. */
 export function takeInflight(parts: AdmissionParts, cap: OfferedCapability, call: CallIn): Promise<{ release(): Promise<void> } | Refusal> {
-  let serial = admitting.get(parts.host);
-  if (!serial) admitting.set(parts.host, (serial = new KeyedSerial()));
-  return serial.run(cap.id, () => startInflight(parts, cap, call));
+  return gateOf(parts.host, cap.id).exclusive(() => startInflight(parts, cap, call));
 }

@@ -11,7 +11,7 @@ import type { MessageHandler } from '../relay/messenger.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
 import { fromBody, toBody } from '../relay/body.js';
 import type { CborValue } from '../identity/cbor.js';
-import { precheck, takeSlots, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
+import { precheck, takeSlots, admitWith, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
 import { standing } from './lists.js';
 import { issueAndRecord } from '../contacts/credential.js';
 import { callService, checkTarget, type ServiceOutcome } from '../service/call.js';
@@ -82,11 +82,12 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   const service = 'admitted' in checked || priced ? null : target(parts.config, checked.capability);
   const socketCheck = service ? checkTarget(service) : null;
   // Marked running in the same batch as RECEIVED: a crash from here on ends it `interrupted` at the next
-  // start, with its slots freed. The mark goes in the batch of the event that ends the call.
-  const [first, decision] = await Promise.all([
-    receive(parts, actor, call, Buffer.from(argsText), [{ sublevel: 'running', key: actor, value: call }]),
-    'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn, priced ? { inflight: false } : {}),
-  ]);
+  // start, with its slots freed. The mark goes in the batch of the event that ends the call. A free call
+  // asks for its windows and its in-flight slot in that batch too.
+  const received = () => receive(parts, actor, call, Buffer.from(argsText), [{ sublevel: 'running', key: actor, value: call }]);
+  const [first, decision] = 'admitted' in checked || priced
+    ? await Promise.all([received(), 'admitted' in checked ? Promise.resolve(checked) : takeSlots(parts, checked, callIn, { inflight: false })])
+    : await admitWith(parts, checked, callIn, received);
   if (!first) {
     if (decision.admitted) await decision.release(true);
     return 'resend';
@@ -115,8 +116,7 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
       if (parts.stopping.aborted) return;
       // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
       const payload = decision.capability.inbound.discard ? null : payloadOf(argsText, decision.files, outcome);
-      await finish(parts, actor, call, outcome, listedReply, payload);
-      await decision.release();
+      await finish(parts, actor, call, outcome, listedReply, payload, () => decision.release());
     } catch (err) {
       if (!parts.stopping.aborted) await decision.release();
       throw err;
@@ -193,16 +193,24 @@ async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply,
   await reply({ state: 'rejected', reason: r.reason, retry_after_ms: r.retryAfterMs, detail: r.detail });
 }
 
-async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply, payload: unknown): Promise<void> {
+/**
+ * Journals the outcome, gives the in-flight slot back (the call no longer runs; both are sent at once, so
+ * they share a journal batch when they can), then answers.
+ */
+async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply, payload: unknown, release: () => Promise<void>): Promise<void> {
   const alongside = ending(actor, payload);
-  if (outcome.state === 'completed') {
-    const receipt = signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() });
-    await parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt.cid), { alongside });
-    return reply({ state: 'completed', result: outcome.text, receipt: receipt.bytes });
-  }
-  await parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome), { alongside });
-  if (outcome.state === 'rejected') return reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
-  return reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs });
+  const receipt = outcome.state === 'completed'
+    ? signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() })
+    : null;
+  const ended = parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt?.cid), { alongside });
+  const released = release();
+  // Awaited below; a failed journal write is reported through `ended` first.
+  released.catch(() => {});
+  await ended;
+  if (outcome.state === 'completed') await reply({ state: 'completed', result: outcome.text, receipt: receipt!.bytes });
+  else if (outcome.state === 'rejected') await reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
+  else await reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs });
+  await released;
 }
 
 /** The journal's record of a service outcome: sizes and hashes, the reason, never the payload. */
