@@ -168,9 +168,11 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
           }
           // Replay: the same event as a journal entry, against xstate's chain without restores.
           const nextC = transition(machine, c as never, event as never)[0];
-          rebuild.apply({ seq: ++seq, actor: 'x', kind, ...(seq === 1 ? { input } : {}), event: event as never });
+          const entry = { seq: ++seq, actor: 'x', kind, ...(seq === 1 ? { input } : {}), event: event as never };
+          rebuild.apply(entry);
           const rebuilt = rebuild.snapshot();
-          if (!isDeepStrictEqual(nextC, rebuilt) || rebuild.before !== c.value || rebuild.after !== nextC.value) {
+          const reported = rebuild.step(entry);
+          if (!isDeepStrictEqual(nextC, rebuilt) || !isDeepStrictEqual(nextC, reported.state) || reported.before !== c.value || reported.after !== nextC.value || rebuild.before !== c.value || rebuild.after !== nextC.value) {
             last = { kind, event, replay: true, differs: differing(nextC, rebuilt), values: [c.value, nextC.value, rebuild.before, rebuild.after] };
             return false;
           }

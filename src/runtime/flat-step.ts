@@ -231,14 +231,17 @@ function assignAll(assigns: Transition['assigns'], context: unknown, event: unkn
   return context;
 }
 
+// Where `settle` leaves its result (module scratch rather than an object per step: replay applies
+// hundreds of thousands of events, and every allocation there is garbage collector work).
+let outState: State;
+let outContext: unknown;
+
 /**
  * Eventless transitions from `state` (xstate runs them after every step, with the step's event), until
  * one changes nothing (xstate then stops looking), none is enabled, or a final state is entered.
- * Returns the outcome and leaves the result in `out`; FALLBACK past MAX_EVENTLESS.
+ * Returns the outcome and leaves the result in outState/outContext; FALLBACK past MAX_EVENTLESS.
  */
-function settle(flat: Flat, out: { state: State; context: unknown }, event: unknown, scope: Scope, changed: boolean): Advance {
-  let state = out.state;
-  let context = out.context;
+function settle(flat: Flat, state: State, context: unknown, event: unknown, scope: Scope, changed: boolean): Advance {
   for (let n = 0; ; n++) {
     if (n > MAX_EVENTLESS) return FALLBACK;
     let t: Transition | null = null;
@@ -251,13 +254,13 @@ function settle(flat: Flat, out: { state: State; context: unknown }, event: unkn
     if (t.assigns.length === 0 && !moved) break;
     changed = true;
     if (state.final) {
-      out.state = state;
-      out.context = context;
+      outState = state;
+      outContext = context;
       return DONE;
     }
   }
-  out.state = state;
-  out.context = context;
+  outState = state;
+  outContext = context;
   return changed ? CHANGED : SAME;
 }
 
@@ -267,24 +270,25 @@ export function advance(lean: Lean, event: { type: string }, scope: Scope): Adva
   const flat = lean.flat;
   try {
     const from = lean.state;
-    const first = select(from.on.get(event.type), lean.context, event) ?? select(flat.rootOn.get(event.type), lean.context, event);
-    const out = { state: from, context: lean.context };
+    let state = from;
+    let context = lean.context;
+    const first = select(from.on.get(event.type), context, event) ?? select(flat.rootOn.get(event.type), context, event);
     let changed = false;
     if (first !== null) {
-      if (first.assigns.length > 0) out.context = assignAll(first.assigns, out.context, event, scope);
-      if (first.target !== null) out.state = first.target;
-      changed = first.assigns.length > 0 || out.state !== from;
+      if (first.assigns.length > 0) context = assignAll(first.assigns, context, event, scope);
+      if (first.target !== null) state = first.target;
+      changed = first.assigns.length > 0 || state !== from;
       // Entering a final child of the root ends the machine (its output is undefined: the root has none).
-      if (out.state.final) {
-        lean.state = out.state;
-        lean.context = out.context;
+      if (state.final) {
+        lean.state = state;
+        lean.context = context;
         return DONE;
       }
     }
-    const r = settle(flat, out, event, scope, changed);
+    const r = settle(flat, state, context, event, scope, changed);
     if (r !== FALLBACK) {
-      lean.state = out.state;
-      lean.context = out.context;
+      lean.state = outState;
+      lean.context = outContext;
     }
     return r;
   } catch {
@@ -349,11 +353,10 @@ export function leanInitial(machine: AnyStateMachine, template: AnyMachineSnapsh
     const factory = (machine.config as { context?: unknown }).context;
     const context =
       typeof factory === 'function' ? Object.assign({}, {}, factory({ spawn, input, self: scope.self })) : factory ? factory : {};
-    const out = { state: first, context };
     // The initial macrostep runs eventless transitions with the init event.
-    const r = settle(flat, out, { type: 'xstate.init', input }, scope, false);
+    const r = settle(flat, first, context, { type: 'xstate.init', input }, scope, false);
     if (r === FALLBACK || r === DONE) return undefined;
-    return { flat, state: out.state, context: out.context, base: template };
+    return { flat, state: outState, context: outContext, base: template };
   } catch {
     return undefined;
   }

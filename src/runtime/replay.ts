@@ -64,7 +64,11 @@ interface Actor {
 /** A reported step; its snapshot is built when asked for (the same snapshot the host's step gives). */
 class Step implements ReplayStep {
   #snap: AnyMachineSnapshot | null;
-  readonly #lean: Lean | null;
+  // The lean actor as of this step (its fields: the actor itself moves on).
+  readonly #flat: Lean['flat'] | null;
+  readonly #state: Lean['state'] | null;
+  readonly #context: unknown;
+  readonly #base: AnyMachineSnapshot | null;
 
   constructor(
     readonly entry: JournalEntry,
@@ -73,12 +77,15 @@ class Step implements ReplayStep {
     lean: Lean | null,
     snap: AnyMachineSnapshot | null,
   ) {
-    this.#lean = lean;
     this.#snap = snap;
+    this.#flat = lean && lean.flat;
+    this.#state = lean && lean.state;
+    this.#context = lean && lean.context;
+    this.#base = lean && lean.base;
   }
 
   get state(): AnyMachineSnapshot {
-    return (this.#snap ??= materialize(this.#lean!, false));
+    return (this.#snap ??= materialize({ flat: this.#flat!, state: this.#state!, context: this.#context, base: this.#base! }, false));
   }
 }
 
@@ -161,7 +168,7 @@ export class Rebuild {
   /** The last applied entry as a reported step (its snapshot is built only if asked for). */
   step(entry: JournalEntry): ReplayStep {
     const actor = this.actor!;
-    return new Step(entry, this.before, this.after, actor.lean ? { ...actor.lean } : null, actor.lean ? null : actor.snap);
+    return new Step(entry, this.before, this.after, actor.lean, actor.lean ? null : actor.snap);
   }
 }
 
@@ -209,7 +216,14 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
     const rec = (await store.snapshots.get(actor)) as SnapshotRecord | undefined;
     if (rec) snapshots.set(actor, rec);
   } else {
-    for await (const [key, value] of store.snapshots.iterator()) snapshots.set(key, value as SnapshotRecord);
+    const all = store.snapshots.iterator({ highWaterMarkBytes: BATCH_BYTES } as object);
+    try {
+      for (let page = await all.nextv(BATCH); page.length > 0; page = await all.nextv(BATCH)) {
+        for (const [key, value] of page) snapshots.set(key, value as SnapshotRecord);
+      }
+    } finally {
+      await all.close();
+    }
   }
   // Each snapshot is compared at its seq only: the entries are looked up by seq, not by actor.
   const due = new Map<number, string[]>();
