@@ -7,11 +7,16 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 /** Expiry index keys sort after every hex mid. */
 const INDEX = '~';
 
+type Put = { type: 'put'; key: string; value: unknown };
+
 export class ReplayGuard {
-  /** Mids being checked right now, so two copies arriving together cannot both pass. */
-  private readonly checking = new Set<string>();
   /** Mids taken since start (bounded), checked before LevelDB. */
   private readonly recent = new Set<string>();
+  /** Mids taken whose records are not written yet (never cleared before they are). */
+  private readonly unwritten = new Set<string>();
+  /** Records of the mids taken since the last write was issued, and that write. */
+  private pending: Put[] = [];
+  private flushing: Promise<void> | null = null;
 
   private remember(key: string): void {
     if (this.recent.size >= 100_000) this.recent.clear();
@@ -20,27 +25,51 @@ export class ReplayGuard {
 
   constructor(private readonly store: Store) {}
 
-  /** True when `mid` was seen before; otherwise records it until `exp`. */
+  /**
+   * True when `mid` was seen before; otherwise records it until `exp` and resolves once the record is
+   * written (unsynced: the message's own effects are later, synced writes, so whatever it did is never
+   * on disk without its mid). The mids of messages arriving together share one write.
+   */
   async seen(mid: Uint8Array, exp: number): Promise<boolean> {
     const key = hex(mid);
-    if (this.checking.has(key)) return true;
-    this.checking.add(key);
-    try {
-      if (this.recent.has(key) || (await this.store.mids.get(key)) !== undefined) return true;
-      // Remembered in memory at once (so a copy arriving now is caught) and written without waiting:
-      // LevelDB applies writes in the order they are issued, and every effect of this message is a later
-      // (synced) write, so whatever it did is never on disk without its mid.
-      this.remember(key);
-      void this.store.mids
-        .batch([
-          { type: 'put', key, value: exp },
-          { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 },
-        ])
-        .catch(() => this.recent.delete(key));
-      return false;
-    } finally {
-      this.checking.delete(key);
+    // Memory first (a copy arriving now is caught), then the store, read synchronously: a lookup that
+    // almost always misses costs microseconds, against a thread-pool round trip for the async form.
+    if (this.recent.has(key) || this.unwritten.has(key)) return true;
+    const mids = this.store.mids;
+    if (mids.status === 'open') {
+      if (mids.getSync(key) !== undefined) return true;
+    } else {
+      // Still opening (just after start): the async read waits for it; a copy arriving meanwhile is a replay.
+      this.unwritten.add(key);
+      let found: boolean;
+      try {
+        found = (await mids.get(key)) !== undefined;
+      } finally {
+        this.unwritten.delete(key);
+      }
+      if (found) return true;
     }
+    this.remember(key);
+    this.unwritten.add(key);
+    this.pending.push({ type: 'put', key, value: exp }, { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 });
+    try {
+      await (this.flushing ??= this.flush());
+    } catch {
+      // Not recorded: forgotten, so a copy is checked against the store again.
+      this.recent.delete(key);
+    } finally {
+      this.unwritten.delete(key);
+    }
+    return false;
+  }
+
+  /** Writes every pending record in one batch, issued after the callers of this turn have added theirs. */
+  private async flush(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const ops = this.pending;
+    this.pending = [];
+    this.flushing = null;
+    await this.store.mids.batch(ops);
   }
 
   /** Forgets the mids of messages expired before `now`; returns how many. */
