@@ -104,3 +104,20 @@ test('WIRE §4: every body size pads to exactly a power of two, including where 
   for (const size of sizes) t.true(size >= 256 && Number.isInteger(Math.log2(size)), `padded size ${size}`);
   t.true(sizes.size >= 3);
 });
+
+test('WIRE §4: the signature covers every inner key but 20 and 21 — extensions too, beside any pad, however many keys', async (t) => {
+  const craft = (extensions: [number, CborValue][], pad: number | null, signExtensions = true) => {
+    const known: [number, CborValue][] = [[1, alice.kel.aid], [2, 1], [3, bob.kel.aid], [4, 'task.send'], [5, 0], [6, new Uint8Array(16).fill(pad ?? 1)], [7, NOW], [8, NOW + 1000], [9, 'x']];
+    const sig = alice.keys[1]!.sign(encodeCanonical(new Map([...known, ...(signExtensions ? extensions : [])])));
+    const inner = new Map<number, CborValue>([...known, ...extensions, [20, sig], ...(pad === null ? [] : [[21, new Uint8Array(pad)] as [number, CborValue]])]);
+    const info = encodeCanonical(new Map<number, CborValue>([[1, 'anet-relay/v1'], [2, bob.kel.aid], [3, 1], [4, kid]]));
+    const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(inner));
+    return encodeCanonical(new Map<number, CborValue>([[1, 1], [2, bob.kel.aid], [3, 1], [4, kid], [5, enc], [6, ct]]));
+  };
+  const many = Array.from({ length: 30 }, (_, i) => [64 + i * 97, i % 2 ? new Uint8Array(i * 20) : `ext ${i}`] as [number, CborValue]);
+  for (const pad of [null, 0, 23, 24, 255, 256, 70_000]) {
+    t.is(await refusal(() => openEnvelope(craft([[70, 'extension']], pad), context())), 'accepted', `pad ${pad}`);
+    t.is(await refusal(() => openEnvelope(craft(many, pad), context())), 'accepted', `30 extensions, pad ${pad}`);
+    t.is(await refusal(() => openEnvelope(craft([[70, 'extension']], pad, false), context())), 'BAD_SIGNATURE', `unsigned extension, pad ${pad}`);
+  }
+});

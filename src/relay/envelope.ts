@@ -48,8 +48,18 @@ export class EnvelopeRefused extends Error {
   }
 }
 
+/** HPKE info per recipient and key id (a node talks to few): remembered, bounded. */
+const infos = new Map<string, Uint8Array>();
+
 function info(to: string, kid: Uint8Array): Uint8Array {
-  return encodeCanonical(new Map<number, CborValue>([[1, INFO_LABEL], [2, to], [3, SUITE], [4, kid]]));
+  const id = `${to}/${Buffer.from(kid.buffer, kid.byteOffset, kid.byteLength).toString('hex')}`;
+  let bytes = infos.get(id);
+  if (!bytes) {
+    bytes = encodeCanonical(new Map<number, CborValue>([[1, INFO_LABEL], [2, to], [3, SUITE], [4, kid]]));
+    if (infos.size >= 1024) infos.clear();
+    infos.set(id, bytes);
+  }
+  return bytes;
 }
 
 function innerMap(m: Received): Map<number, CborValue> {
@@ -64,28 +74,70 @@ function innerMap(m: Received): Map<number, CborValue> {
 /** Bytes a CBOR byte-string header adds beyond its first byte, for a string of `n` bytes. */
 const headerExtra = (n: number) => (n < 24 ? 0 : n < 256 ? 1 : n < 65_536 ? 2 : 4);
 
+/** The CoreDet head of a CBOR item of major type `major` (0..7) with argument `n`. */
+function head(major: number, n: number): Uint8Array {
+  const m = major << 5;
+  if (n < 24) return Uint8Array.of(m | n);
+  if (n < 256) return Uint8Array.of(m | 24, n);
+  if (n < 65_536) return Uint8Array.of(m | 25, n >> 8, n & 0xff);
+  return Uint8Array.of(m | 26, (n >>> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
+}
+
+/** Encoded size of a value of the inner map (byte strings without encoding them). */
+const encodedSize = (v: CborValue): number => (v instanceof Uint8Array ? 1 + headerExtra(v.length) + v.length : encodeCanonical(v).length);
+
 /**
- * Pads the inner bytes to the next power of two (at least 256) so sizes tell the hub little. The pad's
- * own length header grows at 24, 256 and 65536 bytes, so some totals cannot be hit exactly: then the
- * next power of two is used.
+ * The signed inner map plus the signature (key 20) and the pad (key 21), padded to the next power of two
+ * (at least 256) so sizes tell the hub little. The pad's own length header grows at 24, 256 and 65536
+ * bytes, so some totals cannot be hit exactly: then the next power of two is used.
+ *
+ * Built from the signed bytes without encoding the map again: the signed map holds keys 1–12 only,
+ * which sort before 20 and 21 (RFC 8949 §4.2.1, bytewise), so the padded map is the signed one with its
+ * entry count raised by two and the two entries appended.
  */
-function padded(signed: Map<number, CborValue>): Uint8Array {
-  const withPad = (length: number) => encodeCanonical(new Map([...signed, [21, new Uint8Array(length)]]));
-  const base = withPad(0).length;
+function padded(signed: Uint8Array, entries: number, sig: Uint8Array): Uint8Array {
+  const oldHead = head(5, entries).length;
+  const sigEntry = Buffer.concat([Uint8Array.of(20), head(2, sig.length), sig]);
+  const mapHead = head(5, entries + 2);
+  // The whole map with an empty pad: its head, the signed entries, the signature, then 0x15 0x40.
+  const base = mapHead.length + (signed.length - oldHead) + sigEntry.length + 2;
   for (let target = Math.max(MIN_PADDED, 2 ** Math.ceil(Math.log2(base))); ; target *= 2) {
     const need = target - base;
     for (const extra of [0, 1, 2, 4]) {
       const length = need - extra;
-      if (length >= 0 && headerExtra(length) === extra) return withPad(length);
+      if (length >= 0 && headerExtra(length) === extra) {
+        return new Uint8Array(Buffer.concat([mapHead, signed.subarray(oldHead), sigEntry, Uint8Array.of(21), head(2, length), new Uint8Array(length)]));
+      }
     }
   }
+}
+
+/**
+ * The signed part of a CoreDet inner map (without keys 20 and 21), cut from its bytes: in CoreDet order
+ * the known keys (1–12) come first, then 20 and 21, then the extensions (64 and up).
+ */
+function signedPart(plaintext: Uint8Array, inner: Map<number | string, CborValue>): Uint8Array {
+  let cut = 0;
+  let removed = 0;
+  let tail = 0;
+  for (const [k, v] of inner) {
+    if (k === 20 || k === 21) {
+      cut += 1 + encodedSize(v);
+      removed++;
+    } else if ((k as number) >= 64) tail += encodeCanonical(k).length + encodedSize(v);
+  }
+  const oldHead = head(5, inner.size).length;
+  const end = plaintext.length - tail;
+  const start = end - cut;
+  return new Uint8Array(Buffer.concat([head(5, inner.size - removed), plaintext.subarray(oldHead, start), plaintext.subarray(end)]));
 }
 
 export function sealEnvelope(sender: { aid: string; ksn: number; signer: Signer }, to: RecipientKey, message: Message): { bytes: Uint8Array; mid: Uint8Array } {
   const mid = new Uint8Array(randomBytes(16));
   const inner = innerMap({ ...message, from: sender.aid, ksn: sender.ksn, to: to.aid, mid });
-  const sig = sender.signer.sign(encodeCanonical(inner));
-  const plaintext = padded(new Map([...inner, [20, sig]]));
+  const signed = encodeCanonical(inner);
+  const sig = sender.signer.sign(signed);
+  const plaintext = padded(signed, inner.size, sig);
   const { enc, ct } = seal(to.publicKey, info(to.aid, to.kid), new Uint8Array(), plaintext);
   const outer = new Map<number, CborValue>([[1, 1], [2, to.aid], [3, SUITE], [4, to.kid], [5, enc], [6, ct]]);
   return { bytes: encodeCanonical(outer), mid };
@@ -137,9 +189,8 @@ export async function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Promise
   }
   const kel = await ctx.kelOf(m.from, m.kel);
   if (!kel) throw new EnvelopeRefused('UNKNOWN_SENDER', `no valid KEL for ${m.from}`);
-  const signed = new Map([...inner].filter(([k]) => k !== 20 && k !== 21));
   const sig = inner.get(20);
-  if (m.ksn !== kel.ksn || !(sig instanceof Uint8Array) || !verifyEd25519(kel.currentKey, encodeCanonical(signed), sig)) {
+  if (m.ksn !== kel.ksn || !(sig instanceof Uint8Array) || !verifyEd25519(kel.currentKey, signedPart(plaintext, inner), sig)) {
     throw new EnvelopeRefused('BAD_SIGNATURE', 'not signed by the sender\'s current key');
   }
   // Replay is checked last, so a forged copy cannot burn a genuine message's mid.
