@@ -7,6 +7,7 @@ import { advance, materialize, toLean, leanInitial, SAME, CHANGED, DONE, type Le
 import { Store, seqKey, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { pack, unpack } from '../../store/codec.js';
 import { KINDS, type ActorKind } from './kinds.js';
+import { decodeValue } from './journal-decode.js';
 
 export interface ReplayStep {
   entry: JournalEntry;
@@ -29,21 +30,22 @@ const BATCH = 4096;
 const BATCH_BYTES = 1 << 20;
 
 /**
- * Journal entries in seq order, a batch at a time (one actor's only, with --actor). The next batch is
- * requested before this one is handed out, so LevelDB reads on its own thread while transitions run.
+ * The journal's raw entries in seq order, a batch at a time. The next batch is requested before this one
+ * is handed out, so LevelDB reads on its own thread while transitions run. Entries are decoded one at a
+ * time as they are applied (journal-decode.ts), so a decoded entry is garbage before the next batch.
  */
-async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<JournalEntry[]> {
+async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<Buffer[]> {
   // highWaterMarkBytes is classic-level's own iterator option (not in abstract-level's types).
-  const options: { lte?: string; highWaterMarkBytes: number } = { highWaterMarkBytes: BATCH_BYTES };
+  const options: { lte?: string; highWaterMarkBytes: number; valueEncoding: 'buffer' } = { highWaterMarkBytes: BATCH_BYTES, valueEncoding: 'buffer' };
   if (filter.to !== undefined) options.lte = seqKey(filter.to);
   const values = store.journal.values(options);
   try {
     let next = values.nextv(BATCH);
     for (;;) {
-      const page = (await next) as JournalEntry[];
+      const page = (await next) as Buffer[];
       if (page.length === 0) return;
       next = values.nextv(BATCH);
-      yield filter.actor ? page.filter((e) => e.actor === filter.actor) : page;
+      yield page;
     }
   } finally {
     await values.close();
@@ -185,9 +187,11 @@ export async function replay(
   const rebuild = new Rebuild(kinds);
   const from = filter.from ?? -Infinity;
   let applied = 0;
+  const actor = filter.actor;
   for await (const page of batches(store, filter)) {
     for (let i = 0; i < page.length; i++) {
-      const entry = page[i]!;
+      const entry = decodeValue(page[i]!) as JournalEntry;
+      if (actor !== undefined && entry.actor !== actor) continue;
       rebuild.apply(entry);
       applied++;
       if (entry.seq >= from) onStep(rebuild.step(entry));
@@ -236,9 +240,10 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
   const reached = new Set<string>();
   const rebuild = new Rebuild(kinds);
   let events = 0;
-  for await (const page of batches(store, actor ? { actor } : {})) {
+  for await (const page of batches(store, {})) {
     for (let i = 0; i < page.length; i++) {
-      const entry = page[i]!;
+      const entry = decodeValue(page[i]!) as JournalEntry;
+      if (actor && entry.actor !== actor) continue;
       rebuild.apply(entry);
       events++;
       const ids = due.get(entry.seq);
