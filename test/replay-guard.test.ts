@@ -15,7 +15,7 @@ test('WIRE §4: a mid is new once; copies arriving together, later, and after a 
   let guard = new ReplayGuard(store);
   const exp = Date.now() + 60_000;
   const a = mid();
-  // Two copies in the same turn, and 50 other messages with them: one write for all of them.
+  // Two copies in the same turn, and 50 other messages with them (they share writes).
   const many = Array.from({ length: 50 }, mid);
   const first = await Promise.all([guard.seen(a, exp), guard.seen(a, exp), ...many.map((m) => guard.seen(m, exp))]);
   t.deepEqual(first, Array(52).fill(false).map((f, i) => (i === 1 ? true : f)));

@@ -14,9 +14,11 @@ export class ReplayGuard {
   private readonly recent = new Set<string>();
   /** Mids taken whose records are not written yet (never cleared before they are). */
   private readonly unwritten = new Set<string>();
-  /** Records of the mids taken since the last write was issued, and that write. */
+  /** Records of the mids taken since the last write was issued. */
   private pending: Put[] = [];
-  private flushing: Promise<void> | null = null;
+  /** The write under way (settles, never rejects), and the one that will carry `pending` after it. */
+  private writing: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
 
   private remember(key: string): void {
     if (this.recent.size >= 100_000) this.recent.clear();
@@ -28,7 +30,7 @@ export class ReplayGuard {
   /**
    * True when `mid` was seen before; otherwise records it until `exp` and resolves once the record is
    * written (unsynced: the message's own effects are later, synced writes, so whatever it did is never
-   * on disk without its mid). The mids of messages arriving together share one write.
+   * on disk without its mid). Messages arriving while a write is under way share the next one.
    */
   async seen(mid: Uint8Array, exp: number): Promise<boolean> {
     const key = hex(mid);
@@ -53,7 +55,7 @@ export class ReplayGuard {
     this.unwritten.add(key);
     this.pending.push({ type: 'put', key, value: exp }, { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 });
     try {
-      await (this.flushing ??= this.flush());
+      await this.written();
     } catch {
       // Not recorded: forgotten, so a copy is checked against the store again.
       this.recent.delete(key);
@@ -63,13 +65,35 @@ export class ReplayGuard {
     return false;
   }
 
-  /** Writes every pending record in one batch, issued after the callers of this turn have added theirs. */
-  private async flush(): Promise<void> {
-    await new Promise<void>((resolve) => setImmediate(resolve));
+  /**
+   * The write that carries the records pushed so far: issued now when no write is under way, else right
+   * after the one under way — so messages arriving while a write runs share the next one.
+   */
+  private written(): Promise<void> {
+    if (this.queued) return this.queued;
+    if (!this.writing) return this.write();
+    const queued = this.writing.then(() => {
+      this.queued = null;
+      return this.write();
+    });
+    this.queued = queued;
+    return queued;
+  }
+
+  private write(): Promise<void> {
     const ops = this.pending;
     this.pending = [];
-    this.flushing = null;
-    await this.store.mids.batch(ops);
+    const write = this.store.mids.batch(ops);
+    const settled: Promise<void> = write.then(
+      () => this.wrote(settled),
+      () => this.wrote(settled),
+    );
+    this.writing = settled;
+    return write;
+  }
+
+  private wrote(settled: Promise<void>): void {
+    if (this.writing === settled) this.writing = null;
   }
 
   /** Forgets the mids of messages expired before `now`; returns how many. */
