@@ -44,3 +44,19 @@ test('WIRE §4: mids are forgotten once their messages expired', async (t) => {
   t.is(await store.mids.get(Buffer.from(old).toString('hex')), undefined);
   t.true(await new ReplayGuard(store).seen(young, now + 60_000));
 });
+
+test('WIRE §4: a mid whose record cannot be written is not taken: the message is dropped, and a later copy is checked afresh', async (t) => {
+  const dir = await tempDir(t);
+  const store = await Store.open(dir);
+  t.teardown(() => store.close());
+  const guard = new ReplayGuard(store);
+  const real = store.mids.batch.bind(store.mids);
+  let failures = 1;
+  // The disk refuses one write (full, or failing): a real store, one injected fault.
+  (store.mids as { batch: unknown }).batch = (...args: Parameters<typeof real>) => (failures-- > 0 ? Promise.reject(new Error('disk full')) : real(...args));
+  const exp = Date.now() + 60_000;
+  const a = mid();
+  await t.throwsAsync(guard.seen(a, exp), { message: 'disk full' }, 'not accepted without its record');
+  t.false(await guard.seen(a, exp), 'once the disk takes writes again, the copy is new (nothing of it ran)');
+  t.true(await guard.seen(a, exp), 'and now recorded');
+});

@@ -56,9 +56,11 @@ export class ReplayGuard {
     this.pending.push({ type: 'put', key, value: exp }, { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 });
     try {
       await this.written();
-    } catch {
-      // Not recorded: forgotten, so a copy is checked against the store again.
+    } catch (err) {
+      // Not recorded: forgotten, so a copy is checked against the store again — and this message is not
+      // taken either (accepting it would let its effects be durable without its mid, and a copy run again).
       this.recent.delete(key);
+      throw err;
     } finally {
       this.unwritten.delete(key);
     }
