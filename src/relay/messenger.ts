@@ -11,7 +11,7 @@ import { HubRefusedError } from '../hub/client.js';
 import type { Reader } from '../reader/reader.js';
 import { Bus } from '../bus/bus.js';
 import { RelayClient } from './client.js';
-import { sealEnvelope, openEnvelope, EnvelopeRefused, type Received } from './envelope.js';
+import { sealEnvelope, openEnvelope, EnvelopeRefused, MAX_MESSAGE_TTL_MS, type Received } from './envelope.js';
 import { currentKeys, signKeySet, verifyKeySet, type PublicEncryptionKey } from './keyset.js';
 import { ReplayGuard } from './replay-guard.js';
 import type { X25519KeyPair } from './hpke.js';
@@ -91,7 +91,9 @@ export class Messenger {
     this.keySet = signKeySet(this.opts.identity, keys);
     this.keysSentTo.clear();
     if (publish || changed) await this.opts.client.putKeys(this.keySet);
-    await this.guard.prune(this.opts.now());
+    // With a margin: a copy that waited in the backlog past its exp (it was judged by the time it arrived)
+    // must still find its mid.
+    await this.guard.prune(this.opts.now() - MAX_MESSAGE_TTL_MS);
   }
 
   private scheduleReconnect(): void {
