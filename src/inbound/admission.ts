@@ -269,14 +269,8 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
   const admits = windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' }));
   const start = host.send(ids.inflight, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from });
   const [results, startSnap] = await Promise.all([Promise.all(admits), start]);
-  const taken: [string, number][] = [];
-  let refusal: Refusal | null = null;
-  results.forEach((snap, i) => {
-    const ctx = snap.context as BucketContext;
-    const [actor, , reason] = windows[i]!;
-    if (ctx.last?.admitted) taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
-    else refusal ??= refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
-  });
+  const { taken, refusal: windowRefusal } = readWindows(windows, results);
+  let refusal: Refusal | null = windowRefusal;
   const slot = startSnap.context as InflightContext;
   const started = slot.last?.started === true;
   if (!started) refusal ??= refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight');
@@ -302,6 +296,19 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
 
 type Window = [string, { limit: number; windowMs: number }, Refusal['reason']];
 
+/** The slots the ADMITs took (actor, stamp), and the first refusal in the table's order. */
+function readWindows(windows: Window[], results: { context: unknown }[]): { taken: [string, number][]; refusal: Refusal | null } {
+  const taken: [string, number][] = [];
+  let refusal: Refusal | null = null;
+  results.forEach((snap, i) => {
+    const ctx = snap.context as BucketContext;
+    const [actor, , reason] = windows[i]!;
+    if (ctx.last?.admitted) taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
+    else refusal ??= refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
+  });
+  return { taken, refusal };
+}
+
 function quotaWindows(ids: ReturnType<typeof actors>, limits: OfferedCapability['inbound']): Window[] {
   return [
     [ids.callerMin, { limit: limits.per_caller_per_min, windowMs: MINUTE }, 'quota_caller_per_min'],
@@ -321,20 +328,13 @@ async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallI
   const ids = actors(cap.id, call.from);
   const limits = cap.inbound;
   const windows = quotaWindows(ids, limits);
-  const taken: [string, number][] = [];
-  const giveBack = () => Promise.all(taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp })));
   // All three windows in one journal batch; the first refusal in the table's order is the reason.
   const results = await Promise.all(windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' })));
-  let refusal: Refusal | null = null;
-  results.forEach((snap, i) => {
-    const ctx = snap.context as BucketContext;
-    const [actor, , reason] = windows[i]!;
-    if (ctx.last?.admitted) taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
-    else refusal ??= refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
-  });
+  const { taken, refusal } = readWindows(windows, results);
+  const giveBack = () => Promise.all(taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp })));
   if (refusal) {
     await giveBack();
-    return { ...(refusal as Refusal), listed };
+    return { ...refusal, listed };
   }
   if (opts.inflight === false) return { admitted: true, capability: cap, files, listed, release: async (undoQuota = false) => void (undoQuota && (await giveBack())) };
   const slot = await startInflight(parts, cap, call);
