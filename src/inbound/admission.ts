@@ -267,13 +267,11 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
   const ids = actors(cap.id, call.from);
   const windows = quotaWindows(ids, limits);
   const admits = windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' }));
-  const start = host.send(ids.inflight, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from });
-  const [results, startSnap] = await Promise.all([Promise.all(admits), start]);
+  const [results, startSnap] = await Promise.all([Promise.all(admits), sendStart(parts, cap, call)]);
   const { taken, refusal: windowRefusal } = readWindows(windows, results);
-  let refusal: Refusal | null = windowRefusal;
-  const slot = startSnap.context as InflightContext;
-  const started = slot.last?.started === true;
-  if (!started) refusal ??= refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight');
+  const full = startRefusal(startSnap.context as InflightContext);
+  const refusal = windowRefusal ?? full;
+  const started = full === null;
   let undone = false;
   let finished = !started;
   const undo = () => {
@@ -284,7 +282,7 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
   const finish = () => {
     if (finished) return [];
     finished = true;
-    return [host.send(ids.inflight, 'inflight', undefined, { type: 'FINISH', id: call.id })];
+    return [sendFinish(parts, cap, call)];
   };
   return {
     refusal,
@@ -354,19 +352,26 @@ async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallI
  * slot's release (once only), or the refusal when the capability or the caller is full.
  */
 async function startInflight(parts: AdmissionParts, cap: OfferedCapability, call: CallIn): Promise<{ release(): Promise<void> } | Refusal> {
-  const id = actors(cap.id, call.from).inflight;
-  const limits = cap.inbound;
-  const slot = (await parts.host.send(id, 'inflight', { max: limits.max_inflight, perCaller: limits.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from })).context as InflightContext;
-  if (!slot.last?.started) return refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight');
+  const full = startRefusal((await sendStart(parts, cap, call)).context as InflightContext);
+  if (full) return full;
   let released = false;
   return {
     release: async () => {
       if (released) return;
       released = true;
-      await parts.host.send(id, 'inflight', undefined, { type: 'FINISH', id: call.id });
+      await sendFinish(parts, cap, call);
     },
   };
 }
+
+const sendStart = (parts: AdmissionParts, cap: OfferedCapability, call: CallIn) =>
+  parts.host.send(actors(cap.id, call.from).inflight, 'inflight', { max: cap.inbound.max_inflight, perCaller: cap.inbound.per_caller_inflight }, { type: 'START', id: call.id, caller: call.from });
+
+const sendFinish = (parts: AdmissionParts, cap: OfferedCapability, call: CallIn) =>
+  parts.host.send(actors(cap.id, call.from).inflight, 'inflight', undefined, { type: 'FINISH', id: call.id });
+
+/** Null when the START took a slot; else which limit was full. */
+const startRefusal = (slot: InflightContext): Refusal | null => (slot.last?.started ? null : refuse(slot.last?.full === 'caller' ? 'caller_inflight' : 'max_inflight'));
 
 /** The in-flight slot of a paid call (its quota was taken when it was quoted), in the capability's turn. */
 export function takeInflight(parts: AdmissionParts, cap: OfferedCapability, call: CallIn): Promise<{ release(): Promise<void> } | Refusal> {

@@ -17,6 +17,7 @@ import { issueAndRecord } from '../contacts/credential.js';
 import { callService, checkTarget, type ServiceOutcome } from '../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
+import { isPriced } from '../card/build.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
 import { textTask } from './text.js';
 import { offerQuote, roomToQuote } from '../payment/provider.js';
@@ -44,11 +45,18 @@ export interface Running {
 export const callActor = (caller: string, task: string) => `call/${caller}/${task}`;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
+/** A task message's fields and its task id; null when it names no valid task (such a message is dropped). */
+export function taskMessage(m: { body: CborValue }): { body: Record<string, CborValue>; task: string } | null {
+  const body = fromBody(m.body);
+  const task = body?.task;
+  return body && typeof task === 'string' && TASK_ID.test(task) ? { body, task } : null;
+}
+
 export function callDesk(parts: CallParts): MessageHandler {
   return async (m) => {
-    const body = fromBody(m.body);
-    const task = body?.task;
-    if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
+    const msg = taskMessage(m);
+    if (!msg) return;
+    const { body, task } = msg;
     if (body.capability === undefined && typeof body.text === 'string') return textTask(parts, m.from, task, body.text);
     const actor = callActor(m.from, task);
     const argsText = typeof body.args === 'string' ? body.args : '';
@@ -124,8 +132,6 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
   })();
   return { done };
 }
-
-const isPriced = (cap: OfferedCapability) => (cap.service.price ?? 0n) > 0n;
 
 /** The service call, with a `working` status to the caller when it takes a while. */
 export async function serve(parts: CallParts, call: Running, argsText: string, files: FileOut[], service: ServiceTarget, socketCheck: ReturnType<typeof checkTarget>, reply: Reply): Promise<ServiceOutcome> {

@@ -7,6 +7,7 @@
 // before the authorization leaves, and the task is marked in `paying` until it ends, so a restart sends
 // the same bytes again — the hub holds by nonce, so it is still one payment.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ActorHost } from '../runtime/host.js';
 import type { Store } from '../../store/db.js';
 import type { Messenger } from '../relay/messenger.js';
@@ -168,7 +169,8 @@ export class Payer {
     const p = t.payment;
     const at = this.parts.now();
     const nonce = randomBytes(16).toString('hex');
-    const validBefore = Math.min(p.expiresAt, at + QUOTE_SECONDS * 1000);
+    // The authorization is good exactly as long as the quote it pays.
+    const validBefore = p.expiresAt;
     const actor = paymentActor(t.to, t.task);
     const snap = await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'AUTHORIZE', nonce, validBefore, auto }, { alongside: [{ sublevel: 'paying', key: actor, value: { task: t.task, to: t.to } }] });
     if (snap.value !== 'authorized') return { ...p, decided: true, auto: false, why: 'the quote expired before it was paid' };
@@ -184,7 +186,7 @@ export class Payer {
       try {
         return await this.sendPayment(c, q);
       } catch {
-        await new Promise((r) => setTimeout(r, delay).unref());
+        await sleep(delay, undefined, { ref: false });
       }
     }
   }

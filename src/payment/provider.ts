@@ -8,6 +8,7 @@
 // Hub operations are idempotent by nonce, and the settle nonce is derived from the hold, so a retry —
 // after a timeout or a crash at any step — can never charge twice.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
 import type { ActorHost } from '../runtime/host.js';
@@ -15,14 +16,13 @@ import type { MessageHandler } from '../relay/messenger.js';
 import type { OfferedCapability } from '../config/check.js';
 import type { FileOut } from '../inbound/admission.js';
 import { takeInflight } from '../inbound/admission.js';
-import { fromBody } from '../relay/body.js';
 import { HubRefusedError } from '../hub/client.js';
 import { checkTarget } from '../service/call.js';
 import { signReceipt } from '../tasks/receipt.js';
 import { paymentRequired, signQuote, QUOTE_SECONDS } from './quote.js';
 import { peekAuthorization } from './authorization.js';
 import { crashPoint } from './crash.js';
-import { answer, callActor, outcomeEvent, payloadOf, serve, target, TASK_ID, type CallParts, type Reply, type Running } from '../inbound/calls.js';
+import { answer, callActor, outcomeEvent, payloadOf, serve, target, taskMessage, type CallParts, type Reply, type Running } from '../inbound/calls.js';
 import type { CborValue } from '../identity/cbor.js';
 
 export const TASK_PAY = 'task.pay';
@@ -120,9 +120,9 @@ async function forgetExpired(parts: CallParts, actor: string): Promise<void> {
 /** `task.pay`: the caller's authorization for a quoted call. */
 export function payDesk(parts: CallParts): MessageHandler {
   return async (m) => {
-    const body = fromBody(m.body);
-    const task = body?.task;
-    if (!body || typeof task !== 'string' || !TASK_ID.test(task)) return;
+    const msg = taskMessage(m);
+    if (!msg) return;
+    const { body, task } = msg;
     const actor = callActor(m.from, task);
     // Read before the quote is taken, so a hub that does not answer now cannot lose the quote.
     const network = `hub:${await parts.hubAid()}`;
@@ -288,32 +288,18 @@ async function settle(parts: CallParts, ctx: CallContext): Promise<{ tx: string;
         return { tx: '', state: err.code.toLowerCase() };
       }
       parts.log(`settling call ${ctx.task}: ${(err as Error).message}; retrying in ${delay / 1000} s`);
-      if (await stoppedWithin(parts.stopping, delay)) return null;
+      const stopped = await sleep(delay, false, { signal: parts.stopping }).catch(() => true);
+      if (stopped) return null;
     }
   }
-}
-
-function stoppedWithin(signal: AbortSignal, ms: number): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(false);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(true);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /** `task.cancel` with `payment-rejected`: the caller declined the quote. */
 export function cancelDesk(parts: CallParts): MessageHandler {
   return async (m) => {
-    const task = fromBody(m.body)?.task;
-    if (typeof task !== 'string' || !TASK_ID.test(task)) return;
-    const actor = callActor(m.from, task);
+    const msg = taskMessage(m);
+    if (!msg) return;
+    const actor = callActor(m.from, msg.task);
     if (!take(parts, actor)) return;
     await parts.host.send(actor, 'call', undefined, { type: 'CANCELED', reason: 'payment_rejected' }, { alongside: unmark(actor) });
   };

@@ -86,7 +86,7 @@ export class Caller {
     // so a reply's later write always lands over this one.
     this.remember(task, record);
     const written = this.parts.store.tasks.put(task, record);
-    const settled = this.until(task, waitMs, onUpdate, enough);
+    const { settled } = this.until(task, waitMs, onUpdate, enough);
     try {
       const messenger = await this.parts.messenger();
       await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 })]);
@@ -100,15 +100,17 @@ export class Caller {
     return settled;
   }
 
-
-  private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough: (r: TaskRecord) => boolean = () => false): Promise<TaskRecord> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(async () => {
+  /** Resolves with the record once final (or `enough`), or as it stands after `waitMs`; `cancel` drops this wait. */
+  private until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough: (r: TaskRecord) => boolean = () => false): { settled: Promise<TaskRecord>; cancel(): void } {
+    let timer: NodeJS.Timeout | undefined;
+    let wake!: (r: TaskRecord) => void;
+    const settled = new Promise<TaskRecord>((resolve) => {
+      timer = setTimeout(async () => {
         this.unwait(task, wake);
         // The node may have closed meanwhile (a stop during a long wait): then the record in memory.
         resolve((await this.task(task).catch(() => this.live.get(task)))!);
       }, waitMs);
-      const wake = (r: TaskRecord) => {
+      wake = (r: TaskRecord) => {
         onUpdate?.(r);
         if (!FINAL.includes(r.state) && !enough(r)) return;
         clearTimeout(timer);
@@ -118,6 +120,7 @@ export class Caller {
       // Several may wait on one task (an `anet call` still waiting while `anet pay` runs).
       this.waiters.set(task, [...(this.waiters.get(task) ?? []), wake]);
     });
+    return { settled, cancel: () => (clearTimeout(timer), this.unwait(task, wake)) };
   }
 
   private unwait(task: string, wake: (r: TaskRecord) => void): void {
@@ -144,6 +147,7 @@ export class Caller {
 
   /** A quote nobody paid in time is shown as what it became: nothing more can happen to the task. */
   private asNow(rec: TaskRecord): TaskRecord {
+    // Records written before payments existed have no `payment` field: shown as null.
     if (rec.state !== 'input-required' || !rec.payment || this.parts.now() < rec.payment.expiresAt) return { ...rec, payment: rec.payment ?? null };
     return { ...rec, state: 'failed', reason: 'quote_expired', explanation: explain('quote_expired'), detail: null };
   }
@@ -164,16 +168,18 @@ export class Caller {
 
   /** `anet pay`: pays the quote of a task waiting for the operator, then waits for its end. */
   async pay(id: string, waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
-    const settled = this.until(id, waitMs, onUpdate);
+    const wait = this.until(id, waitMs, onUpdate);
     // The waiter is registered before the payment leaves, so even an instant final answer is seen.
     await this.replies.run(id, async () => {
       const rec = await this.waiting(id);
       const payment = await this.parts.payer.pay(rec);
       await this.update(id, { ...rec, state: 'working', payment, reason: null, explanation: null, detail: null, updatedAt: this.parts.now() });
     }).catch((err) => {
-      this.waiters.delete(id);
+      // Only this wait: another one on the task (an `anet call`) goes on.
+      wait.cancel();
       throw err;
     });
+    const settled = wait.settled;
     const rec = await settled;
     return FINAL.includes(rec.state) ? rec : (await this.task(id))!;
   }
