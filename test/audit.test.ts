@@ -3,17 +3,12 @@
 // and `anet audit prices` shows a provider's signed prices over time and the signed card version each
 // payment was checked against.
 import test from 'ava';
-import { startNet } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
-import { mint, pricedProvider } from './helpers/payments.js';
+import { market } from './helpers/payments.js';
 
 test('SPEC §14: audit prices shows each signed price version and the card each payment was checked against; audit cards re-verifies across a rotation', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }]);
-  const c = await net.node('c');
-  let provider = await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '100');
+  const { net, p, c, provider: started } = await market(t, [{ id: 'text.translate', price: 3 }], { credits: '100' });
+  let provider = started;
   const call = async () => JSON.parse((await runCli(['call', p.aid, 'text.translate', '--args', '{}', '--json', '--data', c.dir])).stdout);
   const first = await call();
   t.like(first, { state: 'completed', payment: { status: 'payment-completed', price: { amount: '3' } } });

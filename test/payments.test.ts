@@ -6,7 +6,7 @@ import test from 'ava';
 import { startNet } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
-import { mint, balanceOf, pricedProvider } from './helpers/payments.js';
+import { mint, balanceOf, market } from './helpers/payments.js';
 import { join } from 'node:path';
 import { rawPeer } from './helpers/net.js';
 import { createIdentity, loadIdentity } from '../src/identity/store.js';
@@ -23,11 +23,8 @@ const call = async (dir: string, aid: string, cap: string, args = '{}') => {
 };
 
 test('SPEC §10: a quote within the signed price is paid automatically: held, run, captured; the receipt names amount and hub transaction', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }, { id: 'text.free' }]);
-  const c = await net.node('c');
-  const daemons = [await net.start(p.dir), await net.start(c.dir)];
-  await mint(net, c.aid, '100');
+  const { net, p, c, provider: providerDaemon, caller: callerDaemon } = await market(t, [{ id: 'text.translate', price: 3 }, { id: 'text.free' }], { credits: '100' });
+  const daemons = [providerDaemon, callerDaemon];
   const r = await call(c.dir, p.aid, 'text.translate', '{"text":"bonjour"}');
   t.is(r.code, 0, r.stderr);
   t.like(r, { state: 'completed', result: { echo: { text: 'bonjour' } }, payment: { status: 'payment-completed', auto: true, quote: { amount: '3', payTo: p.aid } } });
@@ -59,12 +56,8 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
 });
 
 test('SPEC §10: a quote above the signed price waits for the operator (quote_above_price); anet pay then pays it', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }]);
-  const c = await net.node('c');
-  let provider = await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '100');
+  const { net, p, c, provider: started } = await market(t, [{ id: 'text.translate', price: 3 }], { credits: '100' });
+  let provider = started;
   // The caller holds the card signed at 3 credits; the provider then raises its price (the public card,
   // which never carries prices, keeps its seq, so the cached extended card stays current).
   t.regex((await runCli(['card', p.aid, '--data', c.dir])).stdout, /translate\s+3 credits/);
@@ -90,12 +83,7 @@ test('SPEC §10: a quote above the signed price waits for the operator (quote_ab
 });
 
 test('SPEC §10, §2.3: above payments.auto_max the operator decides; anet reject cancels the task on both sides and nothing is paid', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'img.render', price: 30 }]);
-  const c = await net.node('c', { payments: { auto_max: 10 } });
-  const provider = await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '100');
+  const { p, c, provider } = await market(t, [{ id: 'img.render', price: 30 }], { caller: { payments: { auto_max: 10 } }, credits: '100' });
   const r = await call(c.dir, p.aid, 'img.render');
   t.like(r, { state: 'input-required', reason: 'payment_required', payment: { auto: false, price: { amount: '30' } } });
   t.regex(r.payment.why, /above payments.auto_max \(10\)/);
@@ -109,12 +97,7 @@ test('SPEC §10, §2.3: above payments.auto_max the operator decides; anet rejec
 });
 
 test('SPEC §10, §2.3: automatic payments stop at payments.daily_max within any 24 h, then resume as the window moves on', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 4 }]);
-  const c = await net.node('c', { payments: { daily_max: 10 } });
-  await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '100');
+  const { net, p, c } = await market(t, [{ id: 'text.translate', price: 4 }], { caller: { payments: { daily_max: 10 } }, credits: '100' });
   t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } });
   t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } });
   const third = await call(c.dir, p.aid, 'text.translate');
@@ -128,15 +111,10 @@ test('SPEC §10, §2.3: automatic payments stop at payments.daily_max within any
 });
 
 test('SPEC §10, §3.1: a paid call that fails is released (not charged); one whose outcome is unknown is captured', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'svc.broken', price: 7 }, { id: 'svc.gateway', price: 2 }], (_body, req, res) => {
+  const { p, c } = await market(t, [{ id: 'svc.broken', price: 7 }, { id: 'svc.gateway', price: 2 }], { handler: (_body, req, res) => {
     res.writeHead(req.headers['x-anet-capability'] === 'svc.broken' ? 500 : 504, { 'content-type': 'application/json' });
     res.end('{}');
-  });
-  const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '50');
+  }, credits: '50' });
   const broken = await call(c.dir, p.aid, 'svc.broken');
   t.like(broken, { state: 'failed', reason: 'service_error', payment: { status: 'payment-failed', auto: true } });
   t.is((await balanceOf(c.dir)).balance, '50', 'released: the caller keeps its credits');
@@ -147,12 +125,7 @@ test('SPEC §10, §3.1: a paid call that fails is released (not charged); one wh
 });
 
 test('SPEC §10: without the credits the hold is refused: the call never runs and nothing is charged', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'paid.thing', price: 5 }]);
-  const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '4');
+  const { net, p, c } = await market(t, [{ id: 'paid.thing', price: 5 }], { credits: '4' });
   const r = await call(c.dir, p.aid, 'paid.thing');
   t.like(r, { state: 'failed', reason: 'settlement_failed', detail: 'the hub refused: INSUFFICIENT_FUNDS', payment: { status: 'payment-failed' } });
   t.is(p.ran(), 0);
@@ -198,12 +171,7 @@ test('SPEC §10: only a price the provider signed counts: a quote not signed by 
 });
 
 test('SPEC §5.1, §11: the public card and the hub directory never carry a price, and the ledger never learns what a payment bought', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }, { id: 'text.summarize', price: 9 }]);
-  const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '100');
+  const { net, p, c } = await market(t, [{ id: 'text.translate', price: 3 }, { id: 'text.summarize', price: 9 }], { credits: '100' });
   t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed' });
   const listed = JSON.parse((await runCli(['find', '--json', '--data', c.dir])).stdout).find((a: { aid: string }) => a.aid === p.aid);
   t.truthy(listed, 'the provider is in the directory');
@@ -219,16 +187,11 @@ test('SPEC §5.1, §11: the public card and the hub directory never carry a pric
 });
 
 test('SPEC §10, §2.3: a released automatic payment spends nothing of payments.daily_max', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'svc.broken', price: 4 }, { id: 'svc.ok', price: 4 }], (body, req, res) => {
+  const { p, c } = await market(t, [{ id: 'svc.broken', price: 4 }, { id: 'svc.ok', price: 4 }], { handler: (body, req, res) => {
     if (req.headers['x-anet-capability'] === 'svc.ok') return { ok: body };
     res.writeHead(500, { 'content-type': 'application/json' });
     res.end('{}');
-  });
-  const c = await net.node('c', { payments: { daily_max: 10 } });
-  await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '100');
+  }, caller: { payments: { daily_max: 10 } }, credits: '100' });
   for (let i = 0; i < 2; i++) t.like(await call(c.dir, p.aid, 'svc.broken'), { state: 'failed', payment: { status: 'payment-failed', auto: true } });
   t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'completed', payment: { auto: true } });
   t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'completed', payment: { auto: true } }, '8 paid of 10: the released 8 did not count');
@@ -237,11 +200,7 @@ test('SPEC §10, §2.3: a released automatic payment spends nothing of payments.
 });
 
 test('SPEC §10, §4.1: quotes waiting for payment are bounded like running calls (4 × per_caller_inflight per caller); past that the call is refused', async (t) => {
-  const net = await startNet(t);
-  const p = await pricedProvider(t, net, [{ id: 'img.render', price: 30 }]);
-  const c = await net.node('c', { payments: { auto_max: 1 } });
-  await net.start(p.dir);
-  await net.start(c.dir);
+  const { p, c } = await market(t, [{ id: 'img.render', price: 30 }], { caller: { payments: { auto_max: 1 } } });
   const waiting = [];
   for (let i = 0; i < 4; i++) waiting.push(await call(c.dir, p.aid, 'img.render'));
   t.true(waiting.every((w) => w.state === 'input-required'));
@@ -252,17 +211,12 @@ test('SPEC §10, §4.1: quotes waiting for payment are bounded like running call
 });
 
 test('SPEC §10: a capture the hub refuses for good (the hold expired while the call ran) gives no result: failed, settlement_failed, nothing charged', async (t) => {
-  const net = await startNet(t);
   let finish!: () => void;
   const done = new Promise<void>((r) => (finish = r));
-  const p = await pricedProvider(t, net, [{ id: 'slow.job', price: 6 }], async (body) => {
+  const { net, p, c } = await market(t, [{ id: 'slow.job', price: 6 }], { handler: async (body) => {
     await done;
     return { done: body };
-  });
-  const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
-  await mint(net, c.aid, '10');
+  }, credits: '10' });
   const sent = call(c.dir, p.aid, 'slow.job');
   await until(async () => (await balanceOf(c.dir)).held === '6', 'the hold');
   net.clock.advance(24 * 3_600_000 + 1);

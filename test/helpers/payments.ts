@@ -4,7 +4,7 @@ import type { ExecutionContext } from 'ava';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Net } from './net.js';
+import { startNet, type Net } from './net.js';
 import { runCli } from './cli.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../../src/service/sample.js';
 import { HubClient } from '../../src/hub/client.js';
@@ -39,3 +39,17 @@ export async function pricedProvider(t: ExecutionContext, net: Net, caps: { id: 
   return { ...p, config, ran: () => ran };
 }
 
+
+/**
+ * A provider of `caps` and a caller `c` (with `caller` config), both daemons running on one hub, and
+ * `credits` minted to the caller when given.
+ */
+export async function market(t: ExecutionContext, caps: { id: string; price?: number }[], opts: { handler?: SampleHandler; caller?: Record<string, unknown>; credits?: string } = {}) {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, caps, opts.handler);
+  const c = await net.node('c', opts.caller ?? {});
+  const provider = await net.start(p.dir);
+  const caller = await net.start(c.dir);
+  if (opts.credits) await mint(net, c.aid, opts.credits);
+  return { net, p, c, provider, caller };
+}
