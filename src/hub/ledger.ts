@@ -162,13 +162,13 @@ class Change {
     this.writes.push({ type: 'del', sublevel, key });
   }
 
-  /** Writes everything in one synced batch, with the nonce record when the op had one. */
-  async commit(op?: { nonce: string; digest: string; answer: unknown }): Promise<void> {
+  /** Writes everything in one synced batch, with the op's idempotency record when it had one. */
+  async commit(op?: { key: string; digest: string; answer: unknown }): Promise<void> {
     for (const [aid, a] of this.accounts) {
       if (a.balance < 0n || a.held < 0n) throw new Error(`ledger bug: account ${aid} would go negative`);
       this.put(this.store.accounts, aid, { balance: a.balance.toString(), held: a.held.toString(), seq: a.seq } satisfies AccountRecord);
     }
-    if (op) this.put(this.store.ops, op.nonce, { digest: op.digest, answer: op.answer } satisfies OpRecord);
+    if (op) this.put(this.store.ops, op.key, { digest: op.digest, answer: op.answer } satisfies OpRecord);
     // An acknowledged payment must survive power loss, as the node's journal does.
     await this.store.db.batch(this.writes as never, { sync: true });
   }
@@ -251,21 +251,8 @@ export class Ledger {
       }
       if (rec.state === 'expired') throw new LedgerRefused(409, 'HOLD_EXPIRED', 'the hold was older than 24 h and went back to the payer');
       if (rec.state !== 'held') throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${rec.state})`);
-      const from = rec.from!;
-      const amount = BigInt(rec.amount);
-      const payer = await c.account(from);
-      payer.held -= amount;
-      if (action === 'capture') {
-        await c.entry(from, 'capture', rec.amount, rec.to, hold);
-        (await c.account(rec.to)).balance += amount;
-        await c.entry(rec.to, 'credit', rec.amount, from, hold);
-      } else {
-        payer.balance += amount;
-        await c.entry(from, 'release', rec.amount, rec.to, hold);
-      }
       const state = action === 'capture' ? ('captured' as const) : ('released' as const);
-      c.put(this.store.holds, hold, { ...rec, state } satisfies HoldRecord);
-      c.del(this.store.expiries, expiryKey(rec.expires!, hold));
+      await this.endHold(c, hold, rec, state);
       return { tx: c.tx, hold, action, amount: rec.amount, state, at: c.at };
     }, payee);
   }
@@ -320,7 +307,7 @@ export class Ledger {
       }
       const c = new Change(this.store, this.now());
       const answer = await fn(c);
-      await c.commit({ nonce: key, digest, answer });
+      await c.commit({ key, digest, answer });
       return answer;
     });
   }
@@ -330,17 +317,29 @@ export class Ledger {
     const due: string[] = [];
     for await (const key of this.store.expiries.keys({ lt: timeKey(this.now() + 1) })) due.push(key.slice(key.indexOf('!') + 1));
     for (const hold of due) {
-      const rec = (await this.store.holds.get(hold)) as HoldRecord;
       const c = new Change(this.store, this.now());
-      const payer = await c.account(rec.from!);
-      payer.held -= BigInt(rec.amount);
-      payer.balance += BigInt(rec.amount);
-      await c.entry(rec.from!, 'expire', rec.amount, rec.to, hold);
-      c.put(this.store.holds, hold, { ...rec, state: 'expired' } satisfies HoldRecord);
-      c.del(this.store.expiries, expiryKey(rec.expires!, hold));
+      await this.endHold(c, hold, (await this.store.holds.get(hold)) as HoldRecord, 'expired');
       await c.commit();
     }
     return due.length;
+  }
+
+  /** Ends an open hold: its amount leaves the payer's held sum, to the payee (captured) or back to the payer. */
+  private async endHold(c: Change, hold: string, rec: HoldRecord, state: 'captured' | 'released' | 'expired'): Promise<void> {
+    const from = rec.from!;
+    const amount = BigInt(rec.amount);
+    const payer = await c.account(from);
+    payer.held -= amount;
+    if (state === 'captured') {
+      await c.entry(from, 'capture', rec.amount, rec.to, hold);
+      (await c.account(rec.to)).balance += amount;
+      await c.entry(rec.to, 'credit', rec.amount, from, hold);
+    } else {
+      payer.balance += amount;
+      await c.entry(from, state === 'released' ? 'release' : 'expire', rec.amount, rec.to, hold);
+    }
+    c.put(this.store.holds, hold, { ...rec, state } satisfies HoldRecord);
+    c.del(this.store.expiries, expiryKey(rec.expires!, hold));
   }
 
   private async minted(): Promise<bigint> {
