@@ -16,7 +16,6 @@ import { viaNode } from './node.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 
 const hubDir = (dataFlag: string | undefined) => (dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub'));
-const runFile = hubRunFile;
 
 export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag: string | undefined): Promise<void> {
   const port = portFlag === undefined ? 8710 : Number(portFlag);
@@ -34,7 +33,7 @@ export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag
 async function runningHub(dataDir: string): Promise<{ url: string; pid: number } | null> {
   let run: { url?: unknown; pid?: unknown };
   try {
-    run = JSON.parse(await readFile(runFile(dataDir), 'utf8'));
+    run = JSON.parse(await readFile(hubRunFile(dataDir), 'utf8'));
   } catch (err) {
     if (isNotFound(err) || err instanceof SyntaxError) return null;
     throw err;
@@ -79,7 +78,7 @@ async function mintInStore(dataDir: string, hubAid: string, aid: string, amount:
     store = await HubStore.open(dataDir);
   } catch (err) {
     if (err instanceof StoreLockedError) {
-      throw new CliError(`a hub holds the store in ${dataDir} but left no ${runFile(dataDir)}; stop it and mint again, or restart it with \`anet hub start --data ${dataDir}\``);
+      throw new CliError(`a hub holds the store in ${dataDir} but left no ${hubRunFile(dataDir)}; stop it and mint again, or restart it with \`anet hub start --data ${dataDir}\``);
     }
     throw err;
   }
