@@ -181,7 +181,7 @@ test('SPEC §14: a failed journal write refuses its events and leaves memory equ
   const real = db.batch.bind(db);
   let failOnce = true;
   db.batch = async (ops, o) => {
-    if (failOnce && Array.isArray(ops) && ops.some((op) => op.sublevel === node.store.journal)) {
+    if (failOnce && Array.isArray(ops) && ops.some((op) => String(op.key).startsWith(node.store.journal.prefix))) {
       failOnce = false;
       throw new Error('simulated write failure');
     }

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { AnyMachineSnapshot } from 'xstate';
 import { step, initial } from './pure.js';
-import { Store, seqKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
+import { Store, seqKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord, type WriteOp } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { systemClock, type Clock } from './clock.js';
 
@@ -60,7 +60,7 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-type Op = { type: 'put'; sublevel: unknown; key: string; value: unknown } | { type: 'del'; sublevel: unknown; key: string };
+type Op = WriteOp;
 
 export class ActorHost {
   private readonly clock: Clock;
@@ -200,7 +200,7 @@ export class ActorHost {
       if (actor) ops.push(this.snapshotOp(actor));
     }
     ops.push({ type: 'put', sublevel: this.store.meta, key: 'checkpoint', value: this.seq - 1 });
-    await this.store.db.batch(ops as never, { sync: this.sync });
+    await this.store.write(ops, { sync: this.sync });
     this.dirty.clear();
     this.sinceCheckpoint = 0;
   }
@@ -252,11 +252,12 @@ export class ActorHost {
   private async compute(items: Pending[]): Promise<{ ops: Op[]; done: [Pending, AnyMachineSnapshot][] }> {
     const ops: Op[] = [];
     const done: [Pending, AnyMachineSnapshot][] = [];
+    const stored = await this.readSnapshots(items);
     for (const item of items) {
       try {
-        const actor = this.live.get(item.actor) ?? (await this.load(item.actor, item.kind, item.input));
+        const actor = this.live.get(item.actor) ?? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor));
         this.touch(actor, item.kind);
-        if (item.input !== undefined && actor.seq > 0 && !isDeepStrictEqual(actor.input, item.input)) {
+        if (item.input !== undefined && actor.seq > 0 && !sameInput(actor.input, item.input)) {
           // The config changed since the actor was made (limits are read at start): journal the change.
           const configure = { ...item, event: { type: 'CONFIGURE', input: item.input }, random: 0, resolve: () => {}, reject: () => {} };
           this.apply(actor, configure, ops);
@@ -277,7 +278,7 @@ export class ActorHost {
   /** Writes one batch and answers its senders; false when the write failed. */
   private async commit({ ops, done }: { ops: Op[]; done: [Pending, AnyMachineSnapshot][] }): Promise<boolean> {
     try {
-      if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
+      if (ops.length) await this.store.write(ops, { sync: this.sync });
     } catch (err) {
       // Memory is now ahead of the store; the drain loop rebuilds it once nothing is computing.
       this.reloadPending();
@@ -369,6 +370,26 @@ export class ActorHost {
     const live = this.live.get(id);
     if (live) return live;
     const rec = (await this.store.snapshots.get(id)) as SnapshotRecord | undefined;
+    return this.loadFrom(id, kind, input, rec);
+  }
+
+  /**
+   * The stored snapshots of a batch's actors that are not in memory, read in one getMany: one read per
+   * actor, awaited in turn, left the CPU idle while a batch of new actors was computed.
+   */
+  private async readSnapshots(items: Pending[]): Promise<Map<string, SnapshotRecord | undefined>> {
+    const missing = new Set<string>();
+    for (const item of items) if (!this.live.has(item.actor)) missing.add(item.actor);
+    const stored = new Map<string, SnapshotRecord | undefined>();
+    if (missing.size === 0) return stored;
+    const ids = [...missing];
+    const records = (await this.store.snapshots.getMany(ids)) as (SnapshotRecord | undefined)[];
+    ids.forEach((id, i) => stored.set(id, records[i]));
+    return stored;
+  }
+
+  /** The actor in memory, else from its stored snapshot `rec`, else new from `input`. */
+  private loadFrom(id: string, kind: string, input: unknown, rec: SnapshotRecord | undefined): Live {
     const loaded = this.live.get(id);
     if (loaded) return loaded;
     if (rec) {
@@ -402,7 +423,7 @@ export class ActorHost {
       evict.push(id);
     }
     // Write first, then forget: until the snapshots are durable, memory is the only copy.
-    if (ops.length) await this.store.db.batch(ops as never, { sync: this.sync });
+    if (ops.length) await this.store.write(ops, { sync: this.sync });
     for (const id of evict) {
       this.dirty.delete(id);
       this.live.delete(id);
@@ -444,6 +465,11 @@ export class ActorHost {
     await Promise.all(sends);
     await this.rearm();
   }
+}
+
+/** Inputs are small plain records (limits from config); the same object is the common case. */
+function sameInput(a: unknown, b: unknown): boolean {
+  return a === b || isDeepStrictEqual(a, b);
 }
 
 export function restoreSnapshot(kind: ActorKind, persisted: unknown): AnyMachineSnapshot {
