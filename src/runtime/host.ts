@@ -224,6 +224,9 @@ export class ActorHost {
    * overlap. A batch is written only after the one before it is durable, so the journal never has a gap.
    */
   private async drain(): Promise<void> {
+    // Group commit: the events sent in this turn of the event loop (a call's RECEIVED and its quota
+    // windows, an outcome and its in-flight release) share the first batch and its fsync.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     let writing: Promise<boolean> | null = null;
     while (this.queue.length > 0) {
       const batch = await this.compute(this.queue.splice(0, this.maxBatch));
