@@ -122,6 +122,40 @@ test('SPEC §9.5: a call running when the provider stops ends interrupted after 
   t.is(runs, 2);
 });
 
+test('SPEC §14, §9.5: the answer leaves only once the outcome is journaled: an outcome that cannot be written is never answered, and the call ends interrupted', async (t) => {
+  const net = await startNet(t);
+  let runs = 0;
+  const p = await provider(t, net, () => {
+    runs++;
+    return { ok: true };
+  });
+  const c = await net.node('c');
+  let prov = await net.start(p.dir);
+  const caller = await net.start(c.dir);
+  // Fault injection: the first journal batch after the service ran fails, as a full disk would make it.
+  const db = prov.node.store.db as unknown as { batch: (ops: unknown, o: unknown) => Promise<void> };
+  const real = db.batch.bind(db);
+  let failed = false;
+  db.batch = async (ops, o) => {
+    if (!failed && runs > 0 && Array.isArray(ops) && ops.some((op) => String(op.key).startsWith(prov.node.store.journal.prefix))) {
+      failed = true;
+      throw new Error('simulated write failure');
+    }
+    return real(ops, o);
+  };
+  let answered = false;
+  const pending = caller.node.caller.call(p.aid, 'demo.echo', '{}', [], 60_000).finally(() => (answered = true));
+  await until(() => failed, 'the outcome write to fail', 200);
+  // The answer was sealed while the write ran; it must not have left. Give it time to arrive if it did.
+  await new Promise((r) => setTimeout(r, 300));
+  t.false(answered, 'no answer for an outcome the journal does not hold');
+  await prov.close();
+  prov = await net.start(p.dir);
+  const r = await pending;
+  t.like(r, { state: 'failed', reason: 'interrupted' });
+  t.is(runs, 1, 'not run again');
+});
+
 test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact credential, so a free provider\'s extended card is fetched', async (t) => {
   const net = await startNet(t);
   const p = await provider(t, net, echoHandler, [{ id: 'demo.echo' }, { id: 'secret.tool', allow_only: true }], 'closed');

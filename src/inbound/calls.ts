@@ -61,7 +61,7 @@ export function callDesk(parts: CallParts): MessageHandler {
     const actor = callActor(m.from, task);
     const argsText = typeof body.args === 'string' ? body.args : '';
     const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
-    const reply: Reply = (fields, listed) => answer(parts, m.from, task, fields, listed);
+    const reply: Reply = (fields, listed, after) => answer(parts, m.from, task, fields, listed, after);
     const started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
     if (typeof started === 'string') return;
     // The service runs apart from the bus, so a long call never holds up card requests or other calls;
@@ -104,7 +104,7 @@ async function admitAndStart(parts: CallParts, actor: string, call: Running, arg
     await refuse(parts, actor, decision, (f) => reply(f, decision.listed), call.capability);
     return 'refused';
   }
-  const listedReply: Reply = (f) => reply(f, decision.listed);
+  const listedReply: Reply = (f, _listed, after) => reply(f, decision.listed, after);
   if (priced) {
     const full = roomToQuote(parts, decision.capability, call.caller);
     if (full) {
@@ -169,7 +169,8 @@ export function ending(actor: string, payload: unknown): Alongside {
   return [{ sublevel: 'running', key: actor }, ...(payload === null ? [] : [{ sublevel: 'payloads' as const, key: actor, value: payload }])];
 }
 
-export type Reply = (fields: Record<string, CborValue | undefined>, listed?: boolean) => Promise<void>;
+/** Answers the caller; with `after`, the answer is sealed at once but sent only once `after` resolves. */
+export type Reply = (fields: Record<string, CborValue | undefined>, listed?: boolean, after?: Promise<unknown>) => Promise<void>;
 
 function fileIn(v: unknown): FileIn {
   const f = fromBody(v as CborValue) ?? {};
@@ -212,10 +213,10 @@ async function finish(parts: CallParts, actor: string, call: Running, outcome: S
   const released = release();
   // Awaited below; a failed journal write is reported through `ended` first.
   released.catch(() => {});
-  await ended;
-  if (outcome.state === 'completed') await reply({ state: 'completed', result: outcome.text, receipt: receipt!.bytes });
-  else if (outcome.state === 'rejected') await reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message });
-  else await reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs });
+  // The answer is sealed while the outcome is written and leaves once it is durable.
+  if (outcome.state === 'completed') await reply({ state: 'completed', result: outcome.text, receipt: receipt!.bytes }, undefined, ended);
+  else if (outcome.state === 'rejected') await reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message }, undefined, ended);
+  else await reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs }, undefined, ended);
   await released;
 }
 
@@ -228,13 +229,17 @@ export function outcomeEvent(parts: CallParts, call: Running, outcome: ServiceOu
 }
 
 /** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
-export async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>, known?: boolean): Promise<void> {
+export async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>, known?: boolean, after?: Promise<unknown>): Promise<void> {
+  // Until `after` settles, a failure here must not leave it unhandled.
+  after?.catch(() => {});
   // The standing the admission just read, when there was one; else read now.
   const who = known === undefined ? await standing(parts.dataDir, parts.config, caller) : null;
   const listed = known ?? (who === 'allowed' || who === 'trusted');
   const final = FINAL.includes(String(fields.state));
   const credential = listed && final ? await issueAndRecord(parts.store, parts.identity, caller, parts.now()) : undefined;
-  await parts.messenger.send(caller, final ? TASK_RESULT : TASK_STATUS, toBody({ task, ...fields, credential }), { ttlMs: RESULT_TTL_MS });
+  const sealed = await parts.messenger.seal(caller, final ? TASK_RESULT : TASK_STATUS, toBody({ task, ...fields, credential }), { ttlMs: RESULT_TTL_MS });
+  await after;
+  await parts.messenger.deliver(sealed);
 }
 
 /**

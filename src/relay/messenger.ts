@@ -182,6 +182,14 @@ export class Messenger {
 
   /** Seals and sends one message; resolves when the hub has taken it (pushed or queued). */
   async send(to: string, type: string, body: CborValue, opts: { ix?: number; ttlMs?: number } = {}): Promise<'delivered' | 'queued'> {
+    return this.deliver(await this.seal(to, type, body, opts));
+  }
+
+  /**
+   * Seals one message without sending it: a reply can be sealed while the journal write it must wait
+   * for is under way, so the CPU work overlaps the fsync.
+   */
+  async seal(to: string, type: string, body: CborValue, opts: { ix?: number; ttlMs?: number } = {}): Promise<Uint8Array> {
     const key = await this.recipientKey(to);
     const now = this.opts.now();
     const { identity } = this.opts;
@@ -197,6 +205,11 @@ export class Messenger {
       ...(this.keySet && !this.keysSentTo.has(to) ? { keys: this.keySet } : {}),
     });
     this.keysSentTo.add(to);
+    return bytes;
+  }
+
+  /** Sends a sealed message; resolves when the hub has taken it (pushed or queued). */
+  async deliver(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
     const outcome = await this.relay.send(bytes);
     this.stats.sent++;
     return outcome;
