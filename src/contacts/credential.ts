@@ -62,6 +62,9 @@ export class Contacts {
   }
 
   async forget(iss: string): Promise<void> {
+    // Most replies come from providers that never gave us one: a synchronous read that misses costs
+    // microseconds, against a write's thread-pool round trip before the caller hears its answer.
+    if (this.store.contacts.getSync(iss) === undefined) return;
     await this.store.contacts.del(iss);
   }
 

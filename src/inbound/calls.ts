@@ -230,8 +230,13 @@ export function outcomeEvent(parts: CallParts, call: Running, outcome: ServiceOu
 
 /** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
 export async function answer(parts: CallParts, caller: string, task: string, fields: Record<string, CborValue | undefined>, known?: boolean, after?: Promise<unknown>): Promise<void> {
-  // Until `after` settles, a failure here must not leave it unhandled.
-  after?.catch(() => {});
+  if (after) {
+    // Until `after` settles, a failure here must not leave it unhandled.
+    after.catch(() => {});
+    // One turn of the event loop first: the journal write `after` waits for is issued then (the host
+    // gathers a batch for one turn), so the seal below runs during its fsync rather than before it.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
   // The standing the admission just read, when there was one; else read now.
   const who = known === undefined ? await standing(parts.dataDir, parts.config, caller) : null;
   const listed = known ?? (who === 'allowed' || who === 'trusted');
