@@ -156,6 +156,30 @@ test('SPEC §14, §9.5: the answer leaves only once the outcome is journaled: an
   t.is(runs, 1, 'not run again');
 });
 
+test('SPEC §4.1: twenty calls running at once all complete, and the daemon prints no listener-leak warning', async (t) => {
+  const net = await startNet(t);
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+  process.on('warning', onWarning);
+  t.teardown(() => void process.off('warning', onWarning));
+  // The service holds every call until all twenty run at once.
+  let running = 0;
+  let release!: () => void;
+  const all = new Promise<void>((r) => (release = r));
+  const p = await provider(t, net, async (body) => {
+    if (++running === 20) release();
+    await all;
+    return { echo: body };
+  }, [{ id: 'demo.echo', max_inflight: 32, per_caller_inflight: 32 }]);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  const caller = await net.start(c.dir);
+  const results = await Promise.all(Array.from({ length: 20 }, (_, i) => caller.node.caller.call(p.aid, 'demo.echo', JSON.stringify({ i }), [], 60_000)));
+  t.deepEqual(results.map((r) => r.state), Array(20).fill('completed'));
+  t.is(running, 20);
+  t.deepEqual(warnings.filter((w) => w.includes('MaxListeners')), []);
+});
+
 test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact credential, so a free provider\'s extended card is fetched', async (t) => {
   const net = await startNet(t);
   const p = await provider(t, net, echoHandler, [{ id: 'demo.echo' }, { id: 'secret.tool', allow_only: true }], 'closed');

@@ -25,6 +25,7 @@ import { pricesOf } from '../card/extended.js';
 import { cardPayload } from '../card/jws.js';
 import { publicSeqOf } from '../reader/fetch.js';
 import { sha256 } from '@noble/hashes/sha2.js';
+import { setMaxListeners } from 'node:events';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -76,7 +77,7 @@ export class Node {
   }
 
   readonly caller: Caller;
-  private readonly stopping = new AbortController();
+  private readonly stopping = stopSignal();
   private parts: NodeParts | null = null;
 
   /** Text tasks waiting for the operator (SPEC §9.2). */
@@ -273,4 +274,15 @@ export function pricesSentence(fetchedAt: number): string {
   const two = (n: number) => String(n).padStart(2, '0');
   const when = `${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
   return `Prices are signed by the other side, fetched ${when}; payment follows the quote in the task, and a quote above these prices is not paid automatically.`;
+}
+
+/**
+ * The node-wide stop signal. Each running service call listens to it and stops listening when it ends,
+ * so listeners are bounded by the in-flight limits, not leaked: without this, more than ten calls at
+ * once printed a MaxListenersExceededWarning on the daemon's stderr.
+ */
+function stopSignal(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }
