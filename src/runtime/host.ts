@@ -56,11 +56,15 @@ interface Pending {
   event: Event;
   random: number;
   alongside: NonNullable<SendOptions['alongside']>;
+  /** The state this event led to, once computed. */
+  state: AnyMachineSnapshot | null;
   resolve(state: AnyMachineSnapshot): void;
   reject(err: unknown): void;
 }
 
 type Op = WriteOp;
+
+const NONE: NonNullable<SendOptions['alongside']> = [];
 
 export class ActorHost {
   private readonly clock: Clock;
@@ -135,14 +139,24 @@ export class ActorHost {
     checkActorId(actor);
     if (!this.kinds[kind]) return Promise.reject(new Error(`unknown actor kind "${kind}"`));
     this.sent++;
-    return new Promise((resolve, reject) => {
-      const done = <A extends unknown[]>(fn: (...a: A) => void) => (...a: A) => {
-        fn(...a);
-        this.settle(1);
-      };
-      this.queue.push({ actor, kind, input, event, random: opts.random ?? 0, alongside: opts.alongside ?? [], resolve: done(resolve), reject: done(reject) });
-      this.kick();
+    let item!: Pending;
+    const answered = new Promise<AnyMachineSnapshot>((resolve, reject) => {
+      item = { actor, kind, input, event, random: opts.random ?? 0, alongside: opts.alongside ?? NONE, state: null, resolve, reject };
     });
+    this.queue.push(item);
+    this.kick();
+    return answered;
+  }
+
+  /** Answers a sender (each sent event is answered or refused exactly once: what `idle()` counts). */
+  private answer(item: Pending, state: AnyMachineSnapshot): void {
+    item.resolve(state);
+    this.settle(1);
+  }
+
+  private refuse(item: Pending, err: unknown): void {
+    item.reject(err);
+    this.settle(1);
   }
 
   /** The current state of an actor, loading it if passivated; undefined if it never received an event. */
@@ -177,6 +191,7 @@ export class ActorHost {
 
   private settle(n: number): void {
     this.settled += n;
+    if (this.idleWaiters.length === 0) return;
     const still: { target: number; resolve(): void }[] = [];
     for (const w of this.idleWaiters) (this.settled >= w.target ? w.resolve : () => still.push(w))();
     this.idleWaiters = still;
@@ -233,7 +248,7 @@ export class ActorHost {
       if (writing && !(await writing)) {
         // The previous write failed and this batch was computed on top of it: refuse it too, then
         // rebuild memory from the store (nothing else is computing now).
-        for (const [item] of batch.done) item.reject(new Error('an earlier journal write failed'));
+        for (const item of batch.done) this.refuse(item, new Error('an earlier journal write failed'));
         writing = null;
         await this.reload();
         continue;
@@ -252,9 +267,9 @@ export class ActorHost {
     if (writing && !(await writing)) await this.reload();
   }
 
-  private async compute(items: Pending[]): Promise<{ ops: Op[]; done: [Pending, AnyMachineSnapshot][] }> {
+  private async compute(items: Pending[]): Promise<{ ops: Op[]; done: Pending[] }> {
     const ops: Op[] = [];
-    const done: [Pending, AnyMachineSnapshot][] = [];
+    const done: Pending[] = [];
     const stored = await this.readSnapshots(items);
     for (const item of items) {
       try {
@@ -262,38 +277,39 @@ export class ActorHost {
         this.touch(actor, item.kind);
         if (item.input !== undefined && actor.seq > 0 && !sameInput(actor.input, item.input)) {
           // The config changed since the actor was made (limits are read at start): journal the change.
-          const configure = { ...item, event: { type: 'CONFIGURE', input: item.input }, random: 0, resolve: () => {}, reject: () => {} };
+          const configure = { ...item, event: { type: 'CONFIGURE', input: item.input }, random: 0 };
           this.apply(actor, configure, ops);
           actor.input = item.input;
         }
-        done.push([item, this.apply(actor, item, ops)]);
+        item.state = this.apply(actor, item, ops);
+        done.push(item);
         for (const a of item.alongside) {
           const sublevel = this.store[a.sublevel];
           ops.push(a.value === undefined ? { type: 'del', sublevel, key: a.key } : { type: 'put', sublevel, key: a.key, value: a.value });
         }
       } catch (err) {
-        item.reject(err);
+        this.refuse(item, err);
       }
     }
     return { ops, done };
   }
 
   /** Writes one batch and answers its senders; false when the write failed. */
-  private async commit({ ops, done }: { ops: Op[]; done: [Pending, AnyMachineSnapshot][] }): Promise<boolean> {
+  private async commit({ ops, done }: { ops: Op[]; done: Pending[] }): Promise<boolean> {
     try {
       if (ops.length) await this.store.write(ops, { sync: this.sync });
     } catch (err) {
       // Memory is now ahead of the store; the drain loop rebuilds it once nothing is computing.
       this.reloadPending();
-      for (const [item] of done) item.reject(err);
+      for (const item of done) this.refuse(item, err);
       return false;
     }
     // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
     // find nothing due, which costs one index read.
     let earliest = Infinity;
-    for (const [item] of done) earliest = Math.min(earliest, this.live.get(item.actor)?.deadline ?? Infinity);
+    for (const item of done) earliest = Math.min(earliest, this.live.get(item.actor)?.deadline ?? Infinity);
     if (earliest < this.timerAt && !this.closed) this.armAt(earliest);
-    for (const [item, state] of done) item.resolve(state);
+    for (const item of done) this.answer(item, item.state!);
     return true;
   }
 
