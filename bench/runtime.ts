@@ -5,6 +5,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Store, seqKey } from '../store/db.js';
 import { ActorHost } from '../src/runtime/host.js';
 import { replay, verify } from '../src/runtime/replay.js';
@@ -97,31 +99,15 @@ async function verifyRate(dir: string): Promise<{ rate: number; ok: boolean }> {
   return { rate: rate(r.events, ms), ok: r.differences.length === 0 && r.checked === r.snapshots };
 }
 
-function gc(): void {
-  (globalThis as { gc?: () => void }).gc?.();
-}
-
-async function bucketsRss(count: number): Promise<{ before: number; after: number; live: number }> {
-  return withDir(async (dir) => {
-    const store = await Store.open(dir);
-    const host = await ActorHost.start(store, { maxLive: 10_000 });
-    gc();
-    const before = process.memoryUsage().rss;
-    for (let i = 0; i < count; i += 5000) {
-      await Promise.all(
-        Array.from({ length: Math.min(5000, count - i) }, (_, j) =>
-          host.send(`caller:${i + j}`, 'bucket', { limit: 60, windowMs: 60_000 }, { type: 'ADMIT' }),
-        ),
-      );
-    }
-    await host.idle();
-    gc();
-    const after = process.memoryUsage().rss;
-    const live = host.liveCount();
-    await host.close();
-    await store.close();
-    return { before, after, live };
-  });
+/**
+ * RSS with `count` buckets, measured in a fresh process (bench/buckets-rss.ts): what a node holding that
+ * many callers' buckets uses, not what this process kept from the phases before.
+ */
+function bucketsRss(count: number): Promise<{ before: number; after: number; live: number }> {
+  const script = fileURLToPath(new URL('./buckets-rss.js', import.meta.url));
+  const child = spawnSync(process.execPath, ['--expose-gc', script, String(count)], { encoding: 'utf8' });
+  if (child.status !== 0) throw new Error(`bench/buckets-rss failed: ${child.stderr}`);
+  return Promise.resolve(JSON.parse(child.stdout));
 }
 
 async function restore(n: number): Promise<{ writeRate: number; startMs: number; firstMs: number }> {
@@ -170,7 +156,7 @@ export async function benchRuntime(opts: { events: number; buckets: number; rest
     results = [appendRate >= 50_000, replayed >= 200_000, verified.ok];
   });
   const rss = await bucketsRss(opts.buckets);
-  line(`RSS, ${opts.buckets} buckets touched once`, `${mb(rss.after)} MB`, `+${mb(rss.after - rss.before)} MB, ${rss.live} live`, '<= 300 MB', rss.after <= 300 * 1048576);
+  line(`RSS, ${opts.buckets} buckets (own process)`, `${mb(rss.after)} MB`, `+${mb(rss.after - rss.before)} MB, ${rss.live} live`, '<= 300 MB', rss.after <= 300 * 1048576);
   const r = await restore(opts.restoreEvents);
   line(`restore after ${opts.restoreEvents} events`, `${r.startMs.toFixed(0)} ms`, `first event served ${r.firstMs.toFixed(0)} ms`, '<= 5000 ms', r.firstMs <= 5000);
   line('  (writing them)', `${r.writeRate}/s`, `${(r.writeRate / baseline).toFixed(2)}x of raw put`, '', true);
