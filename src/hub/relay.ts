@@ -4,12 +4,52 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { envelopeRecipient } from '../relay/envelope.js';
 
-export const MAX_ENVELOPE = 2 * 1024 * 1024;
+const MIB = 1024 * 1024;
+
+/**
+ * The largest padded inner message the relay carries. SPEC §2.1 promises files of up to 8 MiB by default
+ * (`files.max_bytes`); as base64 such a file is ~10.7 MiB and envelope.ts `padded` rounds every message up
+ * to the next power of two, so one call with one default-sized file is a 16 MiB message. Anything lower
+ * breaks that promise; 32 MiB would double what every queued or in-flight envelope may cost the hub.
+ */
+export const MAX_MESSAGE = 16 * MIB;
+
+/** Room for the outer CBOR map around the ciphertext: recipient AID, kid, enc, AEAD tag, heads (~150 bytes). */
+const OUTER_ROOM = 4096;
+
+/** The one envelope limit: the hub's send body, the client's stream frames, the local A2A body all use it. */
+export const MAX_ENVELOPE = MAX_MESSAGE + OUTER_ROOM;
+
+/**
+ * Room in a message for everything but the files: arguments are counted apart; this covers the sender's
+ * KEL and key set, file names and CBOR heads, with a margin for a KEL that grew with rotations.
+ */
+const MESSAGE_ROOM = 64 * 1024;
+
+/** Whether `count` files of `bytes` bytes each, with `argsBytes` of arguments, fit in one relay message. */
+export function filesFit(count: number, bytes: number, argsBytes: number): boolean {
+  return count * 4 * Math.ceil(bytes / 3) + argsBytes + MESSAGE_ROOM <= MAX_MESSAGE;
+}
+
+/** How many file bytes in all one message carries besides `argsBytes` of arguments (base64 is 4/3). */
+export const fileBytesThatFit = (argsBytes: number) => Math.floor((MAX_MESSAGE - MESSAGE_ROOM - argsBytes) / 4) * 3;
+
+/** Sizes in the lines people read: `16 MiB`, `57.3 MiB`. */
+export const mib = (bytes: number) => `${Number((bytes / MIB).toFixed(1))} MiB`;
 
 export interface RelayLimits {
+  /** Envelopes queued for one offline recipient. */
   perRecipient: number;
+  /** Their bytes in all: without it 1000 large envelopes could hold 16 GiB for one recipient. */
+  perRecipientBytes: number;
   ttlMs: number;
 }
+
+/**
+ * Per offline recipient: room for two of the largest envelopes, or for the whole count of typical small
+ * ones (a few KiB each); an empty queue always takes one largest envelope.
+ */
+export const DEFAULT_LIMITS: RelayLimits = { perRecipient: 1000, perRecipientBytes: 2 * MAX_ENVELOPE, ttlMs: 10 * 60_000 };
 
 interface Queued {
   bytes: Uint8Array;
@@ -23,12 +63,14 @@ export function frame(bytes: Uint8Array): Buffer {
   return Buffer.concat([head, bytes]);
 }
 
+const queuedBytes = (queue: Queued[]) => queue.reduce((sum, q) => sum + q.bytes.length, 0);
+
 export class Relay {
   private readonly streams = new Map<string, ServerResponse>();
   private readonly queues = new Map<string, Queued[]>();
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
 
-  constructor(private readonly now: () => number, private readonly limits: RelayLimits = { perRecipient: 1000, ttlMs: 10 * 60_000 }) {}
+  constructor(private readonly now: () => number, private readonly limits: RelayLimits = DEFAULT_LIMITS) {}
 
   /** Accepts one envelope: 'delivered' (pushed), 'queued' (recipient offline), or 'full'. */
   accept(bytes: Uint8Array): 'delivered' | 'queued' | 'full' {
@@ -40,7 +82,7 @@ export class Relay {
       return 'delivered';
     }
     const queue = this.live(to);
-    if (queue.length >= this.limits.perRecipient) {
+    if (queue.length >= this.limits.perRecipient || queuedBytes(queue) + bytes.length > this.limits.perRecipientBytes) {
       this.stats.dropped++;
       return 'full';
     }

@@ -4,10 +4,23 @@ import { request, Agent, type ClientRequest } from 'node:http';
 import { signRequest } from '../hub/auth.js';
 import type { Identity } from '../identity/store.js';
 import { HubRefusedError, HubUnreachableError } from '../hub/client.js';
-import { MAX_ENVELOPE } from '../hub/relay.js';
+import { MAX_ENVELOPE, MAX_MESSAGE, mib } from '../hub/relay.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const KEEPALIVE_MS = 30_000;
+
+/** A sealed message larger than the relay carries: the hub would refuse it, so it is never sent. */
+export class MessageTooLargeError extends Error {
+  override name = 'MessageTooLargeError';
+  constructor(readonly size: number, line = `the message is ${mib(size)} sealed; the relay carries at most ${mib(MAX_MESSAGE)} per message`) {
+    super(line);
+  }
+}
+
+/** Throws MessageTooLargeError for an envelope over the hub's limit (the same constant the hub uses). */
+export function checkEnvelopeSize(bytes: Uint8Array): void {
+  if (bytes.length > MAX_ENVELOPE) throw new MessageTooLargeError(bytes.length);
+}
 
 /** Splits the stream into its 4-byte-length frames; a frame over the largest envelope ends the stream. */
 class FrameReader {

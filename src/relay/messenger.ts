@@ -10,7 +10,7 @@ import type { HubClient } from '../hub/client.js';
 import { HubRefusedError } from '../hub/client.js';
 import type { Reader } from '../reader/reader.js';
 import { Bus } from '../bus/bus.js';
-import { RelayClient } from './client.js';
+import { RelayClient, checkEnvelopeSize } from './client.js';
 import { sealEnvelope, openEnvelope, EnvelopeRefused, MAX_MESSAGE_TTL_MS, type Received } from './envelope.js';
 import { currentKeys, signKeySet, verifyKeySet, type PublicEncryptionKey } from './keyset.js';
 import { ReplayGuard } from './replay-guard.js';
@@ -204,6 +204,8 @@ export class Messenger {
       // on every message it would double the envelope's padded size.
       ...(this.keySet && !this.keysSentTo.has(to) ? { keys: this.keySet } : {}),
     });
+    // Refused here, before anything leaves: the hub would answer TOO_LARGE after the whole upload.
+    checkEnvelopeSize(bytes);
     this.keysSentTo.add(to);
     return bytes;
   }

@@ -16,6 +16,8 @@ import { explain } from '../reasons.js';
 import { CHAT } from '../inbound/text.js';
 import type { CborValue } from '../identity/cbor.js';
 import { PaymentError, type Payer, type PaymentRecord } from '../payment/caller.js';
+import { MessageTooLargeError } from '../relay/client.js';
+import { MAX_MESSAGE, fileBytesThatFit, mib } from '../hub/relay.js';
 
 export type TaskState = 'submitted' | 'working' | 'input-required' | 'completed' | 'failed' | 'rejected' | 'canceled';
 
@@ -91,11 +93,13 @@ export class Caller {
       const messenger = await this.parts.messenger();
       await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 })]);
     } catch (err) {
+      // A message too large for the relay is said in the caller's terms (its files, arguments or text).
+      const failure = err instanceof MessageTooLargeError ? new MessageTooLargeError(err.size, tooLargeLine(err.size, body)) : (err as Error);
       // Never sent: the record says so, rather than `submitted` for ever.
       await written.catch(() => {});
-      const detail = (err as Error).message.slice(0, 300);
+      const detail = failure.message.slice(0, 300);
       await this.replies.run(task, () => this.update(task, { ...record, state: 'failed', reason: 'not_delivered', explanation: explain('not_delivered'), detail, updatedAt: this.parts.now() }));
-      throw err;
+      throw failure;
     }
     return settled;
   }
@@ -292,4 +296,24 @@ export class Caller {
     const kel = await this.parts.reader.kel(from);
     if (kel && checkCredential(bytes, { iss: from, sub: this.parts.me, kel, now: this.parts.now() }).ok) await this.contacts.keep(from, bytes);
   }
+}
+
+/** Bytes a standard padded base64 text decodes to, without decoding it. */
+const base64Bytes = (b64: string) => Math.floor((b64.length * 3) / 4) - (b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0);
+
+/**
+ * The one line a caller reads when its sealed message is over the relay's limit: what is too large, by
+ * how much, and what to do about it (the hub would only have said TOO_LARGE, after the whole upload).
+ */
+function tooLargeLine(size: number, body: Map<string, CborValue>): string {
+  const limit = `the relay carries at most ${mib(MAX_MESSAGE)} per message`;
+  const files = body.get('files');
+  if (Array.isArray(files) && files.length > 0) {
+    const raw = files.reduce<number>((sum, f) => sum + base64Bytes(String((f as Map<string, CborValue>).get('data_b64') ?? '')), 0);
+    const fits = fileBytesThatFit(Buffer.byteLength(String(body.get('args') ?? '')));
+    const what = files.length === 1 ? 'file' : `${files.length} files`;
+    return `the call's ${what} (${mib(raw)}) ${files.length === 1 ? 'is' : 'are'} ${mib(size)} sealed (base64, padded to a power of two); ${limit}: send fewer or smaller files (about ${mib(fits)} in all fits)`;
+  }
+  if (body.has('capability')) return `the call's arguments are ${mib(size)} sealed; ${limit}: send smaller arguments`;
+  return `the text is ${mib(size)} sealed; ${limit}: send a shorter text`;
 }
