@@ -10,6 +10,7 @@ import { ManualClock } from '../src/runtime/clock.js';
 import { verify } from '../src/runtime/replay.js';
 import type { BucketContext } from '../machines/bucket.js';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/wait.js';
 
 const MIN = 60_000;
 const DAY = 86_400_000;
@@ -190,6 +191,38 @@ test('SPEC §14: a failed journal write refuses its events and leaves memory equ
   await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), { message: 'simulated write failure' });
   t.is(ctx(await node.host.state('a')).stamps.length, 1, 'the refused event is not in memory');
   t.is(ctx(await node.host.send('a', 'bucket', input, { type: 'ADMIT' })).stamps.length, 2);
+  await node.close();
+  const store = await Store.open(dir);
+  t.deepEqual((await verify(store)).differences, []);
+  await store.close();
+});
+
+test('SPEC §14: a failed read of a batch\'s stored snapshots loses no event: each actor is read alone, its history kept', async (t) => {
+  t.timeout(20_000);
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  const input = { limit: 5, windowMs: 600_000 };
+  // One actor in memory at most: 'old' is passivated to LevelDB when 'other' arrives.
+  const node = await open(dir, clock, { maxLive: 1 });
+  await node.host.send('old', 'bucket', input, { type: 'ADMIT' });
+  await node.host.send('other', 'bucket', input, { type: 'ADMIT' });
+  await until(() => node.host.liveCount() === 1, 'the passivation of \'old\'');
+  // Fault injection: the next batch read of snapshots fails, as an I/O error or a corrupt record would.
+  const snapshots = node.store.snapshots as unknown as { getMany: (keys: string[]) => Promise<unknown[]> };
+  const real = snapshots.getMany.bind(snapshots);
+  let failed = 0;
+  snapshots.getMany = async (keys) => {
+    if (failed++ === 0) throw new Error('simulated read failure');
+    return real(keys);
+  };
+  const [old, fresh] = await Promise.all([
+    node.host.send('old', 'bucket', input, { type: 'ADMIT' }),
+    node.host.send('new', 'bucket', input, { type: 'ADMIT' }),
+  ]);
+  t.true(failed > 0, 'the batch read failed');
+  t.is(ctx(old).stamps.length, 2, 'the passivated actor was read alone, with its first call');
+  t.is(ctx(fresh).stamps.length, 1);
+  await node.host.idle();
   await node.close();
   const store = await Store.open(dir);
   t.deepEqual((await verify(store)).differences, []);

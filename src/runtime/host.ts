@@ -243,37 +243,46 @@ export class ActorHost {
     // windows, an outcome and its in-flight release) share the first batch and its fsync.
     await new Promise<void>((resolve) => setImmediate(resolve));
     let writing: Promise<boolean> | null = null;
-    while (this.queue.length > 0) {
-      const batch = await this.compute(this.queue.splice(0, this.maxBatch));
-      if (writing && !(await writing)) {
-        // The previous write failed and this batch was computed on top of it: refuse it too, then
-        // rebuild memory from the store (nothing else is computing now).
-        for (const item of batch.done) this.refuse(item, new Error('an earlier journal write failed'));
-        writing = null;
-        await this.reload();
-        continue;
-      }
-      writing = this.commit(batch);
-      if (this.sinceCheckpoint >= this.checkpointEvery || this.live.size > this.maxLive) {
-        const ok = await writing;
-        writing = null;
-        if (!ok) await this.reload();
-        else {
-          if (this.sinceCheckpoint >= this.checkpointEvery) await this.checkpoint();
-          await this.passivate();
+    try {
+      while (this.queue.length > 0) {
+        const batch = await this.compute(this.queue.splice(0, this.maxBatch));
+        if (writing && !(await writing)) {
+          // The previous write failed and this batch was computed on top of it: refuse it too, then
+          // rebuild memory from the store (nothing else is computing now).
+          for (const item of batch.done) this.refuse(item, new Error('an earlier journal write failed'));
+          writing = null;
+          await this.reload();
+          continue;
+        }
+        writing = this.commit(batch);
+        if (this.sinceCheckpoint >= this.checkpointEvery || this.live.size > this.maxLive) {
+          const ok = await writing;
+          writing = null;
+          if (!ok) await this.reload();
+          else {
+            if (this.sinceCheckpoint >= this.checkpointEvery) await this.checkpoint();
+            await this.passivate();
+          }
         }
       }
+      if (writing && !(await writing)) await this.reload();
+      writing = null;
+    } finally {
+      // Whatever threw, the caller rebuilds memory from the store only once the batch being written has
+      // landed (a commit never rejects): read earlier, the next seq would be one that batch already holds.
+      if (writing) await writing;
     }
-    if (writing && !(await writing)) await this.reload();
   }
 
   private async compute(items: Pending[]): Promise<{ ops: Op[]; done: Pending[] }> {
     const ops: Op[] = [];
     const done: Pending[] = [];
-    const stored = await this.readSnapshots(items);
+    // A failed batch read (one corrupt snapshot fails the whole getMany) falls back to reading each actor
+    // alone, so it refuses only the events of the actor it concerns.
+    const stored = await this.readSnapshots(items).catch(() => null);
     for (const item of items) {
       try {
-        const actor = this.live.get(item.actor) ?? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor));
+        const actor = this.live.get(item.actor) ?? (stored ? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor)) : await this.load(item.actor, item.kind, item.input));
         this.touch(actor, item.kind);
         if (item.input !== undefined && actor.seq > 0 && !sameInput(actor.input, item.input)) {
           // The config changed since the actor was made (limits are read at start): journal the change.
