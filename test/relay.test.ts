@@ -4,6 +4,7 @@ import test from 'ava';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
+import { startNet } from './helpers/net.js';
 import { startHub } from '../src/hub/server.js';
 import { HubClient, HubRefusedError } from '../src/hub/client.js';
 import { RelayClient } from '../src/relay/client.js';
@@ -145,4 +146,22 @@ test('SPEC §11: a relay client closed while its stream is being opened does not
   const out = await sender.send(env);
   t.is(out, 'queued', 'no stream of bob is attached at the hub');
   t.is(box.got.length, 0);
+});
+
+test('SPEC §8: our key set rides on messages to a peer until one carrying it was taken by the hub, not merely sealed', async (t) => {
+  const net = await startNet(t);
+  const a = await net.node('a');
+  const b = await net.node('b');
+  const da = await net.start(a.dir);
+  await net.start(b.dir);
+  const messenger = await da.node.network();
+  const first = await messenger.seal(b.aid, 'test.ping', 'one');
+  t.true(first.withKeys, 'the first message to a peer carries our key set');
+  // Sealed but never sent (its journal write failed, say): the next one must carry the keys again.
+  const second = await messenger.seal(b.aid, 'test.ping', 'two');
+  t.true(second.withKeys);
+  await messenger.deliver(second);
+  const third = await messenger.seal(b.aid, 'test.ping', 'three');
+  t.false(third.withKeys, 'once delivered, the keys stay off later messages');
+  t.true(third.bytes.length < second.bytes.length, 'and the message is smaller without them');
 });

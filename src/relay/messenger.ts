@@ -27,6 +27,14 @@ export class PeerUnreachableError extends Error {
   override name = 'PeerUnreachableError';
 }
 
+/** A message sealed for one peer, not sent yet. */
+export interface Sealed {
+  bytes: Uint8Array;
+  to: string;
+  /** Whether it carries our key set (the first message to each peer does). */
+  withKeys: boolean;
+}
+
 export type MessageHandler = (m: Received & { at: number }) => Promise<void> | void;
 
 export interface MessengerOptions {
@@ -189,10 +197,11 @@ export class Messenger {
    * Seals one message without sending it: a reply can be sealed while the journal write it must wait
    * for is under way, so the CPU work overlaps the fsync.
    */
-  async seal(to: string, type: string, body: CborValue, opts: { ix?: number; ttlMs?: number } = {}): Promise<Uint8Array> {
+  async seal(to: string, type: string, body: CborValue, opts: { ix?: number; ttlMs?: number } = {}): Promise<Sealed> {
     const key = await this.recipientKey(to);
     const now = this.opts.now();
     const { identity } = this.opts;
+    const withKeys = this.keySet !== null && !this.keysSentTo.has(to);
     const { bytes } = sealEnvelope({ aid: identity.aid, ksn: identity.kel.ksn, signer: identity.signer }, { aid: to, kid: key.kid, publicKey: key.publicKey }, {
       type,
       ix: opts.ix ?? 0,
@@ -202,17 +211,18 @@ export class Messenger {
       kel: (this.kelBytes ??= encodeKel(identity.kel.events)),
       // Our key set rides on the first message to each peer only (it can also fetch it from the hub):
       // on every message it would double the envelope's padded size.
-      ...(this.keySet && !this.keysSentTo.has(to) ? { keys: this.keySet } : {}),
+      ...(withKeys ? { keys: this.keySet! } : {}),
     });
     // Refused here, before anything leaves: the hub would answer TOO_LARGE after the whole upload.
     checkEnvelopeSize(bytes);
-    this.keysSentTo.add(to);
-    return bytes;
+    return { bytes, to, withKeys };
   }
 
   /** Sends a sealed message; resolves when the hub has taken it (pushed or queued). */
-  async deliver(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
-    const outcome = await this.relay.send(bytes);
+  async deliver(sealed: Sealed): Promise<'delivered' | 'queued'> {
+    const outcome = await this.relay.send(sealed.bytes);
+    // Our key set has reached the peer only once a message carrying it was taken by the hub.
+    if (sealed.withKeys) this.keysSentTo.add(sealed.to);
     this.stats.sent++;
     return outcome;
   }
