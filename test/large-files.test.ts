@@ -7,9 +7,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { createServer, get as httpGet, request as httpRequest, type IncomingMessage } from 'node:http';
 import { startNet, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/wait.js';
 import { startSampleService, type SampleHandler } from '../src/service/sample.js';
 import { validateConfig } from '../src/config/load.js';
 import { formatProblem } from '../src/config/problem.js';
@@ -148,16 +150,89 @@ test('SPEC §11: the byte bound and the count bound each give \'full\'; expired 
   const [alice, bob] = await identities(t);
   let now = 1_000;
   const small = envelope(alice!, bob!, 10);
-  const relay = new Relay(() => now, { perRecipient: 3, perRecipientBytes: 2 * small.length, ttlMs: 1000 });
+  const relay = new Relay(() => now, { perRecipient: 3, perRecipientBytes: 2 * small.length, totalBytes: MAX_ENVELOPE, uploadBytes: MAX_ENVELOPE, ttlMs: 1000 });
   t.is(relay.accept(small), 'queued');
   t.is(relay.accept(small), 'queued');
   t.is(relay.accept(small), 'full', 'the bytes are used up (the count is not)');
   now += 1001;
   t.is(relay.accept(small), 'queued', 'expired envelopes no longer count');
-  const byCount = new Relay(() => now, { perRecipient: 1, perRecipientBytes: MAX_ENVELOPE, ttlMs: 1000 });
+  const byCount = new Relay(() => now, { perRecipient: 1, perRecipientBytes: MAX_ENVELOPE, totalBytes: MAX_ENVELOPE, uploadBytes: MAX_ENVELOPE, ttlMs: 1000 });
   t.is(byCount.accept(small), 'queued');
   t.is(byCount.accept(small), 'full', 'the count bound still holds');
   t.is(relay.accept(envelope(bob!, alice!, 10)), 'queued', 'per recipient: another one has its own budget');
+});
+
+test('SPEC §11: queued bytes are bounded for all recipients together (anonymous senders can name any AID), and expired ones are swept to make room', async (t) => {
+  const root = await tempDir(t);
+  const [alice, ...ids] = await Promise.all(['alice', 'a', 'b', 'c', 'd'].map((name) => createIdentity(join(root, name), Date.now())));
+  let now = 1_000;
+  const one = envelope(alice!, ids[0]!, 10);
+  const relay = new Relay(() => now, { perRecipient: 100, perRecipientBytes: MAX_ENVELOPE, totalBytes: 3 * one.length, uploadBytes: MAX_ENVELOPE, ttlMs: 1000 });
+  // Three recipients, one envelope each: the hub-wide budget is used up although each queue has room.
+  t.deepEqual([0, 1, 2].map((i) => relay.accept(envelope(alice!, ids[i]!, 10))), ['queued', 'queued', 'queued']);
+  t.is(relay.queuedBytes(), 3 * one.length);
+  t.is(relay.accept(envelope(alice!, ids[3]!, 10)), 'full', 'a fourth recipient finds no room left');
+  now += 1001;
+  // Nobody touches the first three queues again: the sweep finds them expired and frees their bytes.
+  t.is(relay.accept(envelope(alice!, ids[3]!, 10)), 'queued');
+  t.is(relay.queuedBytes(), one.length);
+  t.is(relay.stats.expired, 3);
+});
+
+test('SPEC §11: a recipient that stops reading its stream gets no more than its queue\'s worth buffered at the hub', async (t) => {
+  t.timeout(60_000);
+  const [alice, bob] = await identities(t);
+  const limit = 4 * MIB;
+  const relay = new Relay(Date.now, { perRecipient: 1000, perRecipientBytes: limit, totalBytes: 64 * MIB, uploadBytes: MAX_ENVELOPE, ttlMs: 60_000 });
+  const server = createServer((req, res) => relay.attach(bob!.aid, req, res));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => {
+    relay.close();
+    server.close();
+  });
+  const port = (server.address() as { port: number }).port;
+  // The recipient opens its stream and never reads from it.
+  const response = await new Promise<IncomingMessage>((r) => httpGet({ host: '127.0.0.1', port }, r));
+  response.pause();
+  const big = envelope(alice!, bob!, MIB - 4096);
+  const outcomes: string[] = [];
+  for (let i = 0; i < 200 && !outcomes.includes('full'); i++) {
+    outcomes.push(relay.accept(big));
+    await new Promise((r) => setImmediate(r));
+  }
+  t.true(outcomes.includes('full'), `the hub stopped pushing to a stream nobody reads (after ${outcomes.length} sends)`);
+  t.true(outcomes.filter((o) => o === 'delivered').length < 200);
+  response.destroy();
+});
+
+test('SPEC §11: senders that stall their uploads cannot hold more than the hub\'s upload budget; the rest still get through', async (t) => {
+  t.timeout(60_000);
+  const net = await startNet(t);
+  const [alice, bob] = await identities(t);
+  const url = new URL(net.hub.url);
+  // Each stalled upload declares a largest envelope and sends nothing.
+  const open = () => {
+    const req = httpRequest({ host: url.hostname, port: url.port, path: '/relay/v2/send', method: 'POST', headers: { 'content-type': 'application/cbor', 'content-length': MAX_ENVELOPE } });
+    req.on('error', () => {});
+    const status = new Promise<number>((r) => req.on('response', (res) => (res.resume(), r(res.statusCode ?? 0))));
+    req.flushHeaders();
+    return { req, status };
+  };
+  const fits = Math.floor(DEFAULT_LIMITS.uploadBytes / MAX_ENVELOPE);
+  const stalled = Array.from({ length: fits }, open);
+  const refused = open();
+  t.is(await refused.status, 503, 'one more largest upload is refused at once (BUSY)');
+  const sender = new RelayClient(net.hub.url, alice!, () => {});
+  t.teardown(() => sender.close());
+  t.is(await sender.send(envelope(alice!, bob!, 10)), 'queued', 'a small message still fits the budget left');
+  for (const s of stalled) s.req.destroy();
+  await until(async () => {
+    const again = open();
+    const ok = await Promise.race([again.status.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 200))]);
+    again.req.destroy();
+    return ok;
+  }, 'the stalled uploads to give their budget back');
+  t.pass();
 });
 
 test('SPEC §2.1, §11: the config check warns (not an error) at the files path when max_count × max_bytes cannot fit in one relay message', (t) => {

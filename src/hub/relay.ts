@@ -42,6 +42,13 @@ export interface RelayLimits {
   perRecipient: number;
   /** Their bytes in all: without it 1000 large envelopes could hold 16 GiB for one recipient. */
   perRecipientBytes: number;
+  /**
+   * Queued bytes for all recipients together: sends are anonymous and name any recipient, so per
+   * recipient bounds alone let one sender fill the hub's memory by inventing recipients.
+   */
+  totalBytes: number;
+  /** Send bodies being received at once, in bytes. */
+  uploadBytes: number;
   ttlMs: number;
 }
 
@@ -49,7 +56,7 @@ export interface RelayLimits {
  * Per offline recipient: room for two of the largest envelopes, or for the whole count of typical small
  * ones (a few KiB each); an empty queue always takes one largest envelope.
  */
-export const DEFAULT_LIMITS: RelayLimits = { perRecipient: 1000, perRecipientBytes: 2 * MAX_ENVELOPE, ttlMs: 10 * 60_000 };
+export const DEFAULT_LIMITS: RelayLimits = { perRecipient: 1000, perRecipientBytes: 2 * MAX_ENVELOPE, totalBytes: 512 * MIB, uploadBytes: 256 * MIB, ttlMs: 10 * 60_000 };
 
 interface Queued {
   bytes: Uint8Array;
@@ -68,6 +75,8 @@ const queuedBytes = (queue: Queued[]) => queue.reduce((sum, q) => sum + q.bytes.
 export class Relay {
   private readonly streams = new Map<string, ServerResponse>();
   private readonly queues = new Map<string, Queued[]>();
+  /** Bytes in all queues (expired entries count until they are swept). */
+  private queued = 0;
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
 
   constructor(private readonly now: () => number, private readonly limits: RelayLimits = DEFAULT_LIMITS) {}
@@ -77,27 +86,68 @@ export class Relay {
     const to = envelopeRecipient(bytes);
     const stream = this.streams.get(to);
     if (stream && !stream.writableEnded) {
+      // A recipient that stops reading its stream gets no more than a queue's worth buffered for it.
+      if (stream.writableLength + bytes.length > this.limits.perRecipientBytes) return this.drop();
       stream.write(frame(bytes));
       this.stats.delivered++;
       return 'delivered';
     }
     const queue = this.live(to);
-    if (queue.length >= this.limits.perRecipient || queuedBytes(queue) + bytes.length > this.limits.perRecipientBytes) {
-      this.stats.dropped++;
-      return 'full';
-    }
+    if (queue.length >= this.limits.perRecipient || queuedBytes(queue) + bytes.length > this.limits.perRecipientBytes) return this.drop();
+    if (this.queued + bytes.length > this.limits.totalBytes) this.sweep();
+    if (this.queued + bytes.length > this.limits.totalBytes) return this.drop();
     queue.push({ bytes, expires: this.now() + this.limits.ttlMs });
     this.queues.set(to, queue);
+    this.queued += bytes.length;
     this.stats.queued++;
     return 'queued';
   }
 
+  private drop(): 'full' {
+    this.stats.dropped++;
+    return 'full';
+  }
+
+  /** The unexpired envelopes queued for `aid` (expired ones leave the queue and the byte count). */
   private live(aid: string): Queued[] {
     const now = this.now();
     const queue = this.queues.get(aid) ?? [];
     const kept = queue.filter((q) => q.expires > now);
-    this.stats.expired += queue.length - kept.length;
+    if (kept.length < queue.length) {
+      this.stats.expired += queue.length - kept.length;
+      this.queued -= queuedBytes(queue) - queuedBytes(kept);
+      if (kept.length) this.queues.set(aid, kept);
+      else this.queues.delete(aid);
+    }
     return kept;
+  }
+
+  /** Drops every expired envelope (queues of recipients nobody sends to again are otherwise kept). */
+  private sweep(): void {
+    for (const aid of [...this.queues.keys()]) this.live(aid);
+  }
+
+  /** Request bodies being received now (declared sizes): see `startUpload`. */
+  private uploading = 0;
+
+  /**
+   * Reserves room for one send's body before it is read: false when the bodies being received would pass
+   * `limits.uploadBytes` (each may be 16 MiB, and anyone may send). A body of unknown size counts as the
+   * largest envelope.
+   */
+  startUpload(declared: number): boolean {
+    if (this.uploading + declared > this.limits.uploadBytes) return false;
+    this.uploading += declared;
+    return true;
+  }
+
+  endUpload(declared: number): void {
+    this.uploading -= declared;
+  }
+
+  /** Bytes queued for offline recipients, in all. */
+  queuedBytes(): number {
+    return this.queued;
   }
 
   /** Opens the push stream of an (authenticated) AID and flushes what waited for it. */
@@ -109,6 +159,7 @@ export class Relay {
     this.streams.set(aid, res);
     for (const q of this.live(aid)) {
       res.write(frame(q.bytes));
+      this.queued -= q.bytes.length;
       this.stats.delivered++;
     }
     this.queues.delete(aid);
@@ -123,5 +174,6 @@ export class Relay {
     for (const s of this.streams.values()) s.end();
     this.streams.clear();
     this.queues.clear();
+    this.queued = 0;
   }
 }

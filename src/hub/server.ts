@@ -159,10 +159,18 @@ async function handle(store: HubStore, relay: Relay, ledger: Ledger, hubKel: Kel
 /** POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed). */
 async function handleRelay(store: HubStore, relay: Relay, now: () => number, req: IncomingMessage, res: ServerResponse, path: string, method: string): Promise<void> {
   if (method === 'POST' && path === '/relay/v2/send') {
-    const body = await readBody(req, MAX_ENVELOPE);
+    const declared = Number(req.headers['content-length'] ?? MAX_ENVELOPE);
+    if (!(declared <= MAX_ENVELOPE)) throw new HubError(413, 'TOO_LARGE', `request body over ${MAX_ENVELOPE} bytes`);
+    if (!relay.startUpload(declared)) throw new HubError(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly');
+    let body: Buffer;
+    try {
+      body = await readBody(req, declared);
+    } finally {
+      relay.endUpload(declared);
+    }
     let outcome: string;
     try {
-      outcome = relay.accept(new Uint8Array(body));
+      outcome = relay.accept(new Uint8Array(body.buffer, body.byteOffset, body.length));
     } catch (err) {
       if (err instanceof EnvelopeRefused || err instanceof CborError) throw new HubError(400, 'BAD_ENVELOPE', (err as Error).message);
       throw err;
