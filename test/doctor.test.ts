@@ -103,6 +103,21 @@ test('SPEC §2.2: token files readable by others or shorter than 16 bytes are er
   t.regex(r.stdout, /2 error\(s\), 0 warning\(s\)$/);
 });
 
+test('SPEC §12: the local A2A endpoint\'s token file is checked too: readable by others is an error, none yet is fine', async (t) => {
+  const data = await nodeWith(t, {});
+  const none = await runCli(['doctor', '--data', data]);
+  t.is(none.code, 0, none.stdout);
+  t.notRegex(none.stdout, /a2a\.token/);
+  const path = join(data, 'a2a.token');
+  await writeFile(path, `${'ab'.repeat(32)}\n`, { mode: 0o644 });
+  await chmod(path, 0o644);
+  const loose = await runCli(['doctor', '--data', data]);
+  t.is(loose.code, 1);
+  t.regex(loose.stdout, /^error: config.json: a2a\.token: .*accessible to other users \(mode 644\); run chmod 600 .*; the local A2A endpoint will not start until it is fixed/m);
+  await chmod(path, 0o600);
+  t.is((await runCli(['doctor', '--data', data])).code, 0);
+});
+
 test('SPEC §2: doctor prints each config problem with its path, one line each, and --json', async (t) => {
   const socket = await privateSocket(t);
   const data = await nodeWith(t, {

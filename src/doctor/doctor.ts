@@ -1,7 +1,9 @@
 // `anet doctor` (SPEC §2): the config file, the live environment it names, and the identity — without
 // starting the node.
 import { readConfig } from '../config/load.js';
-import { checkEnvironment } from '../config/environment.js';
+import { checkEnvironment, readTokenFile } from '../config/environment.js';
+import { existsSync } from 'node:fs';
+import { tokenPath } from '../a2a/token.js';
 import { error, sortProblems, type Problem } from '../config/problem.js';
 import { hasIdentity, loadIdentity } from '../identity/store.js';
 
@@ -17,6 +19,7 @@ export async function runDoctor(dataDir: string): Promise<DoctorReport> {
   const result = await readConfig(dataDir);
   let problems = [...result.problems];
   if (result.config) problems = sortProblems([...problems, ...(await checkEnvironment(result.config))]);
+  problems.push(...(await checkA2aToken(dataDir)));
   let aid: string | undefined;
   if (await hasIdentity(dataDir)) {
     try {
@@ -32,4 +35,16 @@ export async function runDoctor(dataDir: string): Promise<DoctorReport> {
     configFromFile: result.fromFile,
     ...(aid ? { aid } : {}),
   };
+}
+
+/**
+ * The local A2A endpoint's token (SPEC §12), when the daemon made one: a file others can read, or one
+ * that is not the daemon's, keeps the endpoint from starting. None yet is fine: the first start makes it.
+ */
+async function checkA2aToken(dataDir: string): Promise<Problem[]> {
+  const path = tokenPath(dataDir);
+  if (!existsSync(path)) return [];
+  const read = await readTokenFile(path);
+  if (!('error' in read)) return [];
+  return [error('', `a2a.token: ${read.error}; the local A2A endpoint will not start until it is fixed (or deleted: the next start makes a new one)`)];
 }
