@@ -73,12 +73,13 @@ const events: Record<string, { input: (n: (max: number) => number) => unknown; m
   payment: {
     input: () => undefined,
     make: (at, pick, n) => {
-      switch (pick(6)) {
+      switch (pick(7)) {
         case 0: return { type: 'QUOTE', at, task: 't', provider: 'p', skillId: 's', quoteId: 'q', amount: amounts[n(5)], expiresAt: at + n(3) * 500 };
         case 1: return { type: 'AUTHORIZE', at, nonce: `n${n(9)}`, validBefore: at + 1000, auto: n(2) === 1 };
         case 2: return { type: 'REJECT', at };
         case 3: return { type: 'SETTLED', at, captured: n(2) === 1, hubTx: n(2) ? 'tx' : '' };
         case 4: return { type: 'TICK', at };
+        case 5: return { type: 'ABANDON', at: at + n(2) * 25 * 3_600_000 };
         default: return { type: 'NOPE', at };
       }
     },

@@ -2,8 +2,17 @@
 // the quote's deadline) → `authorized` (the signed authorization went out: its nonce and validBefore
 // are in the journaled event, and Ed25519 is deterministic, so a resend after a crash is the same bytes
 // and the hub's idempotency makes it one payment) → `completed` or `failed` by the provider's final
-// answer; `rejected` by the operator; `expired` at the quote's deadline. Time comes only from events.
+// answer; `rejected` by the operator; `expired` at the quote's deadline; `abandoned` when the provider
+// never answered and the hub has settled the payment one way or the other (see UNANSWERED_MS). Time comes
+// only from events.
 import { setup, assign } from 'xstate';
+
+/**
+ * After the authorization's validBefore, how long until the caller stops waiting for the provider's
+ * answer: a hold is taken before validBefore and the hub gives it back after 24 h unless it was
+ * captured, so by then the payment is final on the hub (an hour more for clocks and the hub's sweep).
+ */
+export const UNANSWERED_MS = 25 * 3_600_000;
 
 export interface PaymentContext {
   task: string;
@@ -26,6 +35,8 @@ export type PaymentEvent =
   | { type: 'AUTHORIZE'; at: number; nonce: string; validBefore: number; auto: boolean }
   | { type: 'REJECT'; at: number }
   | { type: 'SETTLED'; at: number; captured: boolean; hubTx: string }
+  /** The provider never answered: the caller stops waiting (only once UNANSWERED_MS have passed). */
+  | { type: 'ABANDON'; at: number }
   | { type: 'TICK'; at: number };
 
 type E<T extends PaymentEvent['type']> = Extract<PaymentEvent, { type: T }>;
@@ -36,6 +47,7 @@ export const paymentMachine = setup({
     standing: ({ context, event }) => event.at < context.expiresAt,
     over: ({ context, event }) => event.at >= context.expiresAt,
     captured: ({ event }) => (event as E<'SETTLED'>).captured,
+    unanswered: ({ context, event }) => context.validBefore !== null && event.at >= context.validBefore + UNANSWERED_MS,
   },
   actions: {
     quote: assign(({ event }) => {
@@ -67,11 +79,13 @@ export const paymentMachine = setup({
     authorized: {
       on: {
         SETTLED: [{ guard: 'captured', actions: 'settle', target: 'completed' }, { actions: 'settle', target: 'failed' }],
+        ABANDON: { guard: 'unanswered', target: 'abandoned' },
       },
     },
     completed: { type: 'final' },
     failed: { type: 'final' },
     rejected: { type: 'final' },
     expired: { type: 'final' },
+    abandoned: { type: 'final' },
   },
 });

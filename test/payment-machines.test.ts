@@ -3,7 +3,7 @@
 // before its final state, and an interrupted paid call releases its hold.
 import test from 'ava';
 import { step, initial } from '../src/runtime/pure.js';
-import { paymentMachine, type PaymentContext } from '../machines/payment.js';
+import { paymentMachine, UNANSWERED_MS, type PaymentContext } from '../machines/payment.js';
 import { spendMachine, type SpendContext } from '../machines/spend.js';
 import { callMachine, type CallContext } from '../machines/call.js';
 import type { AnyMachineSnapshot } from 'xstate';
@@ -22,6 +22,15 @@ test('SPEC §10: a quote can be authorized until its deadline, not at it; TICK a
   const done = run(paymentMachine, undefined, [quote, { type: 'AUTHORIZE', at: 1, nonce: 'n', validBefore: 600_000, auto: true }, { type: 'SETTLED', at: 2, captured: true, hubTx: 'tx_1' }]);
   t.is(done.value, 'completed');
   t.is((done.context as PaymentContext).hubTx, 'tx_1');
+});
+
+test('SPEC §10: an authorized payment is given up only once the hub has settled it for sure (UNANSWERED_MS after its validBefore)', (t) => {
+  const quote = { type: 'QUOTE', at: 0, task: 't', provider: 'p', skillId: 's', quoteId: 'q', amount: '3', expiresAt: 600_000 };
+  const paid = [quote, { type: 'AUTHORIZE', at: 1, nonce: 'n', validBefore: 600_000, auto: true }];
+  t.is(run(paymentMachine, undefined, [...paid, { type: 'ABANDON', at: 600_000 + UNANSWERED_MS - 1 }]).value, 'authorized', 'too early: the provider may still capture');
+  t.is(run(paymentMachine, undefined, [...paid, { type: 'ABANDON', at: 600_000 + UNANSWERED_MS }]).value, 'abandoned');
+  t.true(UNANSWERED_MS > 24 * 3_600_000, 'longer than a hold lives on the hub');
+  t.is(run(paymentMachine, undefined, [quote, { type: 'ABANDON', at: 600_000 + UNANSWERED_MS }]).value, 'quoted', 'nothing to give up before a payment');
 });
 
 test('SPEC §2.3: daily_max is exact over any 24 h, in BigInt amounts up to 2^63−1; a refused spend records nothing', (t) => {

@@ -226,3 +226,37 @@ test('SPEC §10: a capture the hub refuses for good (the hold expired while the 
   t.regex(r.detail, /the hub refused the capture \(expired\); the result is not given without the payment/);
   t.like(await balanceOf(c.dir), { balance: '10', held: '0' });
 });
+
+test('SPEC §10, §9.5: a paid task whose provider never answers is given up once the hub has settled the payment: failed, outcome_unknown, and no longer sent at every start', async (t) => {
+  const { net, p, c, provider, caller } = await market(t, [{ id: 'slow.job', price: 6 }], { handler: () => new Promise(() => {}), credits: '10' });
+  const first = await caller.node.caller.call(p.aid, 'slow.job', '{}', [], 1000);
+  await until(async () => (await balanceOf(c.dir)).held === '6', 'the hold');
+  await until(async () => (await caller.node.caller.task(first.task))?.state === 'working', 'the paid call to run');
+  // The provider goes away for good while the paid call runs: no answer will ever come.
+  await provider.close();
+  await caller.close();
+  // A restart within the time the provider may still capture sends the payment again (it may get the answer).
+  net.clock.advance(3_600_000);
+  const before = net.envelopes();
+  let again = await net.start(c.dir);
+  await until(() => net.envelopes() > before, 'the payment sent again');
+  t.is((await again.node.caller.task(first.task))!.state, 'working');
+  t.true(await hasPaying(again), 'still waiting for the provider');
+  await again.close();
+  // Past its validBefore + 25 h, the hub has released (or captured) the hold: the caller stops waiting.
+  net.clock.advance(25 * 3_600_000);
+  const envelopes = net.envelopes();
+  again = await net.start(c.dir);
+  await until(async () => (await again.node.caller.task(first.task))?.state === 'failed', 'the task to end');
+  const rec = (await again.node.caller.task(first.task))!;
+  t.like(rec, { state: 'failed', reason: 'outcome_unknown' });
+  t.regex(rec.detail ?? '', /never answered after the payment.*anet balance/);
+  t.false(await hasPaying(again), 'the paying mark is gone');
+  t.is(net.envelopes(), envelopes, 'nothing was sent to the provider');
+  t.like(await balanceOf(c.dir), { balance: '10', held: '0' }, 'the hub gave the uncaptured hold back');
+});
+
+async function hasPaying(d: { node: { store: { paying: { keys(): AsyncIterable<string> } } } }): Promise<boolean> {
+  for await (const _ of d.node.store.paying.keys()) return true;
+  return false;
+}

@@ -13,7 +13,7 @@ import type { Store } from '../../store/db.js';
 import type { Messenger } from '../relay/messenger.js';
 import type { Reader } from '../reader/reader.js';
 import type { Identity } from '../identity/store.js';
-import type { PaymentContext } from '../../machines/payment.js';
+import { UNANSWERED_MS, type PaymentContext } from '../../machines/payment.js';
 import type { SpendContext } from '../../machines/spend.js';
 import { toBody } from '../relay/body.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
@@ -224,20 +224,30 @@ export class Payer {
     return { ...p, status: captured ? 'payment-completed' : 'payment-failed', decided: true, hubTx, receipts };
   }
 
-  /** At start: payments authorized whose task had not ended are sent again (the same bytes); their tasks. */
-  async resend(): Promise<{ task: string; nonce: string; auto: boolean }[]> {
+  /**
+   * At start: payments authorized whose task had not ended are sent again (the same bytes), so a lost
+   * answer is asked for again; those whose provider has not answered within UNANSWERED_MS of their end
+   * of validity are given up (journaled, the mark goes) rather than sent at every start for ever.
+   */
+  async resend(): Promise<{ sent: { task: string; nonce: string; auto: boolean }[]; abandoned: string[] }> {
     const host = await this.parts.host();
     const sent: { task: string; nonce: string; auto: boolean }[] = [];
+    const abandoned: string[] = [];
     for await (const [actor] of this.parts.store.paying.iterator()) {
       const snap = await host.state(actor);
       const c = snap?.context as PaymentContext | undefined;
       if (snap?.value !== 'authorized' || !c) continue;
+      if (this.parts.now() >= c.validBefore! + UNANSWERED_MS) {
+        const after = await host.send(actor, 'payment', undefined, { type: 'ABANDON' }, { alongside: [{ sublevel: 'paying', key: actor }] });
+        if (after.value === 'abandoned') abandoned.push(c.task);
+        continue;
+      }
       const rec = (await this.parts.store.tasks.get(c.task)) as { payment?: PaymentRecord | null } | undefined;
       const q = rec?.payment?.quote;
       if (!q) continue;
       await this.sendPayment(c, q).catch(() => {});
       sent.push({ task: c.task, nonce: c.nonce!, auto: c.auto ?? false });
     }
-    return sent;
+    return { sent, abandoned };
   }
 }

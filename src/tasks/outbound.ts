@@ -158,7 +158,15 @@ export class Caller {
 
   /** At start: payments authorized before a crash whose task had not ended go out again (same bytes). */
   async resendPayments(): Promise<number> {
-    const sent = await this.parts.payer.resend();
+    const { sent, abandoned } = await this.parts.payer.resend();
+    for (const task of abandoned) {
+      await this.replies.run(task, async () => {
+        const rec = await this.raw(task);
+        if (!rec || FINAL.includes(rec.state)) return;
+        const detail = 'the provider never answered after the payment; the hub has settled it by now: `anet balance` shows whether it was captured';
+        await this.update(task, { ...rec, state: 'failed', reason: 'outcome_unknown', explanation: explain('outcome_unknown'), detail, updatedAt: this.parts.now() });
+      });
+    }
     for (const { task, nonce, auto } of sent) {
       // A record the crash left at the quote: it was paid, so it now waits for the call.
       await this.replies.run(task, async () => {
