@@ -237,8 +237,11 @@ export class Payer {
       const snap = await host.state(actor);
       const c = snap?.context as PaymentContext | undefined;
       if (snap?.value !== 'authorized' || !c) continue;
-      if (this.parts.now() >= c.validBefore! + UNANSWERED_MS) {
-        const after = await host.send(actor, 'payment', undefined, { type: 'ABANDON' }, { alongside: [{ sublevel: 'paying', key: actor }] });
+      const now = this.parts.now();
+      if (now >= c.validBefore! + UNANSWERED_MS) {
+        // Stamped with the time just checked, so the machine's guard sees the same instant (the mark goes
+        // in the same batch).
+        const after = await host.send(actor, 'payment', undefined, { type: 'ABANDON', at: now }, { alongside: [{ sublevel: 'paying', key: actor }] });
         if (after.value === 'abandoned') abandoned.push(c.task);
         continue;
       }
