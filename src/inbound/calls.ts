@@ -206,23 +206,26 @@ async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply,
  */
 async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply, payload: unknown, release: () => Promise<void>): Promise<void> {
   const alongside = ending(actor, payload);
-  const receipt = outcome.state === 'completed'
-    ? signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: resultHash(outcome.result), at: parts.now() })
-    : null;
-  const ended = parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt?.cid), { alongside });
+  // Hashed once, for the receipt and the journal (canonical JSON of a result up to 1 MiB).
+  const hash = outcome.state === 'completed' ? resultHash(outcome.result) : undefined;
+  const receipt = hash ? signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: hash, at: parts.now() }) : null;
+  const ended = parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt?.cid, hash), { alongside });
   const released = release();
   // Awaited below; a failed journal write is reported through `ended` first.
   released.catch(() => {});
+  const fields = outcome.state === 'completed'
+    ? { state: 'completed', result: outcome.text, receipt: receipt!.bytes }
+    : outcome.state === 'rejected'
+      ? { state: 'rejected', reason: 'service_rejected', message: outcome.message }
+      : { state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs };
   // The answer is sealed while the outcome is written and leaves once it is durable.
-  if (outcome.state === 'completed') await reply({ state: 'completed', result: outcome.text, receipt: receipt!.bytes }, undefined, ended);
-  else if (outcome.state === 'rejected') await reply({ state: 'rejected', reason: 'service_rejected', message: outcome.message }, undefined, ended);
-  else await reply({ state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs }, undefined, ended);
+  await reply(fields, undefined, ended);
   await released;
 }
 
 /** The journal's record of a service outcome: sizes and hashes, the reason, never the payload. */
-export function outcomeEvent(parts: CallParts, call: Running, outcome: ServiceOutcome, receipt = ''): { type: string; [k: string]: unknown } {
-  if (outcome.state === 'completed') return { type: 'COMPLETED', resultBytes: Buffer.byteLength(outcome.text), resultHash: hex(resultHash(outcome.result)), receipt };
+export function outcomeEvent(parts: CallParts, call: Running, outcome: ServiceOutcome, receipt = '', hash?: Uint8Array): { type: string; [k: string]: unknown } {
+  if (outcome.state === 'completed') return { type: 'COMPLETED', resultBytes: Buffer.byteLength(outcome.text), resultHash: hex(hash ?? resultHash(outcome.result)), receipt };
   if (outcome.state === 'rejected') return { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message };
   if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
   return { type: 'FAILED', reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}), ...(outcome.retryAfterMs !== undefined ? { retryAfterMs: outcome.retryAfterMs } : {}) };
