@@ -14,6 +14,9 @@ import { setup, assign } from 'xstate';
  */
 export const UNANSWERED_MS = 25 * 3_600_000;
 
+/** Whether an authorized payment's provider has had all the time it could use to answer, at `at`. */
+export const unanswered = (c: Pick<PaymentContext, 'validBefore'>, at: number) => c.validBefore !== null && at >= c.validBefore + UNANSWERED_MS;
+
 export interface PaymentContext {
   task: string;
   provider: string;
@@ -47,7 +50,7 @@ export const paymentMachine = setup({
     standing: ({ context, event }) => event.at < context.expiresAt,
     over: ({ context, event }) => event.at >= context.expiresAt,
     captured: ({ event }) => (event as E<'SETTLED'>).captured,
-    unanswered: ({ context, event }) => context.validBefore !== null && event.at >= context.validBefore + UNANSWERED_MS,
+    unanswered: ({ context, event }) => unanswered(context, event.at),
   },
   actions: {
     quote: assign(({ event }) => {

@@ -13,7 +13,7 @@ import type { Store } from '../../store/db.js';
 import type { Messenger } from '../relay/messenger.js';
 import type { Reader } from '../reader/reader.js';
 import type { Identity } from '../identity/store.js';
-import { UNANSWERED_MS, type PaymentContext } from '../../machines/payment.js';
+import { unanswered, type PaymentContext } from '../../machines/payment.js';
 import type { SpendContext } from '../../machines/spend.js';
 import { toBody } from '../relay/body.js';
 import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
@@ -238,7 +238,7 @@ export class Payer {
       const c = snap?.context as PaymentContext | undefined;
       if (snap?.value !== 'authorized' || !c) continue;
       const now = this.parts.now();
-      if (now >= c.validBefore! + UNANSWERED_MS) {
+      if (unanswered(c, now)) {
         // Stamped with the time just checked, so the machine's guard sees the same instant (the mark goes
         // in the same batch).
         const after = await host.send(actor, 'payment', undefined, { type: 'ABANDON', at: now }, { alongside: [{ sublevel: 'paying', key: actor }] });
