@@ -270,8 +270,7 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
   const limits = cap.inbound;
   const ids = actors(cap.id, call.from);
   const windows = quotaWindows(ids, limits);
-  const admits = windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' }));
-  const [results, startSnap] = await Promise.all([Promise.all(admits), sendStart(parts, cap, call)]);
+  const [results, startSnap] = await Promise.all([sendAdmits(host, windows), sendStart(parts, cap, call)]);
   const { taken, refusal: windowRefusal } = readWindows(windows, results);
   const full = startRefusal(startSnap.context as InflightContext);
   const refusal = windowRefusal ?? full;
@@ -281,7 +280,7 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
   const undo = () => {
     if (undone) return [];
     undone = true;
-    return taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp }));
+    return [sendUndos(host, taken)];
   };
   const finish = () => {
     if (finished) return [];
@@ -297,6 +296,12 @@ async function ask(parts: AdmissionParts, checked: Checked, call: CallIn): Promi
 }
 
 type Window = [string, { limit: number; windowMs: number }, Refusal['reason']];
+
+/** One ADMIT per window, sent in this tick (so they share a journal batch). */
+const sendAdmits = (host: ActorHost, windows: Window[]) => Promise.all(windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' })));
+
+/** Gives back the slots the ADMITs took. */
+const sendUndos = (host: ActorHost, taken: [string, number][]) => Promise.all(taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp })));
 
 /** The slots the ADMITs took (actor, stamp), and the first refusal in the table's order. */
 function readWindows(windows: Window[], results: { context: unknown }[]): { taken: [string, number][]; refusal: Refusal | null } {
@@ -331,9 +336,9 @@ async function takeSlotsNow(parts: AdmissionParts, checked: Checked, call: CallI
   const limits = cap.inbound;
   const windows = quotaWindows(ids, limits);
   // All three windows in one journal batch; the first refusal in the table's order is the reason.
-  const results = await Promise.all(windows.map(([actor, input]) => host.send(actor, 'bucket', input, { type: 'ADMIT' })));
+  const results = await sendAdmits(host, windows);
   const { taken, refusal } = readWindows(windows, results);
-  const giveBack = () => Promise.all(taken.map(([actor, stamp]) => host.send(actor, 'bucket', undefined, { type: 'UNDO', stamp })));
+  const giveBack = () => sendUndos(host, taken);
   if (refusal) {
     await giveBack();
     return { ...refusal, listed };
