@@ -207,13 +207,19 @@ test('SPEC §14: a failed read of a batch\'s stored snapshots loses no event: ea
   await node.host.send('old', 'bucket', input, { type: 'ADMIT' });
   await node.host.send('other', 'bucket', input, { type: 'ADMIT' });
   await until(() => node.host.liveCount() === 1, 'the passivation of \'old\'');
-  // Fault injection: the next batch read of snapshots fails, as an I/O error or a corrupt record would.
-  const snapshots = node.store.snapshots as unknown as { getMany: (keys: string[]) => Promise<unknown[]> };
-  const real = snapshots.getMany.bind(snapshots);
+  // Fault injection: the next batch read of snapshots fails, as an I/O error or a corrupt record would
+  // (a batch of few actors is read with getSync, of many with getMany: both fail once).
+  const snapshots = node.store.snapshots as unknown as { getMany: (keys: string[]) => Promise<unknown[]>; getSync: (key: string) => unknown };
+  const realMany = snapshots.getMany.bind(snapshots);
+  const realSync = snapshots.getSync.bind(snapshots);
   let failed = 0;
   snapshots.getMany = async (keys) => {
     if (failed++ === 0) throw new Error('simulated read failure');
-    return real(keys);
+    return realMany(keys);
+  };
+  snapshots.getSync = (key) => {
+    if (failed++ === 0) throw new Error('simulated read failure');
+    return realSync(key);
   };
   const [old, fresh] = await Promise.all([
     node.host.send('old', 'bucket', input, { type: 'ADMIT' }),
