@@ -2,7 +2,7 @@
 // `task.result`, every step an event of the call's machine (`call/<caller>/<task>`), journaled before it
 // takes effect. A task id seen before is never run again. A call still running when the node stops is
 // ended `interrupted` at the next start and the caller is told (§9.5). Completed calls carry a receipt.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
 import type { Config } from '../config/schema.js';
@@ -147,7 +147,7 @@ export async function serve(parts: CallParts, call: Running, argsText: string, f
  * first RECEIVED of a task id takes (each delivery's random nonce tells which one did).
  */
 export async function receive(parts: Pick<CallParts, 'host'>, actor: string, call: Running, payload: Uint8Array, alongside: Alongside = []): Promise<boolean> {
-  const nonce = randomBytes(8).toString('hex');
+  const nonce = randomHex(8);
   const event = { type: 'RECEIVED', nonce, task: call.task, caller: call.caller, capability: call.capability, argsBytes: payload.length, argsHash: hex(sha256(payload)) };
   const snapshot = await parts.host.send(actor, 'call', undefined, event, { alongside });
   return (snapshot.context as CallContext).nonce === nonce;

@@ -1,6 +1,6 @@
 // Envelopes between nodes (WIRE.md §4): an HPKE-sealed, signed inner message inside an outer CBOR map
 // that shows the hub only the recipient AID, the suite, the key id and a padded size.
-import { randomBytes } from 'node:crypto';
+import { randomId } from '../random.js';
 import { encodeCanonical, decodeCanonical, CborError, type CborValue } from '../identity/cbor.js';
 import { verify as verifyEd25519, type Signer } from '../identity/ed25519.js';
 import type { KelState } from '../identity/kel.js';
@@ -133,7 +133,7 @@ function signedPart(plaintext: Uint8Array, inner: Map<number | string, CborValue
 }
 
 export function sealEnvelope(sender: { aid: string; ksn: number; signer: Signer }, to: RecipientKey, message: Message): { bytes: Uint8Array; mid: Uint8Array } {
-  const mid = new Uint8Array(randomBytes(16));
+  const mid = new Uint8Array(randomId(16));
   const inner = innerMap({ ...message, from: sender.aid, ksn: sender.ksn, to: to.aid, mid });
   const signed = encodeCanonical(inner);
   const sig = sender.signer.sign(signed);

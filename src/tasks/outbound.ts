@@ -2,7 +2,7 @@
 // `task.result` back. Every task sent is kept in the `tasks` sublevel with its state, outcome and
 // receipt (checked against the provider's KEL), so `anet tasks` / `anet task <id>` show it and a result
 // that arrives after the CLI stopped waiting is still recorded.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import type { Store } from '../../store/db.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import type { Reader } from '../reader/reader.js';
@@ -77,7 +77,7 @@ export class Caller {
   }
 
   private async start(to: string, capability: string, body: Map<string, CborValue>, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough?: (r: TaskRecord) => boolean): Promise<TaskRecord> {
-    const task = randomBytes(8).toString('hex');
+    const task = randomHex(8);
     body.set('task', task);
     const now = this.parts.now();
     const record: TaskRecord = {
