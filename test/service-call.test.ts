@@ -1,7 +1,7 @@
 // SPEC §3, §3.1, §3.2: the service module against real services on Unix sockets that misbehave on
 // purpose — every row of the §3.1 table, the request headers and body, the token, the socket checks.
 import test, { type ExecutionContext } from 'ava';
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -28,8 +28,13 @@ async function service(t: ExecutionContext, handler: (req: IncomingMessage, res:
     server.closeAllConnections();
     return new Promise<void>((r) => server.close(() => r()));
   });
-  return parseServiceUrl(`unix://${path}:/v1/run`) as ServiceUrl;
+  const url = parseServiceUrl(`unix://${path}:/v1/run`) as ServiceUrl;
+  servers.set(url, server);
+  return url;
 }
+
+const servers = new Map<ServiceUrl, HttpServer>();
+const serverOf = (url: ServiceUrl): HttpServer => servers.get(url)!;
 
 /** A raw socket server, for services that break HTTP itself. */
 async function rawService(t: ExecutionContext, onConnection: (s: Socket) => void): Promise<ServiceUrl> {
@@ -155,4 +160,37 @@ test('SPEC §3.1 row 5: a hang past the time limit, a dropped connection, 502, 5
   t.like(await run(gateway), { state: 'failed', reason: 'outcome_unknown' });
   status = 504;
   t.like(await run(gateway), { state: 'failed', reason: 'outcome_unknown' });
+});
+
+test('SPEC §3, §3.1: a connection is kept for the next call; one dropped after a kept call was sent is outcome_unknown, and a service that closes each connection still serves every call', async (t) => {
+  // One connection for three calls in a row: the service sees one `connection` event.
+  let connections = 0;
+  let calls = 0;
+  const url = await service(t, (_req, res) => {
+    calls++;
+    json(res, 200, { n: calls });
+  });
+  const server = serverOf(url);
+  server.on('connection', () => connections++);
+  for (let i = 1; i <= 3; i++) t.like(await run(url), { state: 'completed', result: { n: i } });
+  t.is(connections, 1, 'the three calls shared one connection');
+
+  // The service drops a kept connection once it has the second call: the call may have run.
+  let seen = 0;
+  const dropper = await rawService(t, (s) =>
+    s.on('data', () => {
+      seen++;
+      if (seen === 1) s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}');
+      else s.destroy();
+    }),
+  );
+  t.like(await run(dropper), { state: 'completed' });
+  t.like(await run(dropper), { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
+
+  // `Connection: close` on every answer: each call gets a connection of its own.
+  let closing = 0;
+  const closer = await service(t, (_req, res) => json(res, 200, { ok: true }, { connection: 'close' }));
+  serverOf(closer).on('connection', () => closing++);
+  for (let i = 0; i < 3; i++) t.like(await run(closer), { state: 'completed' });
+  t.is(closing, 3);
 });

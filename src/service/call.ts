@@ -2,8 +2,8 @@
 // Unix socket (or TCP when the module allows it), and the service's answer mapped to the caller's reply
 // by the table of §3.1. The socket is checked (§3.2) before anything is sent; what a caller is told never
 // holds a local path — `operatorDetail` (logs only) may.
-import { request, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent, request, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ServiceUrl } from './url.js';
 import { checkSocket } from './socket.js';
 import { readTokenFile } from '../config/environment.js';
@@ -36,6 +36,18 @@ export type ServiceOutcome =
       /** For the operator's log only: may name local paths. */
       operatorDetail?: string;
     };
+
+/**
+ * Connections to services are kept for the next call when the service allows it (HTTP/1.1 keep-alive):
+ * a new connection per call cost about 150 µs of CPU and 100 µs of latency here (bench/calls), on the
+ * node's side and the service's. A connection idle for a second is closed, well before common servers
+ * close theirs (Node 5 s, gunicorn 2 s), so a call rarely meets a connection the service is closing; if
+ * one does, its outcome is `outcome_unknown` as for any dropped connection. Free connections do not keep
+ * the process alive.
+ */
+const IDLE_MS = 1000;
+const keptAlive = new Agent({ keepAlive: true, timeout: IDLE_MS, scheduling: 'lifo' });
+const keptAliveTls = new HttpsAgent({ keepAlive: true, timeout: IDLE_MS, scheduling: 'lifo' });
 
 const unavailable = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_unavailable', operatorDetail });
 const serviceError = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_error', operatorDetail });
@@ -80,26 +92,31 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       clearTimeout(timer);
       // The node-wide stop signal must not keep this call (and its answer) alive after it ended.
       signal?.removeEventListener('abort', onStop);
-      req.destroy();
+      // A complete answer leaves its connection to the agent, for the next call; anything else
+      // (a timeout, a stop, an answer not read to its end) closes it.
+      if (!res?.complete) req.destroy();
       resolve(outcome);
     };
     const onStop = () => settle(unknown('connection_lost', 'the node stopped'));
     /** Whether any byte of the request may have reached the service: from then on, a failure is "unknown". */
     let connected = false;
     const url = target.url;
+    const tls = url.kind === 'tcp' && url.url.protocol === 'https:';
+    const agent = tls ? keptAliveTls : keptAlive;
     const options = url.kind === 'unix'
-      ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent: false as const }
-      : { host: url.url.hostname, port: url.url.port, path: `${url.url.pathname}${url.url.search}`, method: 'POST', headers, agent: false as const };
-    const send = url.kind === 'tcp' && url.url.protocol === 'https:' ? httpsRequest : request;
+      ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent }
+      : { host: url.url.hostname, port: url.url.port, path: `${url.url.pathname}${url.url.search}`, method: 'POST', headers, agent };
+    const send = tls ? httpsRequest : request;
     /** Once the answer's head is here, `answer` reads the rest and decides; socket errors are its to see. */
-    let responded = false;
-    const req = send(options, (res) => {
-      responded = true;
-      void answer(res, now).then(settle);
+    let res: IncomingMessage | undefined;
+    const req = send(options, (response) => {
+      res = response;
+      void answer(response, now).then(settle);
     });
-    req.on('socket', (socket) => socket.once('connect', () => (connected = true)));
+    // A kept connection is connected already: a failure on it may come after the service read the call.
+    req.on('socket', (socket) => (socket.connecting ? socket.once('connect', () => (connected = true)) : (connected = true)));
     req.on('error', (err: NodeJS.ErrnoException) => {
-      if (responded) return;
+      if (res) return;
       settle(connected ? unknown('connection_lost', err.message) : unavailable(`${err.code ?? ''} ${err.message}`.trim()));
     });
     // The node is stopping: drop the connection; the call is ended `interrupted` at the next start.
