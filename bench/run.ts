@@ -13,5 +13,5 @@ if (all || which.includes('runtime')) {
   ok = (await benchRuntime(quick ? { events: 20_000, buckets: 10_000, restoreEvents: 50_000 } : { events: 200_000, buckets: 100_000, restoreEvents: 1_000_000 })) && ok;
 }
 if (all || which.includes('relay')) ok = (await benchRelay(quick ? 200 : 2000)) && ok;
-if (all || which.includes('calls')) ok = (await benchCalls(quick ? 300 : 2000)) && ok;
+if (all || which.includes('calls')) ok = (await benchCalls(quick ? 300 : 2000, quick ? 1 : 3)) && ok;
 process.exitCode = ok ? 0 : 1;
