@@ -6,6 +6,7 @@ import { createServer as createNetServer, type Socket } from 'node:net';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/wait.js';
 import { callService, retryAfter, type ServiceOutcome } from '../src/service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../src/service/url.js';
 
@@ -175,17 +176,20 @@ test('SPEC §3, §3.1: a connection is kept for the next call; one dropped after
   for (let i = 1; i <= 3; i++) t.like(await run(url), { state: 'completed', result: { n: i } });
   t.is(connections, 1, 'the three calls shared one connection');
 
-  // The service drops a kept connection once it has the second call: the call may have run.
+  // The service drops a kept connection once it has the second call on it: the call may have run.
   let seen = 0;
-  const dropper = await rawService(t, (s) =>
+  let dropperConnections = 0;
+  const dropper = await rawService(t, (s) => {
+    dropperConnections++;
     s.on('data', () => {
       seen++;
       if (seen === 1) s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}');
       else s.destroy();
-    }),
-  );
+    });
+  });
   t.like(await run(dropper), { state: 'completed' });
   t.like(await run(dropper), { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
+  t.is(dropperConnections, 1, 'the second call went over the kept connection');
 
   // `Connection: close` on every answer: each call gets a connection of its own.
   let closing = 0;
@@ -193,4 +197,37 @@ test('SPEC §3, §3.1: a connection is kept for the next call; one dropped after
   serverOf(closer).on('connection', () => closing++);
   for (let i = 0; i < 3; i++) t.like(await run(closer), { state: 'completed' });
   t.is(closing, 3);
+});
+
+test('SPEC §3.1: a service that answers before reading an 8 MiB body gets its connection closed, not kept with the unsent body', async (t) => {
+  const size = 8 << 20;
+  let received = 0;
+  let closed = false;
+  let conn: Socket | undefined;
+  const early = await rawService(t, (s) => {
+    conn = s;
+    s.on('data', (d: Buffer) => (received += d.length));
+    s.once('data', () => {
+      s.write('HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 23\r\n\r\n{"error":"who are you"}');
+      s.pause(); // reads nothing more until the answer is taken
+    });
+    s.on('close', () => (closed = true));
+  });
+  const outcome = await callService({ url: early, timeoutMs: 5000 }, { ...call, body: Buffer.alloc(size, 0x20) });
+  t.like(outcome, { state: 'rejected', reason: 'service_rejected', message: 'who are you' });
+  // Kept, the connection would go on to carry the whole body before it closed; closed, it ends with
+  // what the socket buffers held.
+  conn!.resume();
+  await until(() => closed, 'the connection closing', 250);
+  t.true(received < size, `the node stopped sending the body (${received} of ${size} bytes arrived)`);
+});
+
+test('SPEC §3: kept connections are never shared between callers', async (t) => {
+  let connections = 0;
+  const url = await service(t, (req, res) => json(res, 200, { caller: req.headers['x-anet-caller'] }));
+  serverOf(url).on('connection', () => connections++);
+  for (const caller of ['bafyreione', 'bafyreitwo', 'bafyreione', 'bafyreitwo']) {
+    t.like(await callService({ url, timeoutMs: 2000 }, { ...call, caller }), { state: 'completed', result: { caller } });
+  }
+  t.is(connections, 2, 'one kept connection per caller');
 });

@@ -46,8 +46,23 @@ export type ServiceOutcome =
  * the process alive.
  */
 const IDLE_MS = 1000;
-const keptAlive = new Agent({ keepAlive: true, timeout: IDLE_MS, scheduling: 'lifo' });
-const keptAliveTls = new HttpsAgent({ keepAlive: true, timeout: IDLE_MS, scheduling: 'lifo' });
+type PoolOptions = Parameters<Agent['getName']>[0] & { caller?: string };
+/**
+ * Connections are pooled per caller: a service that writes a stray second answer on a connection can
+ * then only confuse two calls of the same caller, never hand one caller's data to another.
+ */
+class PerCallerAgent extends Agent {
+  override getName(options?: PoolOptions): string {
+    return `${super.getName(options)}|${options?.caller ?? ''}`;
+  }
+}
+class PerCallerHttpsAgent extends HttpsAgent {
+  override getName(options?: PoolOptions): string {
+    return `${super.getName(options as never)}|${options?.caller ?? ''}`;
+  }
+}
+const keptAlive = new PerCallerAgent({ keepAlive: true, timeout: IDLE_MS, scheduling: 'lifo' });
+const keptAliveTls = new PerCallerHttpsAgent({ keepAlive: true, timeout: IDLE_MS, scheduling: 'lifo' });
 
 const unavailable = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_unavailable', operatorDetail });
 const serviceError = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_error', operatorDetail });
@@ -92,9 +107,10 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       clearTimeout(timer);
       // The node-wide stop signal must not keep this call (and its answer) alive after it ended.
       signal?.removeEventListener('abort', onStop);
-      // A complete answer leaves its connection to the agent, for the next call; anything else
-      // (a timeout, a stop, an answer not read to its end) closes it.
-      if (!res?.complete) req.destroy();
+      // A complete exchange leaves its connection to the agent, for the next call; anything else (a
+      // timeout, a stop, an answer not read to its end, or an early answer while the body is still being
+      // sent) closes it, or the unsent body would hold the connection for ever.
+      if (!(res?.complete && req.writableFinished)) req.destroy();
       resolve(outcome);
     };
     const onStop = () => settle(unknown('connection_lost', 'the node stopped'));
@@ -103,9 +119,10 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
     const url = target.url;
     const tls = url.kind === 'tcp' && url.url.protocol === 'https:';
     const agent = tls ? keptAliveTls : keptAlive;
+    const caller = String(headers['x-anet-caller']);
     const options = url.kind === 'unix'
-      ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent }
-      : { host: url.url.hostname, port: url.url.port, path: `${url.url.pathname}${url.url.search}`, method: 'POST', headers, agent };
+      ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent, caller }
+      : { host: url.url.hostname, port: url.url.port, path: `${url.url.pathname}${url.url.search}`, method: 'POST', headers, agent, caller };
     const send = tls ? httpsRequest : request;
     /** Once the answer's head is here, `answer` reads the rest and decides; socket errors are its to see. */
     let res: IncomingMessage | undefined;
