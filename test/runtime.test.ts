@@ -208,15 +208,10 @@ test('SPEC §14: a failed read of a batch\'s stored snapshots loses no event: ea
   await node.host.send('other', 'bucket', input, { type: 'ADMIT' });
   await until(() => node.host.liveCount() === 1, 'the passivation of \'old\'');
   // Fault injection: the next batch read of snapshots fails, as an I/O error or a corrupt record would
-  // (a batch of few actors is read with getSync, of many with getMany: both fail once).
-  const snapshots = node.store.snapshots as unknown as { getMany: (keys: string[]) => Promise<unknown[]>; getSync: (key: string) => unknown };
-  const realMany = snapshots.getMany.bind(snapshots);
+  // (a batch of two actors not in memory is read with getSync).
+  const snapshots = node.store.snapshots as unknown as { getSync: (key: string) => unknown };
   const realSync = snapshots.getSync.bind(snapshots);
   let failed = 0;
-  snapshots.getMany = async (keys) => {
-    if (failed++ === 0) throw new Error('simulated read failure');
-    return realMany(keys);
-  };
   snapshots.getSync = (key) => {
     if (failed++ === 0) throw new Error('simulated read failure');
     return realSync(key);
@@ -228,6 +223,33 @@ test('SPEC §14: a failed read of a batch\'s stored snapshots loses no event: ea
   t.true(failed > 0, 'the batch read failed');
   t.is(ctx(old).stamps.length, 2, 'the passivated actor was read alone, with its first call');
   t.is(ctx(fresh).stamps.length, 1);
+  await node.host.idle();
+  await node.close();
+  const store = await Store.open(dir);
+  t.deepEqual((await verify(store)).differences, []);
+  await store.close();
+});
+
+test('SPEC §14: a failed getMany of a large batch\'s snapshots loses no event either: each actor is read alone', async (t) => {
+  t.timeout(20_000);
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  const input = { limit: 5, windowMs: 600_000 };
+  const node = await open(dir, clock, { maxLive: 1 });
+  // Twelve actors with one event each, all passivated but the last: more than are read synchronously.
+  const ids = Array.from({ length: 12 }, (_, i) => `a${i}`);
+  for (const id of ids) await node.host.send(id, 'bucket', input, { type: 'ADMIT' });
+  await until(() => node.host.liveCount() === 1, 'the passivation of the first eleven');
+  const snapshots = node.store.snapshots as unknown as { getMany: (keys: string[]) => Promise<unknown[]> };
+  const realMany = snapshots.getMany.bind(snapshots);
+  let manyReads = 0;
+  snapshots.getMany = async (keys) => {
+    if (manyReads++ === 0) throw new Error('simulated read failure');
+    return realMany(keys);
+  };
+  const states = await Promise.all(ids.map((id) => node.host.send(id, 'bucket', input, { type: 'ADMIT' })));
+  t.true(manyReads > 0, 'the large batch was read with getMany, and that read failed');
+  t.deepEqual(states.map((s) => ctx(s).stamps.length), ids.map(() => 2), 'every actor kept its first event');
   await node.host.idle();
   await node.close();
   const store = await Store.open(dir);
