@@ -1,7 +1,7 @@
 // `anet hub start`, `anet hub mint` (the hub's operator) and `anet balance` (a node's ledger account).
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import { readFile } from 'node:fs/promises';
 import { startHub, hubRunFile } from '../hub/server.js';
 import { HubStore } from '../hub/store.js';
@@ -55,7 +55,7 @@ export async function cmdHubMint(io: Io, dataFlag: string | undefined, aid: stri
   const dataDir = hubDir(dataFlag);
   if (!(await hasIdentity(dataDir))) throw new CliError(`no hub in ${dataDir}: start one with \`anet hub start --data ${dataDir}\`, or name its directory with --data`);
   const identity = await loadIdentity(dataDir);
-  const nonce = randomBytes(16).toString('hex');
+  const nonce = randomHex(16);
   const running = await runningHub(dataDir);
   let answer: MintAnswer;
   let via: string;

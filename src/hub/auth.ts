@@ -2,7 +2,7 @@
 // method, path, time, a nonce and the body digest. The hub allows a bounded clock window and refuses a
 // nonce it has seen, so a captured request cannot be replayed.
 import { sha256 } from '@noble/hashes/sha2.js';
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import type { Signer } from '../identity/ed25519.js';
 
 export const AUTH_WINDOW_MS = 120_000;
@@ -21,7 +21,7 @@ export function authMessage(method: string, path: string, time: string, nonce: s
 
 export function signRequest(signer: Signer, aid: string, method: string, path: string, body: Uint8Array, now: number): AuthHeaders {
   const time = String(now);
-  const nonce = randomBytes(16).toString('hex');
+  const nonce = randomHex(16);
   return {
     'x-anet-aid': aid,
     'x-anet-time': time,

@@ -10,7 +10,7 @@
 // so msgpackr never meets a bigint and JSON never a float. Each op is one LevelDB batch (accounts, hold,
 // history, nonce record), and ops run one at a time, so each read-modify-write sees the one before it.
 // The ledger never learns what a payment bought: an authorization names no skill, and nothing here does.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { HubStore } from './store.js';
 import { timeKey } from '../../store/db.js';
@@ -121,7 +121,7 @@ interface OpRecord {
 type Write = { type: 'put'; sublevel: unknown; key: string; value: unknown } | { type: 'del'; sublevel: unknown; key: string };
 
 const MINTED = 'ledger-minted';
-const newTx = () => `tx_${randomBytes(16).toString('hex')}`;
+const newTx = () => `tx_${randomHex(16)}`;
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
 /** Mint and settle bodies are digested as tagged lines; a hold's digest is that of its authorization bytes. */
 const digestOf = (...fields: string[]) => hex(sha256(new TextEncoder().encode(`anet-ledger/v1\n${fields.join('\n')}`)));

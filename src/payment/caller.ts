@@ -6,7 +6,7 @@
 // a `payment/<provider>/<task>` machine: AUTHORIZE is journaled (nonce and validBefore in the event)
 // before the authorization leaves, and the task is marked in `paying` until it ends, so a restart sends
 // the same bytes again — the hub holds by nonce, so it is still one payment.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ActorHost } from '../runtime/host.js';
 import type { Store } from '../../store/db.js';
@@ -168,7 +168,7 @@ export class Payer {
   private async authorize(t: Payable & { payment: PaymentRecord }, auto: boolean): Promise<PaymentRecord> {
     const p = t.payment;
     const at = this.parts.now();
-    const nonce = randomBytes(16).toString('hex');
+    const nonce = randomHex(16);
     // The authorization is good exactly as long as the quote it pays.
     const validBefore = p.expiresAt;
     const actor = paymentActor(t.to, t.task);

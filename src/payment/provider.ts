@@ -7,7 +7,7 @@
 // `payment-completed` (or `payment-failed`) and a receipt naming the amount and the hub transaction.
 // Hub operations are idempotent by nonce, and the settle nonce is derived from the hold, so a retry —
 // after a timeout or a crash at any step — can never charge twice.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
@@ -98,7 +98,7 @@ export async function offerQuote(parts: CallParts, q: Quoted): Promise<void> {
     parts.log(`call ${q.call.task}: cannot quote: ${(err as Error).message}`);
     return reply({ state: 'failed', reason: 'settlement_failed', detail: 'the provider cannot reach its hub; nothing was charged' });
   }
-  const quoteId = randomBytes(16).toString('hex');
+  const quoteId = randomHex(16);
   const amount = q.capability.service.price!.toString();
   const at = parts.now();
   const expiresAt = at + QUOTE_SECONDS * 1000;
