@@ -1,6 +1,6 @@
 // SPEC §14 (event sourcing, deadlines that survive restarts), §2.1 (quotas survive a restart),
 // issue: the runtime host, passivation, the kill -9 crash test.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -197,65 +197,40 @@ test('SPEC §14: a failed journal write refuses its events and leaves memory equ
   await store.close();
 });
 
-test('SPEC §14: a failed read of a batch\'s stored snapshots loses no event: each actor is read alone, its history kept', async (t) => {
+/**
+ * Passivates `count` actors, makes the next snapshot read of `form` fail once (as an I/O error or a
+ * corrupt record would), then sends each of them one more event and a new actor its first, in one batch.
+ */
+async function failedSnapshotRead(t: ExecutionContext, count: number, form: 'getSync' | 'getMany'): Promise<void> {
   t.timeout(20_000);
   const dir = await tempDir(t);
   const clock = new ManualClock(T0);
   const input = { limit: 5, windowMs: 600_000 };
-  // One actor in memory at most: 'old' is passivated to LevelDB when 'other' arrives.
+  // One actor in memory at most: each is passivated to LevelDB when the next arrives ('last' pushes out the rest).
   const node = await open(dir, clock, { maxLive: 1 });
-  await node.host.send('old', 'bucket', input, { type: 'ADMIT' });
-  await node.host.send('other', 'bucket', input, { type: 'ADMIT' });
-  await until(() => node.host.liveCount() === 1, 'the passivation of \'old\'');
-  // Fault injection: the next batch read of snapshots fails, as an I/O error or a corrupt record would
-  // (a batch of two actors not in memory is read with getSync).
-  const snapshots = node.store.snapshots as unknown as { getSync: (key: string) => unknown };
-  const realSync = snapshots.getSync.bind(snapshots);
-  let failed = 0;
-  snapshots.getSync = (key) => {
-    if (failed++ === 0) throw new Error('simulated read failure');
-    return realSync(key);
+  const ids = Array.from({ length: count }, (_, i) => `a${i}`);
+  for (const id of [...ids, 'last']) await node.host.send(id, 'bucket', input, { type: 'ADMIT' });
+  await until(() => node.host.liveCount() === 1, 'the passivation of all but the last');
+  const snapshots = node.store.snapshots as unknown as Record<typeof form, (...args: unknown[]) => unknown>;
+  const real = snapshots[form].bind(snapshots);
+  let reads = 0;
+  snapshots[form] = (...args) => {
+    if (reads++ === 0) throw new Error('simulated read failure');
+    return real(...args);
   };
-  const [old, fresh] = await Promise.all([
-    node.host.send('old', 'bucket', input, { type: 'ADMIT' }),
-    node.host.send('new', 'bucket', input, { type: 'ADMIT' }),
-  ]);
-  t.true(failed > 0, 'the batch read failed');
-  t.is(ctx(old).stamps.length, 2, 'the passivated actor was read alone, with its first call');
-  t.is(ctx(fresh).stamps.length, 1);
+  const states = await Promise.all([...ids, 'new'].map((id) => node.host.send(id, 'bucket', input, { type: 'ADMIT' })));
+  t.true(reads > 0, `the batch was read with ${form}, and that read failed`);
+  t.deepEqual(states.map((s) => ctx(s).stamps.length), [...ids.map(() => 2), 1], 'each passivated actor was read alone, with its first event; the new one has its own');
   await node.host.idle();
   await node.close();
   const store = await Store.open(dir);
   t.deepEqual((await verify(store)).differences, []);
   await store.close();
-});
+}
 
-test('SPEC §14: a failed getMany of a large batch\'s snapshots loses no event either: each actor is read alone', async (t) => {
-  t.timeout(20_000);
-  const dir = await tempDir(t);
-  const clock = new ManualClock(T0);
-  const input = { limit: 5, windowMs: 600_000 };
-  const node = await open(dir, clock, { maxLive: 1 });
-  // Twelve actors with one event each, all passivated but the last: more than are read synchronously.
-  const ids = Array.from({ length: 12 }, (_, i) => `a${i}`);
-  for (const id of ids) await node.host.send(id, 'bucket', input, { type: 'ADMIT' });
-  await until(() => node.host.liveCount() === 1, 'the passivation of the first eleven');
-  const snapshots = node.store.snapshots as unknown as { getMany: (keys: string[]) => Promise<unknown[]> };
-  const realMany = snapshots.getMany.bind(snapshots);
-  let manyReads = 0;
-  snapshots.getMany = async (keys) => {
-    if (manyReads++ === 0) throw new Error('simulated read failure');
-    return realMany(keys);
-  };
-  const states = await Promise.all(ids.map((id) => node.host.send(id, 'bucket', input, { type: 'ADMIT' })));
-  t.true(manyReads > 0, 'the large batch was read with getMany, and that read failed');
-  t.deepEqual(states.map((s) => ctx(s).stamps.length), ids.map(() => 2), 'every actor kept its first event');
-  await node.host.idle();
-  await node.close();
-  const store = await Store.open(dir);
-  t.deepEqual((await verify(store)).differences, []);
-  await store.close();
-});
+test('SPEC §14: a failed read of a small batch\'s stored snapshots (getSync) loses no event: each actor is read alone, its history kept', (t) => failedSnapshotRead(t, 1, 'getSync'));
+
+test('SPEC §14: a failed getMany of a large batch\'s snapshots loses no event either: each actor is read alone', (t) => failedSnapshotRead(t, 12, 'getMany'));
 
 test('SPEC §2: a quota changed in config.json applies to existing callers after the restart', async (t) => {
   const dir = await tempDir(t);
