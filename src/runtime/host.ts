@@ -62,8 +62,6 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-type Op = WriteOp;
-
 const NONE: NonNullable<SendOptions['alongside']> = [];
 /** Up to this many actors missing from memory in one batch are read synchronously (see readSnapshots). */
 const SYNC_READS = 8;
@@ -211,7 +209,7 @@ export class ActorHost {
 
   /** Writes the snapshot of every actor that moved, and records that the journal up to here is in them. */
   private async checkpoint(): Promise<void> {
-    const ops: Op[] = [];
+    const ops: WriteOp[] = [];
     for (const id of this.dirty) {
       const actor = this.live.get(id);
       if (actor) ops.push(this.snapshotOp(actor));
@@ -276,8 +274,8 @@ export class ActorHost {
     }
   }
 
-  private async compute(items: Pending[]): Promise<{ ops: Op[]; done: Pending[] }> {
-    const ops: Op[] = [];
+  private async compute(items: Pending[]): Promise<{ ops: WriteOp[]; done: Pending[] }> {
+    const ops: WriteOp[] = [];
     const done: Pending[] = [];
     // A failed batch read (one corrupt snapshot fails the whole getMany) falls back to reading each actor
     // alone, so it refuses only the events of the actor it concerns.
@@ -306,7 +304,7 @@ export class ActorHost {
   }
 
   /** Writes one batch and answers its senders; false when the write failed. */
-  private async commit({ ops, done }: { ops: Op[]; done: Pending[] }): Promise<boolean> {
+  private async commit({ ops, done }: { ops: WriteOp[]; done: Pending[] }): Promise<boolean> {
     try {
       if (ops.length) await this.store.write(ops, { sync: this.sync });
     } catch (err) {
@@ -361,7 +359,7 @@ export class ActorHost {
     this.live.set(actor.id, actor);
   }
 
-  private apply(actor: Live, item: Pending, ops: Op[]): AnyMachineSnapshot {
+  private apply(actor: Live, item: Pending, ops: WriteOp[]): AnyMachineSnapshot {
     const kind = this.kinds[actor.kind]!;
     const event = { ...item.event, at: item.event.at ?? this.clock.now() } as JournalEntry['event'];
     if (item.random > 0) event.rnd = randomBytes(item.random);
@@ -384,7 +382,7 @@ export class ActorHost {
     return next;
   }
 
-  private snapshotOp(actor: Live): Op {
+  private snapshotOp(actor: Live): WriteOp {
     const kind = this.kinds[actor.kind]!;
     const record: SnapshotRecord = {
       kind: actor.kind,
@@ -451,7 +449,7 @@ export class ActorHost {
 
   private async passivate(): Promise<void> {
     if (this.live.size <= this.maxLive) return;
-    const ops: Op[] = [];
+    const ops: WriteOp[] = [];
     const evict: string[] = [];
     let over = this.live.size - this.maxLive;
     for (const [id, actor] of this.live) {
