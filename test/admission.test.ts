@@ -10,7 +10,7 @@ import { Store } from '../store/db.js';
 import { ActorHost } from '../src/runtime/host.js';
 import { ManualClock } from '../src/runtime/clock.js';
 import { admit, actors, type CallIn, type Admission } from '../src/inbound/admission.js';
-import type { BucketContext } from '../machines/bucket.js';
+import { stampsOf, type BucketContext } from '../machines/bucket.js';
 import { testIdentity } from './helpers/identity.js';
 
 // Real AIDs: the peer lists keep only well-formed ones.
@@ -135,7 +135,7 @@ test('SPEC §4.1, §2.1: quotas refuse with the exact retry_after_ms, consume no
   t.is(await reasonOf(n.call(B, 'text.echo')), 'admitted');
   t.like(await n.call(C, 'text.echo'), { admitted: false, reason: 'quota_global_per_min', retryAfterMs: 9_000 });
   const cMin = (await n.host.state(actors('text.echo', C).callerMin))!.context as BucketContext;
-  t.deepEqual(cMin.stamps, [], 'a refused call consumes no quota');
+  t.deepEqual(stampsOf(cMin), [], 'a refused call consumes no quota');
   // A's day window (3) is full now, and says when it frees.
   await n.clock.advanceTo(t0 + 200_000);
   t.like(await n.call(A, 'text.echo'), { admitted: false, reason: 'quota_caller_per_day', retryAfterMs: 24 * 3_600_000 - 200_000 });
@@ -158,7 +158,7 @@ test('SPEC §4.1: max_inflight and per_caller_inflight under 50 parallel callers
   if (mine.admitted) await mine.release();
   t.is(await reasonOf(await n.call(first, 'text.echo')), 'admitted');
   // Refused calls took no quota: the first caller made 12 attempts and 2 were admitted.
-  const stamps = ((await n.host.state(actors('text.echo', first).callerMin))!.context as BucketContext).stamps;
+  const stamps = stampsOf((await n.host.state(actors('text.echo', first).callerMin))!.context as BucketContext);
   t.is(stamps.length, 2);
 });
 
@@ -187,5 +187,5 @@ test('SPEC §4.1: a call refused by its own window never holds the in-flight slo
   const slots = (await n.host.state(actors('text.echo', '').inflight))!.context as { running: Record<string, number> };
   t.deepEqual(slots.running, {}, 'no slot is left held');
   const aMin = (await n.host.state(actors('text.echo', A).callerMin))!.context as BucketContext;
-  t.is(aMin.stamps.length, 1, 'the refused calls took nothing');
+  t.is(stampsOf(aMin).length, 1, 'the refused calls took nothing');
 });

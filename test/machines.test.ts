@@ -3,11 +3,13 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { transition, initialTransition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { bucketMachine, type BucketContext } from '../machines/bucket.js';
+import { bucketMachine, stampsOf, type BucketContext } from '../machines/bucket.js';
 import { inflightMachine, type InflightContext } from '../machines/inflight.js';
 import { step, initial } from '../src/runtime/pure.js';
 import { cardFetchMachine } from '../machines/card-fetch.js';
 import { isDeepStrictEqual } from 'node:util';
+import { restoreSnapshot } from '../src/runtime/host.js';
+import { KINDS } from '../src/runtime/kinds.js';
 
 const admit = (s: AnyMachineSnapshot, at: number) => transition(bucketMachine, s as never, { type: 'ADMIT', at })[0];
 const last = (s: AnyMachineSnapshot) => (s.context as BucketContext).last!;
@@ -45,7 +47,7 @@ test('SPEC §2.1: never more than N admitted in any window; a refusal happens on
           } else {
             if (inWindow < limit) return false;
             // A refused call consumes nothing.
-            if ((s.context as BucketContext).stamps.length !== before.stamps.filter((x) => x > at - windowMs).length) return false;
+            if (stampsOf(s.context as BucketContext).length !== stampsOf(before).filter((x) => x > at - windowMs).length) return false;
             // retry_after_ms is exact: one ms earlier is still refused, at that moment it is admitted.
             if (r.retryAfterMs > 1 && last(admit(s, at + r.retryAfterMs - 1)).admitted) return false;
             if (!last(admit(s, at + r.retryAfterMs)).admitted) return false;
@@ -63,6 +65,77 @@ test('SPEC §2.1: never more than N admitted in any window; a refusal happens on
   t.pass();
 });
 
+/** The window as one flat array of stamps: the plain model the chunked machine must agree with. */
+class FlatWindow {
+  stamps: number[] = [];
+  constructor(public limit: number, public windowMs: number) {}
+  private prune(at: number) {
+    this.stamps = this.stamps.filter((x) => x > at - this.windowMs);
+  }
+  admit(at: number): { admitted: true; stamp: number } | { admitted: false; retryAfterMs: number } {
+    const stamp = Math.max(at, this.stamps[this.stamps.length - 1] ?? -Infinity);
+    this.prune(stamp);
+    if (this.stamps.length < this.limit) {
+      this.stamps.push(stamp);
+      return { admitted: true, stamp };
+    }
+    return { admitted: false, retryAfterMs: this.stamps[this.stamps.length - this.limit]! + this.windowMs - at };
+  }
+  undo(at: number, stamp: number) {
+    const i = this.stamps.lastIndexOf(stamp);
+    if (i >= 0) this.stamps.splice(i, 1);
+    this.prune(at);
+  }
+  deadline(): number | null {
+    return this.stamps.length >= this.limit ? this.stamps[this.stamps.length - this.limit]! + this.windowMs : null;
+  }
+}
+
+test('SPEC §2.1: a window of hundreds of stamps, over several chunks, answers exactly as one flat list would', (t) => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 60, max: 300 }),
+      fc.array(fc.record({ gap: fc.integer({ min: 0, max: 12 }), op: fc.integer({ min: 0, max: 19 }), back: fc.nat(40) }), { minLength: 200, maxLength: 900 }),
+      (limit, steps) => {
+        const windowMs = 2_000;
+        const model = new FlatWindow(limit, windowMs);
+        let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit, windowMs })[0];
+        let at = 0;
+        for (const { gap, op, back } of steps) {
+          at += gap;
+          if (op < 16) {
+            s = admit(s, at);
+            if (!isDeepStrictEqual(last(s), model.admit(at))) return false;
+          } else if (op < 18) {
+            const stamp = model.stamps[Math.max(0, model.stamps.length - 1 - back)] ?? at;
+            s = transition(bucketMachine, s as never, { type: 'UNDO', at, stamp })[0];
+            model.undo(at, stamp);
+          } else {
+            s = transition(bucketMachine, s as never, { type: 'TICK', at })[0];
+            model.undo(at, NaN);
+          }
+          const ctx = s.context as BucketContext;
+          if (!isDeepStrictEqual(stampsOf(ctx), model.stamps) || ctx.deadline !== model.deadline()) return false;
+          if (ctx.chunks.some((c) => c.length === 0 || c.length > 64)) return false;
+          if (s.value !== (model.stamps.length >= limit ? 'limited' : 'open')) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 60 },
+  );
+  t.pass();
+});
+
+test('SPEC §2.1: a bucket snapshot stored with a flat stamp list (before chunks) restores with its window', (t) => {
+  const old = { status: 'active', value: 'limited', context: { limit: 100, windowMs: 1000, stamps: Array.from({ length: 100 }, (_, i) => i), last: null, deadline: 1000 } };
+  const s = restoreSnapshot(KINDS.bucket!, old);
+  t.deepEqual(stampsOf(s.context as BucketContext), old.context.stamps);
+  t.false('stamps' in (s.context as object));
+  t.like(last(admit(s, 999)), { admitted: false, retryAfterMs: 1 }, 'the oldest stored stamp still counts');
+  t.like(last(admit(s, 1000)), { admitted: true, stamp: 1000 });
+});
+
 test('SPEC §2.1: the bucket keeps its deadline in context and opens on the TICK at that time', (t) => {
   let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit: 2, windowMs: 1000 })[0];
   s = admit(s, 0);
@@ -74,7 +147,7 @@ test('SPEC §2.1: the bucket keeps its deadline in context and opens on the TICK
   t.is(transition(bucketMachine, s as never, { type: 'TICK', at: 999 })[0].value, 'limited');
   const opened = transition(bucketMachine, s as never, { type: 'TICK', at: 1000 })[0];
   t.is(opened.value, 'open');
-  t.deepEqual((opened.context as BucketContext).stamps, [10]);
+  t.deepEqual(stampsOf(opened.context as BucketContext), [10]);
 });
 
 test('SPEC §4.1: UNDO gives back an admitted slot (a later window refused the same call)', (t) => {

@@ -310,7 +310,7 @@ function readWindows(windows: Window[], results: { context: unknown }[]): { take
   results.forEach((snap, i) => {
     const ctx = snap.context as BucketContext;
     const [actor, , reason] = windows[i]!;
-    if (ctx.last?.admitted) taken.push([actor, ctx.stamps[ctx.stamps.length - 1]!]);
+    if (ctx.last?.admitted) taken.push([actor, ctx.last.stamp]);
     else refusal ??= refuse(reason, { retryAfterMs: (ctx.last as { retryAfterMs: number }).retryAfterMs });
   });
   return { taken, refusal };

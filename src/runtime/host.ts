@@ -509,5 +509,6 @@ function sameInput(a: unknown, b: unknown): boolean {
 
 export function restoreSnapshot(kind: ActorKind, persisted: unknown): AnyMachineSnapshot {
   const p = persisted as { value: unknown; context: unknown };
-  return kind.machine.resolveState({ value: p.value as never, context: p.context as never });
+  const context = kind.upgrade ? kind.upgrade(p.context) : p.context;
+  return kind.machine.resolveState({ value: p.value as never, context: context as never });
 }
