@@ -45,15 +45,23 @@ async function measure(n: number, concurrency: number, one: () => Promise<void>)
 
 let providerPid = 0;
 
-/** The provider process's CPU time so far (Linux /proc; 0 elsewhere). */
-function providerCpuMs(): number {
+/** CPU time so far, user + system, of a process or one of its threads (Linux /proc; 0 elsewhere). */
+function cpuMs(path: string): number {
   try {
-    const fields = readFileSync(`/proc/${providerPid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const fields = readFileSync(`${path}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return 0;
   }
 }
+
+/** A process's CPU time so far, and its main thread's (the rest is libuv's pool, V8's GC helpers, ...). */
+const processCpu = (pid: number | 'self') => ({ all: cpuMs(`/proc/${pid}`), main: cpuMs(`/proc/${pid}/task/${pid === 'self' ? process.pid : pid}`) });
+type Cpu = ReturnType<typeof processCpu>;
+const cpuSince = (pid: number | 'self', since: Cpu): Cpu => {
+  const now = processCpu(pid);
+  return { all: now.all - since.all, main: now.main - since.main };
+};
 
 function startProvider(dataDir: string): Promise<() => Promise<void>> {
   const child = spawn(process.execPath, [...(process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : []), BIN, 'daemon', '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -119,6 +127,7 @@ export async function benchCalls(n: number, rounds = 3): Promise<boolean> {
   const byRate = median((r) => r.nodesPar.perSec);
   const { directSeq, nodesSeq } = byAdded;
   const { directPar, nodesPar, providerCpu, benchCpu } = byRate;
+  const perCall = (cpu: Cpu) => `${(cpu.all / n).toFixed(2)} ms (main thread ${(cpu.main / n).toFixed(2)})`;
   const added = pct(nodesSeq.latencies, 50) - pct(directSeq.latencies, 50);
   const okRate = nodesPar.perSec >= 500;
   const okAdded = added <= 5;
@@ -133,7 +142,7 @@ export async function benchCalls(n: number, rounds = 3): Promise<boolean> {
   row('calls through two nodes, 32 at once', `${nodesPar.perSec.toFixed(0)} calls/s`, `${(nodesPar.perSec / directPar.perSec).toFixed(3)}x`, '>= 500 calls/s', okRate);
   console.log(`node-added p50: ${added.toFixed(2)} ms`);
   // Which process saturates first, 32 at once: on 2 cores, 500 calls/s leaves each about 2 ms of CPU.
-  console.log(`CPU per call, 32 at once: provider ${(providerCpu / n).toFixed(2)} ms, caller+hub+service ${((benchCpu.user + benchCpu.system) / 1000 / n).toFixed(2)} ms, wall ${(1000 / nodesPar.perSec).toFixed(2)} ms`);
+  console.log(`CPU per call, 32 at once: provider ${perCall(providerCpu)}, caller+hub+service ${perCall(benchCpu)}, wall ${(1000 / nodesPar.perSec).toFixed(2)} ms`);
   return okRate && okAdded;
 }
 
@@ -142,8 +151,8 @@ interface Round {
   nodesSeq: Measured;
   directPar: Measured;
   nodesPar: Measured;
-  providerCpu: number;
-  benchCpu: NodeJS.CpuUsage;
+  providerCpu: Cpu;
+  benchCpu: Cpu;
 }
 
 type Measured = Awaited<ReturnType<typeof measure>>;
@@ -152,8 +161,7 @@ async function round(n: number, call: () => Promise<void>, direct: () => Promise
   const directSeq = await measure(n, 1, direct);
   const nodesSeq = await measure(n, 1, call);
   const directPar = await measure(n, 32, direct);
-  const cpu0 = { bench: process.cpuUsage(), provider: providerCpuMs() };
+  const cpu0 = { bench: processCpu('self'), provider: processCpu(providerPid) };
   const nodesPar = await measure(n, 32, call);
-  const benchCpu = process.cpuUsage(cpu0.bench);
-  return { directSeq, nodesSeq, directPar, nodesPar, providerCpu: providerCpuMs() - cpu0.provider, benchCpu };
+  return { directSeq, nodesSeq, directPar, nodesPar, providerCpu: cpuSince(providerPid, cpu0.provider), benchCpu: cpuSince('self', cpu0.bench) };
 }
