@@ -62,6 +62,13 @@ interface Pending {
   reject(err: unknown): void;
 }
 
+/** A computed batch: its writes, the events it answers, and the actors it passivates (id, seq). */
+interface Batch {
+  ops: WriteOp[];
+  done: Pending[];
+  evict: [string, number][];
+}
+
 const NONE: NonNullable<SendOptions['alongside']> = [];
 /** Up to this many actors missing from memory in one batch are read synchronously (see readSnapshots). */
 const SYNC_READS = 8;
@@ -77,6 +84,8 @@ export class ActorHost {
   private readonly live = new Map<string, Live>();
   /** Live actors whose state is ahead of their stored snapshot. */
   private readonly dirty = new Set<string>();
+  /** Actors whose passivation is in a batch being written: forgotten once it lands, unless they moved. */
+  private readonly evicting = new Set<string>();
   private sinceCheckpoint = 0;
   private queue: Pending[] = [];
   private working: Promise<void> | null = null;
@@ -255,14 +264,11 @@ export class ActorHost {
           continue;
         }
         writing = this.commit(batch);
-        if (this.sinceCheckpoint >= this.checkpointEvery || this.live.size > this.maxLive) {
+        if (this.sinceCheckpoint >= this.checkpointEvery) {
           const ok = await writing;
           writing = null;
           if (!ok) await this.reload();
-          else {
-            if (this.sinceCheckpoint >= this.checkpointEvery) await this.checkpoint();
-            await this.passivate();
-          }
+          else await this.checkpoint();
         }
       }
       if (writing && !(await writing)) await this.reload();
@@ -274,7 +280,7 @@ export class ActorHost {
     }
   }
 
-  private async compute(items: Pending[]): Promise<{ ops: WriteOp[]; done: Pending[] }> {
+  private async compute(items: Pending[]): Promise<Batch> {
     const ops: WriteOp[] = [];
     const done: Pending[] = [];
     // A failed batch read (one corrupt snapshot fails the whole getMany) falls back to reading each actor
@@ -282,7 +288,9 @@ export class ActorHost {
     const stored = await this.readSnapshots(items).catch(() => null);
     for (const item of items) {
       try {
-        const actor = this.live.get(item.actor) ?? (stored ? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor)) : await this.load(item.actor, item.kind, item.input));
+        // An actor that was live when the batch was read may have been passivated since (by the batch
+        // before, landing): then its snapshot is durable, and load() reads it.
+        const actor = this.live.get(item.actor) ?? (stored?.has(item.actor) ? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor)) : await this.load(item.actor, item.kind, item.input));
         this.touch(actor, item.kind);
         if (item.input !== undefined && actor.seq > 0 && !sameInput(actor.input, item.input)) {
           // The config changed since the actor was made (limits are read at start): journal the change.
@@ -300,11 +308,33 @@ export class ActorHost {
         this.refuse(item, err);
       }
     }
-    return { ops, done };
+    return { ops, done, evict: this.evictions(ops, done) };
   }
 
-  /** Writes one batch and answers its senders; false when the write failed. */
-  private async commit({ ops, done }: { ops: WriteOp[]; done: Pending[] }): Promise<boolean> {
+  /**
+   * Passivation rides in the batch: the snapshots of the least recently used actors beyond `maxLive`
+   * are written with the batch's events, and the actors are forgotten once it lands. A separate write
+   * after each batch cost a second fsync and stalled the pipeline on a busy node, where every new call
+   * pushes an old one out. An actor that moves before the batch lands stays (its seq tells).
+   */
+  private evictions(ops: WriteOp[], done: Pending[]): [string, number][] {
+    let over = this.live.size - this.evicting.size - this.maxLive;
+    if (over <= 0) return [];
+    const moved = new Set(done.map((item) => item.actor));
+    const evict: [string, number][] = [];
+    for (const [id, actor] of this.live) {
+      if (over <= 0) break;
+      if (this.evicting.has(id) || moved.has(id)) continue;
+      if (this.dirty.has(id)) ops.push(this.snapshotOp(actor));
+      this.evicting.add(id);
+      evict.push([id, actor.seq]);
+      over--;
+    }
+    return evict;
+  }
+
+  /** Writes one batch, forgets the actors it passivated, and answers its senders; false when the write failed. */
+  private async commit({ ops, done, evict }: Batch): Promise<boolean> {
     try {
       if (ops.length) await this.store.write(ops, { sync: this.sync });
     } catch (err) {
@@ -312,6 +342,13 @@ export class ActorHost {
       this.reloadPending();
       for (const item of done) this.refuse(item, err);
       return false;
+    }
+    for (const [id, seq] of evict) {
+      this.evicting.delete(id);
+      // An event applied since (a later batch, computed while this one was written) keeps it in memory.
+      if (this.live.get(id)?.seq !== seq) continue;
+      this.live.delete(id);
+      this.dirty.delete(id);
     }
     // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
     // find nothing due, which costs one index read.
@@ -345,6 +382,7 @@ export class ActorHost {
   private async rebuild(): Promise<void> {
     this.live.clear();
     this.dirty.clear();
+    this.evicting.clear();
     this.sinceCheckpoint = 0;
     this.seq = await this.store.nextSeq();
     await this.recover();
