@@ -125,6 +125,46 @@ export class Store {
     await this.db.batch(raw as never, { sync: opts.sync ?? false, keyEncoding: 'utf8', valueEncoding: 'buffer' });
   }
 
+  /** Ops queued for the next grouped write, the grouped write under way (settles, never rejects), and the next one. */
+  private grouped: WriteOp[] = [];
+  private groupWriting: Promise<void> | null = null;
+  private groupQueued: Promise<void> | null = null;
+
+  /**
+   * Writes ops unsynced, in one batch with the other ops queued meanwhile: issued at once when no grouped
+   * write is under way, else with the next one, issued when it lands. Records that many messages write at
+   * once (replay-guard mids, the caller's task records) then cost one thread-pool round trip per group,
+   * not one each: here a put's hand-off to the pool cost the event loop more than the write. Grouped
+   * writes land in the order they were queued. A failed write rejects every op of its group.
+   */
+  writeGrouped(ops: WriteOp[]): Promise<void> {
+    for (const op of ops) this.grouped.push(op);
+    if (this.groupQueued) return this.groupQueued;
+    if (!this.groupWriting) return this.issueGrouped();
+    const queued = this.groupWriting.then(() => {
+      this.groupQueued = null;
+      return this.issueGrouped();
+    });
+    this.groupQueued = queued;
+    return queued;
+  }
+
+  private issueGrouped(): Promise<void> {
+    const ops = this.grouped;
+    this.grouped = [];
+    const write = this.write(ops);
+    const settled: Promise<void> = write.then(
+      () => this.groupLanded(settled),
+      () => this.groupLanded(settled),
+    );
+    this.groupWriting = settled;
+    return write;
+  }
+
+  private groupLanded(settled: Promise<void>): void {
+    if (this.groupWriting === settled) this.groupWriting = null;
+  }
+
   async close(): Promise<void> {
     await this.db.close();
   }

@@ -50,10 +50,10 @@ test('WIRE §4: a mid whose record cannot be written is not taken: the message i
   const store = await Store.open(dir);
   t.teardown(() => store.close());
   const guard = new ReplayGuard(store);
-  const real = store.mids.batch.bind(store.mids);
+  const real = store.write.bind(store);
   let failures = 1;
   // The disk refuses one write (full, or failing): a real store, one injected fault.
-  (store.mids as { batch: unknown }).batch = (...args: Parameters<typeof real>) => (failures-- > 0 ? Promise.reject(new Error('disk full')) : real(...args));
+  store.write = (...args) => (failures-- > 0 ? Promise.reject(new Error('disk full')) : real(...args));
   const exp = Date.now() + 60_000;
   const a = mid();
   await t.throwsAsync(guard.seen(a, exp), { message: 'disk full' }, 'not accepted without its record');

@@ -7,18 +7,11 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 /** Expiry index keys sort after every hex mid. */
 const INDEX = '~';
 
-type Put = { type: 'put'; key: string; value: unknown };
-
 export class ReplayGuard {
   /** Mids taken since start (bounded), checked before LevelDB. */
   private readonly recent = new Set<string>();
   /** Mids taken whose records are not written yet (never cleared before they are). */
   private readonly unwritten = new Set<string>();
-  /** Records of the mids taken since the last write was issued. */
-  private pending: Put[] = [];
-  /** The write under way (settles, never rejects), and the one that will carry `pending` after it. */
-  private writing: Promise<void> | null = null;
-  private queued: Promise<void> | null = null;
 
   private remember(key: string): void {
     if (this.recent.size >= 100_000) this.recent.clear();
@@ -30,7 +23,8 @@ export class ReplayGuard {
   /**
    * True when `mid` was seen before; otherwise records it until `exp` and resolves once the record is
    * written (unsynced: the message's own effects are later, synced writes, so whatever it did is never
-   * on disk without its mid). Messages arriving while a write is under way share the next one.
+   * on disk without its mid). Messages arriving while a write is under way share the next one
+   * (Store.writeGrouped).
    */
   async seen(mid: Uint8Array, exp: number): Promise<boolean> {
     const key = hex(mid);
@@ -53,9 +47,8 @@ export class ReplayGuard {
     }
     this.remember(key);
     this.unwritten.add(key);
-    this.pending.push({ type: 'put', key, value: exp }, { type: 'put', key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 });
     try {
-      await this.written();
+      await this.store.writeGrouped([{ type: 'put', sublevel: mids, key, value: exp }, { type: 'put', sublevel: mids, key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 }]);
     } catch (err) {
       // Not recorded: forgotten, so a copy is checked against the store again — and this message is not
       // taken either (accepting it would let its effects be durable without its mid, and a copy run again).
@@ -65,37 +58,6 @@ export class ReplayGuard {
       this.unwritten.delete(key);
     }
     return false;
-  }
-
-  /**
-   * The write that carries the records pushed so far: issued now when no write is under way, else right
-   * after the one under way — so messages arriving while a write runs share the next one.
-   */
-  private written(): Promise<void> {
-    if (this.queued) return this.queued;
-    if (!this.writing) return this.write();
-    const queued = this.writing.then(() => {
-      this.queued = null;
-      return this.write();
-    });
-    this.queued = queued;
-    return queued;
-  }
-
-  private write(): Promise<void> {
-    const ops = this.pending;
-    this.pending = [];
-    const write = this.store.mids.batch(ops);
-    const settled: Promise<void> = write.then(
-      () => this.wrote(settled),
-      () => this.wrote(settled),
-    );
-    this.writing = settled;
-    return write;
-  }
-
-  private wrote(settled: Promise<void>): void {
-    if (this.writing === settled) this.writing = null;
   }
 
   /** Forgets the mids of messages expired before `now`; returns how many. */

@@ -84,10 +84,10 @@ export class Caller {
       task, to, capability, state: 'submitted', sentAt: now, updatedAt: now,
       reason: null, explanation: null, retryAfterMs: null, detail: null, message: null, result: null, receipt: null, payment: null,
     };
-    // Known in memory at once, written while the message goes out: LevelDB keeps the order of writes,
-    // so a reply's later write always lands over this one.
+    // Known in memory at once, written while the message goes out: grouped writes land in the order
+    // they were queued, so a reply's later write always lands over this one.
     this.remember(task, record);
-    const written = this.parts.store.tasks.put(task, record);
+    const written = this.write(task, record);
     const { settled } = this.until(task, waitMs, onUpdate, enough);
     try {
       const messenger = await this.parts.messenger();
@@ -245,10 +245,15 @@ export class Caller {
 
   private async update(id: string, next: TaskRecord): Promise<void> {
     this.remember(id, next);
-    const written = this.parts.store.tasks.put(id, next);
+    const written = this.write(id, next);
     for (const wake of this.waiters.get(id) ?? []) wake(next);
     await written;
     if (FINAL.includes(next.state)) this.live.delete(id);
+  }
+
+  /** Task records of many calls share writes (Store.writeGrouped), and land in order. */
+  private write(id: string, rec: TaskRecord): Promise<void> {
+    return this.parts.store.writeGrouped([{ type: 'put', sublevel: this.parts.store.tasks, key: id, value: rec }]);
   }
 
   private async decide(id: string): Promise<void> {

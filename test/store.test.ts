@@ -1,0 +1,43 @@
+// SPEC §14 (the store): grouped unsynced writes — the replay guard's mids and the caller's task records
+// share LevelDB batches, land in the order they were queued, and a failed batch fails only its own ops.
+import test from 'ava';
+import { Store } from '../store/db.js';
+import { tempDir } from './helpers/tmp.js';
+
+async function openCounting(t: Parameters<typeof tempDir>[0]) {
+  const store = await Store.open(await tempDir(t));
+  t.teardown(() => store.close());
+  const batches: number[] = [];
+  const write = store.write.bind(store);
+  store.write = (ops, opts) => (batches.push(ops.length), write(ops, opts));
+  return { store, batches };
+}
+
+test('SPEC §14: writes queued while a grouped write is under way share the next batch, and the last queued value wins', async (t) => {
+  const { store, batches } = await openCounting(t);
+  const put = (key: string, value: unknown) => store.writeGrouped([{ type: 'put', sublevel: store.tasks, key, value }]);
+  const writes = Array.from({ length: 50 }, (_, i) => put('task-a', i));
+  writes.push(put('task-b', 'b'));
+  await Promise.all(writes);
+  t.deepEqual(batches, [1, 50], 'the first write went at once, the 50 queued behind it in one batch');
+  t.is(await store.tasks.get('task-a'), 49);
+  t.is(await store.tasks.get('task-b'), 'b');
+  // Idle again: the next write is issued at once, alone.
+  await put('task-a', 'later');
+  t.deepEqual(batches, [1, 50, 1]);
+  t.is(await store.tasks.get('task-a'), 'later');
+});
+
+test('SPEC §14: a grouped write that fails rejects its own ops only; the group after it lands', async (t) => {
+  const { store } = await openCounting(t);
+  const write = store.write.bind(store);
+  let failures = 1;
+  store.write = (ops, opts) => (failures-- > 0 ? Promise.reject(new Error('disk full')) : write(ops, opts));
+  const put = (key: string) => store.writeGrouped([{ type: 'put', sublevel: store.tasks, key, value: key }]);
+  const first = put('one');
+  const second = put('two');
+  await t.throwsAsync(first, { message: 'disk full' });
+  await second;
+  t.is(await store.tasks.get('one'), undefined);
+  t.is(await store.tasks.get('two'), 'two');
+});
