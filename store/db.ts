@@ -165,7 +165,9 @@ export class Store {
     if (this.groupWriting === settled) this.groupWriting = null;
   }
 
+  /** Closes the database once the grouped writes queued so far have landed (or failed). */
   async close(): Promise<void> {
+    while (this.groupWriting || this.groupQueued) await (this.groupQueued ?? this.groupWriting)!.catch(() => {});
     await this.db.close();
   }
 }

@@ -69,21 +69,26 @@ test('SPEC §2.1: never more than N admitted in any window; a refusal happens on
 class FlatWindow {
   stamps: number[] = [];
   constructor(public limit: number, public windowMs: number) {}
-  private prune(at: number) {
+  prune(at: number) {
     this.stamps = this.stamps.filter((x) => x > at - this.windowMs);
   }
   admit(at: number): { admitted: true; stamp: number } | { admitted: false; retryAfterMs: number } {
+    this.prune(at);
+    if (this.stamps.length >= this.limit) return { admitted: false, retryAfterMs: this.stamps[this.stamps.length - this.limit]! + this.windowMs - at };
+    // A clock that stepped back counts the call at the newest stamp.
     const stamp = Math.max(at, this.stamps[this.stamps.length - 1] ?? -Infinity);
     this.prune(stamp);
-    if (this.stamps.length < this.limit) {
-      this.stamps.push(stamp);
-      return { admitted: true, stamp };
-    }
-    return { admitted: false, retryAfterMs: this.stamps[this.stamps.length - this.limit]! + this.windowMs - at };
+    this.stamps.push(stamp);
+    return { admitted: true, stamp };
   }
   undo(at: number, stamp: number) {
     const i = this.stamps.lastIndexOf(stamp);
     if (i >= 0) this.stamps.splice(i, 1);
+    this.prune(at);
+  }
+  configure(at: number, limit: number, windowMs: number) {
+    this.limit = limit;
+    this.windowMs = windowMs;
     this.prune(at);
   }
   deadline(): number | null {
@@ -95,29 +100,34 @@ test('SPEC §2.1: a window of hundreds of stamps, over several chunks, answers e
   fc.assert(
     fc.property(
       fc.integer({ min: 60, max: 300 }),
-      fc.array(fc.record({ gap: fc.integer({ min: 0, max: 12 }), op: fc.integer({ min: 0, max: 19 }), back: fc.nat(40) }), { minLength: 200, maxLength: 900 }),
+      // Gaps below 0 are a clock that stepped back; ops: admit, undo a counted stamp, undo any stamp
+      // (absent, expired or duplicated), tick, reconfigure.
+      fc.array(fc.record({ gap: fc.integer({ min: -6, max: 12 }), op: fc.integer({ min: 0, max: 19 }), back: fc.nat(80), limit: fc.integer({ min: 40, max: 300 }), windowMs: fc.constantFrom(300, 1_000, 2_000, 3_000) }), { minLength: 200, maxLength: 900 }),
       (limit, steps) => {
-        const windowMs = 2_000;
-        const model = new FlatWindow(limit, windowMs);
-        let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit, windowMs })[0];
-        let at = 0;
-        for (const { gap, op, back } of steps) {
-          at += gap;
-          if (op < 16) {
-            s = admit(s, at);
+        const model = new FlatWindow(limit, 2_000);
+        let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit, windowMs: 2_000 })[0];
+        let at = 10_000;
+        const send = (event: object) => (s = transition(bucketMachine, s as never, event as never)[0]);
+        for (const step of steps) {
+          at += step.gap;
+          if (step.op < 14) {
+            send({ type: 'ADMIT', at });
             if (!isDeepStrictEqual(last(s), model.admit(at))) return false;
-          } else if (op < 18) {
-            const stamp = model.stamps[Math.max(0, model.stamps.length - 1 - back)] ?? at;
-            s = transition(bucketMachine, s as never, { type: 'UNDO', at, stamp })[0];
+          } else if (step.op < 17) {
+            const stamp = step.op < 16 ? (model.stamps[Math.max(0, model.stamps.length - 1 - step.back)] ?? at) : at - step.back * 40;
+            send({ type: 'UNDO', at, stamp });
             model.undo(at, stamp);
+          } else if (step.op < 19) {
+            send({ type: 'TICK', at });
+            model.prune(at);
           } else {
-            s = transition(bucketMachine, s as never, { type: 'TICK', at })[0];
-            model.undo(at, NaN);
+            send({ type: 'CONFIGURE', at, input: { limit: step.limit, windowMs: step.windowMs } });
+            model.configure(at, step.limit, step.windowMs);
           }
           const ctx = s.context as BucketContext;
           if (!isDeepStrictEqual(stampsOf(ctx), model.stamps) || ctx.deadline !== model.deadline()) return false;
           if (ctx.chunks.some((c) => c.length === 0 || c.length > 64)) return false;
-          if (s.value !== (model.stamps.length >= limit ? 'limited' : 'open')) return false;
+          if (s.value !== (model.stamps.length >= model.limit ? 'limited' : 'open')) return false;
         }
         return true;
       },
@@ -128,7 +138,7 @@ test('SPEC §2.1: a window of hundreds of stamps, over several chunks, answers e
 });
 
 test('SPEC §2.1: a bucket snapshot stored with a flat stamp list (before chunks) restores with its window', (t) => {
-  const old = { status: 'active', value: 'limited', context: { limit: 100, windowMs: 1000, stamps: Array.from({ length: 100 }, (_, i) => i), last: null, deadline: 1000 } };
+  const old = { status: 'active', value: 'limited', context: { limit: 100, windowMs: 1000, stamps: Array.from({ length: 100 }, (_, i) => i), last: { admitted: true }, deadline: 1000 } };
   const s = restoreSnapshot(KINDS.bucket!, old);
   t.deepEqual(stampsOf(s.context as BucketContext), old.context.stamps);
   t.false('stamps' in (s.context as object));

@@ -41,3 +41,15 @@ test('SPEC §14: a grouped write that fails rejects its own ops only; the group 
   t.is(await store.tasks.get('one'), undefined);
   t.is(await store.tasks.get('two'), 'two');
 });
+
+test('SPEC §14: closing the store waits for the grouped writes queued before it', async (t) => {
+  const dir = await tempDir(t);
+  const store = await Store.open(dir);
+  const put = (value: string) => store.writeGrouped([{ type: 'put', sublevel: store.tasks, key: 't1', value }]);
+  const writes = [put('submitted'), put('completed')];
+  await store.close();
+  await Promise.all(writes);
+  const again = await Store.open(dir);
+  t.teardown(() => again.close());
+  t.is(await again.tasks.get('t1'), 'completed', 'the second group, queued behind the first, landed before the close');
+});

@@ -341,7 +341,13 @@ export class ActorHost {
       const actor = this.live.get(id);
       // Passivated (or being passivated) since: its snapshot is written with its eviction.
       if (!actor || !this.dirty.has(id) || this.evicting.has(id)) continue;
-      ops.push(this.snapshotOp(actor));
+      const op = this.tryToSnapshot(actor);
+      if (!op) {
+        // This checkpoint cannot be complete: the last one stays, and recovery replays from there.
+        this.checkpointing = null;
+        return snapshotted;
+      }
+      ops.push(op);
       snapshotted.push([id, actor.seq]);
     }
     if (cp.actors.length === 0) {
@@ -365,7 +371,11 @@ export class ActorHost {
     for (const [id, actor] of this.live) {
       if (over <= 0) break;
       if (this.evicting.has(id) || moved.has(id)) continue;
-      if (this.dirty.has(id)) ops.push(this.snapshotOp(actor));
+      if (this.dirty.has(id)) {
+        const op = this.tryToSnapshot(actor);
+        if (!op) continue;
+        ops.push(op);
+      }
       this.evicting.add(id);
       evict.push([id, actor.seq]);
       over--;
@@ -460,6 +470,16 @@ export class ActorHost {
     this.dirty.add(actor.id);
     this.sinceCheckpoint++;
     return next;
+  }
+
+  /** The actor's snapshot op, or null (reported) when it cannot be made: the batch's events still go. */
+  private tryToSnapshot(actor: Live): WriteOp | null {
+    try {
+      return this.snapshotOp(actor);
+    } catch (err) {
+      this.onError(new Error(`actor ${actor.id}: its snapshot could not be made: ${(err as Error).message}`));
+      return null;
+    }
   }
 
   private snapshotOp(actor: Live): WriteOp {
