@@ -24,6 +24,16 @@ async function open(dir: string, clock: ManualClock, opts = {}) {
 
 const ctx = (s: { context: unknown } | undefined) => ({ ...(s!.context as BucketContext), stamps: stampsOf(s!.context as BucketContext) });
 
+/** Opens the (closed) data dir and checks that replay --verify finds every snapshot equal to the journal. */
+async function verifiesClean(t: ExecutionContext, dir: string, what?: string): Promise<void> {
+  const store = await Store.open(dir);
+  try {
+    t.deepEqual((await verify(store)).differences, [], what);
+  } finally {
+    await store.close();
+  }
+}
+
 test('SPEC §2.1: a caller that used its per-minute quota gets no more by restarting the node', async (t) => {
   const dir = await tempDir(t);
   const clock = new ManualClock(T0);
@@ -127,9 +137,7 @@ test('SPEC §14: on a busy node, passivation rides in the event batches (no writ
   }
   for (let i = 0; i < 20; i++) t.is(ctx(await node.host.state(`n:${i}`)).stamps.length, 1 + (sent.get(`n:${i}`) ?? 0), `n:${i}`);
   await node.close();
-  const store = await Store.open(dir);
-  t.deepEqual((await verify(store)).differences, []);
-  await store.close();
+  await verifiesClean(t, dir);
 });
 
 test('SPEC §14: an actor passivated by a batch landing while the next batch is read is loaded back, not made anew', async (t) => {
@@ -156,9 +164,7 @@ test('SPEC §14: an actor passivated by a batch landing while the next batch is 
   await Promise.all([...a, ...b]);
   t.is(ctx(await node.host.state('x')).stamps.length, 2, 'x kept its first event');
   await node.close();
-  const store = await Store.open(dir);
-  t.deepEqual((await verify(store)).differences, []);
-  await store.close();
+  await verifiesClean(t, dir);
 });
 
 test('SPEC §14: a checkpoint rides in the event batches a few snapshots at a time, and a crash at any point recovers every state', async (t) => {
@@ -215,9 +221,7 @@ test('SPEC §14: a data dir whose bucket snapshot an earlier version wrote (one 
   t.is(kept.length, 70, 'the window as it was: the last 700 ms of calls');
   await admitSome(300);
   await node.close();
-  const after = await Store.open(dir);
-  t.deepEqual((await verify(after)).differences, [], 'chunks cut where the old list fell still match the journal');
-  await after.close();
+  await verifiesClean(t, dir, 'chunks cut where the old list fell still match the journal');
 });
 
 test('SPEC §14: random values are drawn by the host and journaled with the event', async (t) => {
@@ -312,9 +316,7 @@ test('SPEC §14: a failed journal write refuses its events and leaves memory equ
   t.is(ctx(await node.host.state('a')).stamps.length, 1, 'the refused event is not in memory');
   t.is(ctx(await node.host.send('a', 'bucket', input, { type: 'ADMIT' })).stamps.length, 2);
   await node.close();
-  const store = await Store.open(dir);
-  t.deepEqual((await verify(store)).differences, []);
-  await store.close();
+  await verifiesClean(t, dir);
 });
 
 /**
@@ -343,9 +345,7 @@ async function failedSnapshotRead(t: ExecutionContext, count: number, form: 'get
   t.deepEqual(states.map((s) => ctx(s).stamps.length), [...ids.map(() => 2), 1], 'each passivated actor was read alone, with its first event; the new one has its own');
   await node.host.idle();
   await node.close();
-  const store = await Store.open(dir);
-  t.deepEqual((await verify(store)).differences, []);
-  await store.close();
+  await verifiesClean(t, dir);
 }
 
 test('SPEC §14: a failed read of a small batch\'s stored snapshots (getSync) loses no event: each actor is read alone, its history kept', (t) => failedSnapshotRead(t, 1, 'getSync'));
