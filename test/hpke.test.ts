@@ -24,6 +24,22 @@ test('WIRE §4: what we seal, @hpke/core opens', async (t) => {
   }
 });
 
+test('WIRE §4, RFC 9180: every seal has its own ephemeral key, whether made ahead (between event-loop turns) or on the spot', async (t) => {
+  const me = generateX25519();
+  const info = te.encode('info bytes');
+  const encs = new Set<string>();
+  for (let round = 0; round < 20; round++) {
+    // Several seals in one turn empty the pool made ahead; the next turn refills it.
+    for (let i = 0; i < 5; i++) {
+      const { enc, ct } = seal(me.publicKey, info, new Uint8Array(), te.encode(`m${round}.${i}`));
+      encs.add(Buffer.from(enc).toString('hex'));
+      t.is(new TextDecoder().decode(open(me, info, new Uint8Array(), enc, ct)), `m${round}.${i}`);
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.is(encs.size, 100, 'no ephemeral key was used twice');
+});
+
 test('WIRE §4: what @hpke/core seals, we open; any change to enc, ct or info is refused', async (t) => {
   const me = generateX25519();
   t.deepEqual(x25519PublicOf(me.privateKey), me.publicKey);

@@ -142,11 +142,37 @@ function keySchedule(sharedSecret: Uint8Array, info: Uint8Array): { key: Uint8Ar
   };
 }
 
+/**
+ * Ephemeral keys are made ahead, when the event loop gets to it (setImmediate), so a seal on a call's
+ * critical path does not wait ~50 µs for one. Each leaves the pool once and is never used again (RFC 9180:
+ * a fresh key per encapsulation); with the pool empty, a seal makes its own. A fresh key stays a
+ * KeyObject: only its public half is ever needed as bytes.
+ */
+const SPARE_EPHEMERAL = 2;
+const spareEphemeral: { privateKey: KeyObject; enc: Uint8Array }[] = [];
+let refilling = false;
+
+function freshEphemeral(): { privateKey: KeyObject; enc: Uint8Array } {
+  const { privateKey, publicKey } = generateKeyPairSync('x25519');
+  return { privateKey, enc: rawPublic(publicKey) };
+}
+
+function takeEphemeral(): { privateKey: KeyObject; enc: Uint8Array } {
+  const key = spareEphemeral.pop() ?? freshEphemeral();
+  if (!refilling) {
+    refilling = true;
+    setImmediate(() => {
+      refilling = false;
+      while (spareEphemeral.length < SPARE_EPHEMERAL) spareEphemeral.push(freshEphemeral());
+    }).unref();
+  }
+  return key;
+}
+
 /** Single-shot seal (sequence number 0): returns the encapsulated key and the ciphertext with its tag. */
 export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint8Array, plaintext: Uint8Array, ephemeral?: X25519KeyPair): { enc: Uint8Array; ct: Uint8Array } {
-  // A fresh ephemeral key stays a KeyObject: only its public half is ever needed as bytes.
-  const fresh = ephemeral ? null : generateKeyPairSync('x25519');
-  const enc = ephemeral ? ephemeral.publicKey : rawPublic(fresh!.publicKey);
+  const fresh = ephemeral ? null : takeEphemeral();
+  const enc = ephemeral ? ephemeral.publicKey : fresh!.enc;
   const shared = extractAndExpand(dh(ephemeral ? ephemeral.privateKey : fresh!.privateKey, recipientPublicKey, true), concat(enc, recipientPublicKey));
   const { key, baseNonce } = keySchedule(shared, info);
   const cipher = createCipheriv('chacha20-poly1305', key, baseNonce, { authTagLength: 16 });
