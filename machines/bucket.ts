@@ -82,10 +82,6 @@ function deadlineOf(ctx: BucketInput, chunks: number[][]): number | null {
 }
 
 /**
- * A snapshot stored before the stamps were chunked holds them as one array (`stamps`): the host's
- * restore hook turns it into chunks, so data dirs written by earlier versions keep their windows.
- */
-/**
  * The form `anet replay --verify` compares: the stamps as one list and `last` without its stamp. An
  * upgraded snapshot cuts its chunks where the old list happened to fall, and keeps no stamp in `last`,
  * so its chunks need not match the ones a replay from the journal builds, for the same window.
@@ -95,6 +91,10 @@ export function comparableBucketContext(context: unknown): unknown {
   return { ...rest, stamps: chunks.flat(), last: last?.admitted ? { admitted: true } : last };
 }
 
+/**
+ * A snapshot stored before the stamps were chunked holds them as one array (`stamps`): the host's
+ * restore hook turns it into chunks, so data dirs written by earlier versions keep their windows.
+ */
 export function upgradeBucketContext(context: unknown): unknown {
   const { stamps, ...rest } = context as { stamps?: number[] };
   if (!Array.isArray(stamps)) return context;
