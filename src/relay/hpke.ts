@@ -171,9 +171,8 @@ function takeEphemeral(): { privateKey: KeyObject; enc: Uint8Array } {
 
 /** Single-shot seal (sequence number 0): returns the encapsulated key and the ciphertext with its tag. */
 export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint8Array, plaintext: Uint8Array, ephemeral?: X25519KeyPair): { enc: Uint8Array; ct: Uint8Array } {
-  const fresh = ephemeral ? null : takeEphemeral();
-  const enc = ephemeral ? ephemeral.publicKey : fresh!.enc;
-  const shared = extractAndExpand(dh(ephemeral ? ephemeral.privateKey : fresh!.privateKey, recipientPublicKey, true), concat(enc, recipientPublicKey));
+  const { privateKey, enc } = ephemeral ? { privateKey: ephemeral.privateKey, enc: ephemeral.publicKey } : takeEphemeral();
+  const shared = extractAndExpand(dh(privateKey, recipientPublicKey, true), concat(enc, recipientPublicKey));
   const { key, baseNonce } = keySchedule(shared, info);
   const cipher = createCipheriv('chacha20-poly1305', key, baseNonce, { authTagLength: 16 });
   cipher.setAAD(aad, { plaintextLength: plaintext.length });
