@@ -1,7 +1,7 @@
 // The project's random ids (envelope mids, task ids, request and payment nonces, quote and transaction
-// ids; not key material), served from a pooled buffer as node's own randomUUID does: each randomBytes() is a native call into OpenSSL of about
-// 7 µs here, and a call drew four; one 4 KiB fill serves hundreds. The bytes are the same CSPRNG's, and
-// each byte is handed out once.
+// ids; not key material), served from a pooled buffer as node's own randomUUID does: each randomBytes()
+// is a native call into OpenSSL of about 7 µs here, and a call drew four; one 4 KiB fill serves
+// hundreds. The bytes are the same CSPRNG's, and each byte is handed out once.
 import { randomFillSync } from 'node:crypto';
 
 const POOL_BYTES = 4096;

@@ -40,10 +40,10 @@ export type ServiceOutcome =
 /**
  * Connections to services are kept for the next call when the service allows it (HTTP/1.1 keep-alive):
  * a new connection per call cost 125–175 µs more CPU (node and service together) and about 100 µs more
- * latency than a kept one, measured here with both in one process. A connection idle for a second is closed, well before common servers
- * close theirs (Node 5 s, gunicorn 2 s), so a call rarely meets a connection the service is closing; if
- * one does, its outcome is `outcome_unknown` as for any dropped connection. Free connections do not keep
- * the process alive.
+ * latency than a kept one, measured here with both in one process. A connection idle for a second is
+ * closed, well before common servers close theirs (Node 5 s, gunicorn 2 s), so a call rarely meets a
+ * connection the service is closing; if one does, its outcome is `outcome_unknown` as for any dropped
+ * connection. Free connections do not keep the process alive.
  */
 const IDLE_MS = 1000;
 type PoolOptions = Parameters<Agent['getName']>[0] & { caller?: string };
