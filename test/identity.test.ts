@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { encode } from 'cborg';
+import { encode, rfc8949EncodeOptions } from 'cborg';
 import { signerFromSeed, verify, type Signer } from '../src/identity/ed25519.js';
 import {
   incept, rotate, eventBytes, encodeKel, decodeKel, validateKel, compareKel, signEvent, digestOfKey,
@@ -137,6 +137,34 @@ test('WIRE §1: non-canonical CBOR is refused (unsorted keys, non-minimal intege
   // Trailing bytes after the KEL.
   t.not(kelCode(() => validateKel(Uint8Array.from([...canonical, 0x00]))), 'accepted');
   t.deepEqual(encodeCanonical(decodeCanonical(canonical)), canonical);
+});
+
+test('WIRE §1: encodeCanonical gives the bytes of cborg\'s RFC 8949 sorter for every key kind', (t) => {
+  const scalarKey = fc.oneof(
+    fc.integer({ min: -(2 ** 40), max: 2 ** 40 }),
+    fc.bigInt({ min: -(2n ** 64n) + 1n, max: 2n ** 64n - 1n }),
+    fc.string({ unit: 'grapheme', maxLength: 30 }),
+    fc.uint8Array({ maxLength: 30 }),
+    fc.boolean(),
+    fc.constant(null),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+  );
+  const { value } = fc.letrec((tie) => ({
+    value: fc.oneof({ depthSize: 'small' }, scalarKey, fc.array(tie('value'), { maxLength: 4 }), tie('map')),
+    map: fc.array(fc.tuple(fc.oneof(scalarKey, scalarKey, scalarKey, fc.array(scalarKey, { maxLength: 2 })), tie('value')), { maxLength: 8 }).map((entries) => new Map(entries)),
+  }));
+  // Bytes, or the error thrown (cborg's RFC 8949 sorter refuses to compare array and map keys).
+  const outcome = (f: () => Uint8Array) => {
+    try {
+      return Buffer.from(f()).toString('hex');
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  fc.assert(fc.property(value, (v) => outcome(() => encodeCanonical(v)) === outcome(() => encode(v, rfc8949EncodeOptions))), { numRuns: 2000 });
+  // Keys of different kinds and lengths, in the order RFC 8949 gives their encodings.
+  const keys = new Map<unknown, number>([['aa', 0], [-1, 0], ['b', 0], [24, 0], [new Uint8Array(2), 0], [23, 0], [-25, 0], [false, 0], [1.5, 0]]);
+  t.deepEqual([...(decodeCanonical(encodeCanonical(keys)) as Map<unknown, unknown>).keys()], [23, 24, -1, -25, new Uint8Array(2), 'b', 'aa', false, 1.5]);
 });
 
 test('WIRE §2: Ed25519 verification is strict (S + L and non-canonical encodings refused)', (t) => {

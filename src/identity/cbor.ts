@@ -16,9 +16,29 @@ export type CborValue =
   | CborValue[]
   | Map<number | string, CborValue>;
 
+/**
+ * cborg's default map sorter orders keys by major type, integers by value, and strings and byte strings
+ * by length then bytes: RFC 8949's bytewise order of the encoded keys, for every key that is not an
+ * array or a map. It also keeps cborg's direct encoder, where rfc8949EncodeOptions takes the token path
+ * and encodes each key again for every comparison (~30 µs an envelope, several envelopes a call). Array
+ * and map keys are compared by their count only by the default sorter, so a value with one goes the
+ * RFC 8949 way.
+ */
 export function encodeCanonical(value: unknown): Uint8Array {
-  return encode(value, rfc8949EncodeOptions);
+  return hasCompoundKey(value) ? encode(value, rfc8949EncodeOptions) : encode(value);
 }
+
+function hasCompoundKey(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || value instanceof Uint8Array) return false;
+  if (value instanceof Map) {
+    for (const [k, v] of value) if (isCompound(k) || hasCompoundKey(v)) return true;
+    return false;
+  }
+  if (Array.isArray(value)) return value.some(hasCompoundKey);
+  return Object.values(value).some(hasCompoundKey);
+}
+
+const isCompound = (key: unknown) => typeof key === 'object' && key !== null && !(key instanceof Uint8Array);
 
 const strictDecode = {
   strict: true,
