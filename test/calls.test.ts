@@ -133,10 +133,10 @@ test('SPEC §14, §9.5: the answer leaves only once the outcome is journaled: an
   let prov = await net.start(p.dir);
   const caller = await net.start(c.dir);
   // Fault injection: the first journal batch after the service ran fails, as a full disk would make it.
-  const db = prov.node.store.db as unknown as { batch: (ops: unknown, o: unknown) => Promise<void> };
-  const real = db.batch.bind(db);
+  const db = prov.node.store.db as unknown as { _batch: (ops: unknown, o: unknown) => Promise<void> };
+  const real = db._batch.bind(db);
   let failed = false;
-  db.batch = async (ops, o) => {
+  db._batch = async (ops, o) => {
     if (!failed && runs > 0 && Array.isArray(ops) && ops.some((op) => String(op.key).startsWith(prov.node.store.journal.prefix))) {
       failed = true;
       throw new Error('simulated write failure');

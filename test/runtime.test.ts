@@ -302,10 +302,10 @@ test('SPEC §14: a failed journal write refuses its events and leaves memory equ
   const node = await open(dir, clock);
   await node.host.send('a', 'bucket', input, { type: 'ADMIT' });
   // Fault injection: the next journal batch fails as a full disk would make it.
-  const db = node.store.db as unknown as { batch: (ops: unknown, o: unknown) => Promise<void> };
-  const real = db.batch.bind(db);
+  const db = node.store.db as unknown as { _batch: (ops: unknown, o: unknown) => Promise<void> };
+  const real = db._batch.bind(db);
   let failOnce = true;
-  db.batch = async (ops, o) => {
+  db._batch = async (ops, o) => {
     if (failOnce && Array.isArray(ops) && ops.some((op) => String(op.key).startsWith(node.store.journal.prefix))) {
       failOnce = false;
       throw new Error('simulated write failure');

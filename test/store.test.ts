@@ -53,3 +53,17 @@ test('SPEC §14: closing the store waits for the grouped writes queued before it
   t.teardown(() => again.close());
   t.is(await again.tasks.get('t1'), 'completed', 'the second group, queued behind the first, landed before the close');
 });
+
+test('SPEC §14: a batch under way when the store closes lands; a write after the close is refused, never lost quietly', async (t) => {
+  const dir = await tempDir(t);
+  const store = await Store.open(dir);
+  const ops = Array.from({ length: 200 }, (_, i) => ({ type: 'put' as const, sublevel: store.journal, key: String(i).padStart(4, '0'), value: { i, pad: 'x'.repeat(500) } }));
+  const landing = store.write(ops, { sync: true });
+  await store.close();
+  await landing;
+  await t.throwsAsync(store.write([ops[0]!]), { code: 'LEVEL_DATABASE_NOT_OPEN' });
+  const again = await Store.open(dir);
+  t.teardown(() => again.close());
+  t.deepEqual(await again.journal.get('0199'), { i: 199, pad: 'x'.repeat(500) });
+  t.is((await again.journal.keys().all()).length, 200);
+});
