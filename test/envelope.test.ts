@@ -2,6 +2,7 @@
 // signature, another recipient, an expired message, a lifetime over 15 minutes, a replayed mid and
 // unknown inner keys below 64.
 import test from 'ava';
+import { encode } from 'cborg';
 import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identity/cbor.js';
 import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/relay/envelope.js';
 import { generateX25519, seal } from '../src/relay/hpke.js';
@@ -67,6 +68,11 @@ test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unkno
   const ct = outer.get(6) as Uint8Array;
   const tampered = encodeCanonical(new Map([...outer, [6, Uint8Array.from(ct, (b, i) => (i === 5 ? b ^ 1 : b))]]));
   t.is(await refusal(() => openEnvelope(tampered, context())), 'UNDECRYPTABLE');
+  // Keys out of CoreDet order: the hub still reads the recipient (it checks no more), the receiver refuses.
+  const reordered = encode(new Map([...outer].reverse()), { mapSorter: () => 0 });
+  t.notDeepEqual(reordered, bytes);
+  t.is(envelopeRecipient(reordered), bob.kel.aid);
+  t.is(await refusal(() => openEnvelope(reordered, context())), 'MALFORMED');
   t.is(await refusal(() => openEnvelope(bytes, context({ kelOf: () => null }))), 'UNKNOWN_SENDER');
 });
 

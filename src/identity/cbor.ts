@@ -51,13 +51,17 @@ const strictDecode = {
   tags: [],
 } as const;
 
-export function decodeCanonical(bytes: Uint8Array): CborValue {
-  let value: CborValue;
+/** Well-formed CBOR with shortest-form heads and no duplicate keys; the key order is not checked. */
+export function decodeStrict(bytes: Uint8Array): CborValue {
   try {
-    value = decode(bytes, strictDecode) as CborValue;
+    return decode(bytes, strictDecode) as CborValue;
   } catch (err) {
     throw new CborError(`not valid CBOR: ${(err as Error).message}`);
   }
+}
+
+export function decodeCanonical(bytes: Uint8Array): CborValue {
+  const value = decodeStrict(bytes);
   if (!bytesEqual(encodeCanonical(value), bytes)) {
     throw new CborError('CBOR is not in deterministic (CoreDet) form');
   }

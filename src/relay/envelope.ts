@@ -1,7 +1,7 @@
 // Envelopes between nodes (WIRE.md §4): an HPKE-sealed, signed inner message inside an outer CBOR map
 // that shows the hub only the recipient AID, the suite, the key id and a padded size.
 import { randomId } from '../random.js';
-import { encodeCanonical, decodeCanonical, CborError, type CborValue } from '../identity/cbor.js';
+import { encodeCanonical, decodeCanonical, decodeStrict, CborError, type CborValue } from '../identity/cbor.js';
 import { verify as verifyEd25519, type Signer } from '../identity/ed25519.js';
 import type { KelState } from '../identity/kel.js';
 import { seal, open, type X25519KeyPair } from './hpke.js';
@@ -154,9 +154,12 @@ export interface OpenContext {
   kelOf(aid: string, tail: Uint8Array | undefined): KelState | null | Promise<KelState | null>;
 }
 
-/** The outer envelope's recipient, as the hub reads it (nothing else is in the clear). */
+/**
+ * The outer envelope's recipient, as the hub reads it (nothing else is in the clear). The hub does not
+ * encode the envelope again to check its CoreDet form: the recipient does, and refuses it otherwise.
+ */
 export function envelopeRecipient(bytes: Uint8Array): string {
-  const outer = decodeCanonical(bytes);
+  const outer = decodeStrict(bytes);
   const to = outer instanceof Map ? outer.get(2) : undefined;
   if (typeof to !== 'string') throw new EnvelopeRefused('MALFORMED', 'the envelope names no recipient');
   return to;
