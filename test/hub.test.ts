@@ -250,3 +250,13 @@ test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale wh
   now += 25 * 3_600_000;
   t.like(await reader.publicCard(target.aid), { key: 'stale', verified: true });
 });
+
+test('SPEC §11: a request body past the hub\'s limit is dropped unread; the hub keeps serving', async (t) => {
+  const { hub } = await setup(t);
+  const over = await fetch(`${hub.url}/agents`, { method: 'POST', body: Buffer.alloc(300 * 1024, 0x20) }).then((r) => r.status, () => 'dropped');
+  t.true(over === 'dropped' || over === 413, `got ${over}`);
+  const small = await fetch(`${hub.url}/agents`, { method: 'POST', body: '{' });
+  t.is(small.status, 400, 'a small bad body is read whole and refused with its error');
+  t.is((await small.json()).error.code, 'BAD_REQUEST');
+  t.is((await fetch(`${hub.url}/health`)).status, 200);
+});
