@@ -86,6 +86,46 @@ async function throughHub(n: number): Promise<number[]> {
   return out;
 }
 
+/**
+ * CPU per send (sender, hub and push to a connected receiver, all in this process), 32 at once: on the
+ * upstream, and as POSTs (the hub's upgrade handler taken off, as an older hub would lack it).
+ */
+async function sendCost(n: number): Promise<{ upstream: number; post: number }> {
+  const root = await mkdtemp(join(tmpdir(), 'anet-bench-sends-'));
+  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  const alice = await createIdentity(join(root, 'a'), Date.now());
+  const bob = await createIdentity(join(root, 'b'), Date.now());
+  await new HubClient(hub.url, alice).register('a', null);
+  await new HubClient(hub.url, bob).register('b', null);
+  const key = generateX25519();
+  const receiver = new RelayClient(hub.url, bob, () => {});
+  await receiver.connect();
+  const { bytes } = sealEnvelope({ aid: alice.aid, ksn: 0, signer: alice.signer }, { aid: bob.aid, kid: new Uint8Array(16), publicKey: key.publicKey }, { type: 'bench', ix: 0, ts: Date.now(), exp: Date.now() + 600_000, body: 'x'.repeat(300) });
+  const upgrades = hub.server.listeners('upgrade') as ((...args: unknown[]) => void)[];
+  const cost = async (upstream: boolean) => {
+    hub.server.removeAllListeners('upgrade');
+    if (upstream) for (const l of upgrades) hub.server.on('upgrade', l);
+    const sender = new RelayClient(hub.url, alice, () => {});
+    await pool(200, 32, () => sender.send(bytes).then(() => {})); // warm-up, and the upstream opened
+    const cpu0 = process.cpuUsage();
+    await pool(n, 32, () => sender.send(bytes).then(() => {}));
+    const cpu = process.cpuUsage(cpu0);
+    sender.close();
+    return (cpu.user + cpu.system) / n;
+  };
+  // Alternated, so a slower stretch of the machine does not fall on one kind only.
+  const runs = { upstream: [] as number[], post: [] as number[] };
+  for (let i = 0; i < 3; i++) {
+    runs.post.push(await cost(false));
+    runs.upstream.push(await cost(true));
+  }
+  receiver.close();
+  await hub.close();
+  await rm(root, { recursive: true, force: true });
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[1]!;
+  return { upstream: median(runs.upstream), post: median(runs.post) };
+}
+
 /** `total` POSTs of a card-sized body, `concurrency` at once, answered with a card-sized body: requests/s. */
 async function plainPostThroughput(total: number, concurrency: number): Promise<number> {
   const answer = Buffer.alloc(2048, 1);
@@ -187,6 +227,9 @@ export async function benchRelay(n: number): Promise<boolean> {
   row('baseline: plain HTTP POST, loopback', base, '1.00x');
   const ok = pct(relay, 50) <= 5;
   row('envelope through the hub (one way)', relay, `${(pct(relay, 50) / pct(base, 50)).toFixed(2)}x p50`, 'p50 <= 5 ms', ok);
+  const sends = await sendCost(n);
+  console.log(`${'baseline: send as a POST, 32 at once'.padEnd(40)} ${sends.post.toFixed(0).padStart(7)} us CPU a send (sender, hub, push)  1.00x`);
+  console.log(`${'send on the upstream, 32 at once'.padEnd(40)} ${sends.upstream.toFixed(0).padStart(7)} us CPU a send                        ${(sends.upstream / sends.post).toFixed(2)}x`);
   const fetches = Math.max(200, Math.floor(n / 2));
   const posts = await plainPostThroughput(fetches, 32);
   const cards = await cardFetchThroughput(fetches, 32);

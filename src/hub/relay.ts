@@ -2,7 +2,9 @@
 // stream, or queued in memory (bounded, with a TTL) while it is offline. Sends are anonymous — the sender
 // is known only inside the ciphertext — and nothing about who talked to whom is ever written to disk.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { envelopeRecipient } from '../relay/envelope.js';
+import type { Duplex } from 'node:stream';
+import { envelopeRecipient, EnvelopeRefused } from '../relay/envelope.js';
+import { CborError } from '../identity/cbor.js';
 
 const MIB = 1024 * 1024;
 
@@ -58,6 +60,23 @@ export interface RelayLimits {
  */
 export const DEFAULT_LIMITS: RelayLimits = { perRecipient: 1000, perRecipientBytes: 2 * MAX_ENVELOPE, totalBytes: 512 * MIB, uploadBytes: 256 * MIB, ttlMs: 10 * 60_000 };
 
+/**
+ * The upstream (`GET /relay/v2/upstream`, `Upgrade: anet-relay-upstream`): one anonymous connection on
+ * which a node sends envelopes as frames and reads one answer frame per envelope, in order — a JSON
+ * RelayAnswer, as the body of a POST send would be. It saves each send an HTTP request and response (on
+ * both sides, the larger part of a send's cost). A hub that does not upgrade gets POSTs instead.
+ */
+export const UPSTREAM_PROTOCOL = 'anet-relay-upstream';
+
+/**
+ * The largest envelope sent on an upstream; larger ones are POSTed. Answers come in order, so a 16 MiB
+ * upload there would hold up every small message behind it; this also bounds what one connection holds.
+ */
+export const UPSTREAM_MAX = 256 * 1024;
+
+/** What a sender learns of one envelope: taken (pushed or queued), or refused with an HTTP status and code. */
+export type RelayAnswer = { outcome: 'delivered' | 'queued' } | { error: { status: number; code: string; message: string } };
+
 interface Queued {
   bytes: Uint8Array;
   expires: number;
@@ -102,6 +121,33 @@ export class Relay {
     this.stats.queued++;
     return 'queued';
   }
+
+  /** accept(), as the sender is answered: the outcome, or why the envelope was refused. */
+  answer(bytes: Uint8Array): RelayAnswer {
+    let outcome: ReturnType<Relay['accept']>;
+    try {
+      outcome = this.accept(bytes);
+    } catch (err) {
+      if (err instanceof EnvelopeRefused || err instanceof CborError) return refused(400, 'BAD_ENVELOPE', err.message);
+      throw err;
+    }
+    return outcome === 'full' ? refused(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full') : { outcome };
+  }
+
+  /** Serves one upstream connection, after the upgrade (`head`: bytes that came with the request). */
+  upstream(socket: Duplex, head: Buffer): void {
+    const connection = new UpstreamConnection(this, socket);
+    this.upstreams.add(socket);
+    socket.once('close', () => {
+      this.upstreams.delete(socket);
+      connection.closed();
+    });
+    socket.on('error', () => socket.destroy());
+    socket.on('data', (chunk: Buffer) => connection.push(chunk));
+    if (head.length) connection.push(head);
+  }
+
+  private readonly upstreams = new Set<Duplex>();
 
   private drop(): 'full' {
     this.stats.dropped++;
@@ -171,9 +217,87 @@ export class Relay {
   }
 
   close(): void {
+    // Upgraded connections are the relay's own: the HTTP server no longer tracks them.
+    for (const socket of this.upstreams) socket.destroy();
     for (const s of this.streams.values()) s.end();
     this.streams.clear();
     this.queues.clear();
     this.queued = 0;
+  }
+}
+
+const refused = (status: number, code: string, message: string): RelayAnswer => ({ error: { status, code, message } });
+
+/**
+ * One upstream's frames in, answers out. Each frame's length is reserved in the relay's upload budget
+ * when its header arrives, as a POST's declared length is; a frame the budget has no room for is read
+ * and dropped, and answered BUSY. A frame over UPSTREAM_MAX ends the connection.
+ */
+class UpstreamConnection {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  /** The length of the frame being received, held in the upload budget (-1 between frames). */
+  private reading = -1;
+  /** Bytes of a frame answered BUSY still to be read and dropped. */
+  private skipping = 0;
+
+  constructor(private readonly relay: Relay, private readonly socket: Duplex) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (!this.socket.destroyed) {
+      if (this.skipping) {
+        this.skipping -= this.take(Math.min(this.skipping, this.size)).length;
+        if (this.skipping) return;
+        continue;
+      }
+      if (this.reading < 0) {
+        if (this.size < 4) return;
+        const length = this.take(4).readUInt32BE(0);
+        if (length > UPSTREAM_MAX) {
+          this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
+          this.socket.end();
+          return;
+        }
+        if (!this.relay.startUpload(length)) {
+          this.skipping = length;
+          this.answer(refused(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly'));
+          continue;
+        }
+        this.reading = length;
+      }
+      if (this.size < this.reading) return;
+      const bytes = this.take(this.reading);
+      this.relay.endUpload(this.reading);
+      this.reading = -1;
+      let answer: RelayAnswer;
+      try {
+        answer = this.relay.answer(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length));
+      } catch (err) {
+        answer = refused(500, 'INTERNAL', (err as Error).message);
+      }
+      this.answer(answer);
+    }
+  }
+
+  closed(): void {
+    if (this.reading >= 0) this.relay.endUpload(this.reading);
+    this.reading = -1;
+  }
+
+  private answer(answer: RelayAnswer): void {
+    this.socket.write(frame(Buffer.from(JSON.stringify(answer))));
+  }
+
+  /** The next `n` buffered bytes (n <= size). */
+  private take(n: number): Buffer {
+    if (this.chunks[0]!.length < n) this.chunks = [Buffer.concat(this.chunks)];
+    const first = this.chunks[0]!;
+    const out = first.subarray(0, n);
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
+    this.size -= n;
+    return out;
   }
 }

@@ -5,12 +5,11 @@ import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../fsutil.js';
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { HubStore, type AgentRecord } from './store.js';
-import { Relay, MAX_ENVELOPE } from './relay.js';
+import { Relay, MAX_ENVELOPE, UPSTREAM_PROTOCOL } from './relay.js';
 import { Ledger, LedgerRefused } from './ledger.js';
-import { EnvelopeRefused } from '../relay/envelope.js';
 import { verifyKeySet } from '../relay/keyset.js';
-import { CborError } from '../identity/cbor.js';
 import { authMessage, AUTH_WINDOW_MS } from './auth.js';
 import { verifyCard } from '../card/verify.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
@@ -65,6 +64,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       send(res, e.status, { error: { code: e.code, message: e.message } });
     });
   });
+  server.on('upgrade', (req, socket, head) => upgrade(relay, req, socket, head));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
@@ -97,6 +97,17 @@ function send(res: ServerResponse, status: number, body: unknown, type = 'applic
   const data = typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
   res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
   res.end(data);
+}
+
+/** `GET /relay/v2/upstream` with `Upgrade: anet-relay-upstream` (see UPSTREAM_PROTOCOL); no other upgrade. */
+function upgrade(relay: Relay, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  if (req.method === 'GET' && req.url === '/relay/v2/upstream' && req.headers.upgrade?.toLowerCase() === UPSTREAM_PROTOCOL) {
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
+    return relay.upstream(socket, head);
+  }
+  const body = JSON.stringify({ error: { code: 'BAD_UPGRADE', message: `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}` } });
+  socket.on('error', () => socket.destroy());
+  socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 /**
@@ -178,15 +189,9 @@ async function handleRelay(store: HubStore, relay: Relay, now: () => number, req
     } finally {
       relay.endUpload(declared);
     }
-    let outcome: string;
-    try {
-      outcome = relay.accept(new Uint8Array(body.buffer, body.byteOffset, body.length));
-    } catch (err) {
-      if (err instanceof EnvelopeRefused || err instanceof CborError) throw new HubError(400, 'BAD_ENVELOPE', (err as Error).message);
-      throw err;
-    }
-    if (outcome === 'full') throw new HubError(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full');
-    return send(res, 202, { outcome });
+    const answer = relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length));
+    if ('error' in answer) throw new HubError(answer.error.status, answer.error.code, answer.error.message);
+    return send(res, 202, answer);
   }
   if (method === 'GET' && path === '/relay/v2/stream') {
     const rec = await known(store, header(req, 'x-anet-aid'));

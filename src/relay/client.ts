@@ -1,10 +1,11 @@
 // A node's connection to its hub relay: one signed push stream for incoming envelopes, and anonymous
-// sends over a keep-alive connection.
+// sends on one upstream connection (POSTs for large envelopes and for hubs that do not upgrade).
 import { request, Agent, type ClientRequest } from 'node:http';
+import type { Socket } from 'node:net';
 import { signRequest } from '../hub/auth.js';
 import type { Identity } from '../identity/store.js';
 import { HubRefusedError, HubUnreachableError } from '../hub/client.js';
-import { MAX_ENVELOPE, MAX_MESSAGE, mib } from '../hub/relay.js';
+import { MAX_ENVELOPE, MAX_MESSAGE, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, mib, type RelayAnswer } from '../hub/relay.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const KEEPALIVE_MS = 30_000;
@@ -47,6 +48,50 @@ class FrameReader {
   }
 }
 
+/**
+ * The upstream to the hub (see UPSTREAM_PROTOCOL): envelopes out as frames, one answer back for each, in
+ * order. It keeps the process alive only while answers are awaited.
+ */
+class Upstream {
+  private readonly waiting: { resolve: (outcome: 'delivered' | 'queued') => void; reject: (err: Error) => void }[] = [];
+
+  constructor(readonly socket: Socket, head: Buffer, origin: string, onEnd: () => void) {
+    const frames = new FrameReader((bytes) => this.answered(bytes), () => socket.destroy());
+    if (head.length) frames.push(head);
+    socket.on('data', (chunk: Buffer) => frames.push(chunk));
+    socket.on('error', () => socket.destroy());
+    socket.once('close', () => {
+      onEnd();
+      const cause = new Error('the relay upstream closed');
+      for (const w of this.waiting.splice(0)) w.reject(new HubUnreachableError(origin, cause));
+    });
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, KEEPALIVE_MS);
+    socket.unref();
+  }
+
+  send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
+    return new Promise((resolve, reject) => {
+      if (this.waiting.push({ resolve, reject }) === 1) this.socket.ref();
+      this.socket.write(frame(bytes));
+    });
+  }
+
+  private answered(bytes: Uint8Array): void {
+    const waiting = this.waiting.shift();
+    if (!waiting) return void this.socket.destroy();
+    if (!this.waiting.length) this.socket.unref();
+    let answer: RelayAnswer;
+    try {
+      answer = JSON.parse(Buffer.from(bytes).toString('utf8'));
+    } catch {
+      return void this.socket.destroy();
+    }
+    if ('outcome' in answer) waiting.resolve(answer.outcome);
+    else waiting.reject(new HubRefusedError(answer.error.status, answer.error.code, answer.error.message));
+  }
+}
+
 export class RelayClient {
   private readonly base: URL;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 16 });
@@ -64,6 +109,8 @@ export class RelayClient {
   /** Opens the push stream; resolves once the hub has accepted it. */
   connect(): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the relay client is closed'));
+    // A hub that came back may be a newer one: ask for the upstream again.
+    this.upstreamRefused = false;
     const path = '/relay/v2/stream';
     const headers = signRequest(this.identity.signer, this.identity.aid, 'GET', path, new Uint8Array(), this.now());
     this.stream?.destroy();
@@ -115,8 +162,48 @@ export class RelayClient {
     });
   }
 
+  private upstream: Upstream | null = null;
+  private upstreamOpening: Promise<Upstream | null> | null = null;
+  /** The hub answered the upgrade with something else (an older hub): POST until the next connect(). */
+  private upstreamRefused = false;
+
   /** Sends one envelope; the hub pushes it or queues it for an offline recipient. */
   send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
+    if (bytes.length > UPSTREAM_MAX || this.upstreamRefused || this.closed) return this.post(bytes);
+    if (this.upstream) return this.upstream.send(bytes);
+    return this.openUpstream().then((upstream) => (upstream ? upstream.send(bytes) : this.post(bytes)));
+  }
+
+  /** The upstream, opened once for the sends that wait for it; null when the hub does not upgrade. */
+  private openUpstream(): Promise<Upstream | null> {
+    this.upstreamOpening ??= new Promise<Upstream | null>((resolve) => {
+      const req = request({ host: this.base.hostname, port: this.base.port, path: '/relay/v2/upstream', method: 'GET', agent: false, headers: { connection: 'Upgrade', upgrade: UPSTREAM_PROTOCOL } });
+      req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
+      req.on('upgrade', (_res, socket: Socket, head: Buffer) => {
+        req.setTimeout(0);
+        if (this.closed) {
+          socket.destroy();
+          return resolve(null);
+        }
+        const upstream = new Upstream(socket, head, this.base.origin, () => {
+          if (this.upstream === upstream) this.upstream = null;
+        });
+        this.upstream = upstream;
+        resolve(upstream);
+      });
+      req.on('response', (res) => {
+        this.upstreamRefused = true;
+        res.resume();
+        resolve(null);
+      });
+      // Not reachable now: this send goes as a POST (and fails as one); the next one tries again.
+      req.on('error', () => resolve(null));
+      req.end();
+    }).finally(() => (this.upstreamOpening = null));
+    return this.upstreamOpening;
+  }
+
+  private post(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
     return new Promise((resolve, reject) => {
       const req = request(
         { host: this.base.hostname, port: this.base.port, path: '/relay/v2/send', method: 'POST', agent: this.agent, headers: { 'content-type': 'application/cbor', 'content-length': bytes.length } },
@@ -147,6 +234,7 @@ export class RelayClient {
     stream?.destroy();
     this.connecting?.destroy(new Error('the relay client was closed'));
     this.connecting = null;
+    this.upstream?.socket.destroy();
     this.agent.destroy();
   }
 }
