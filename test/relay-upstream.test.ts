@@ -9,7 +9,7 @@ import { tempDir } from './helpers/tmp.js';
 import { startHub } from '../src/hub/server.js';
 import { HubClient, HubRefusedError, HubUnreachableError } from '../src/hub/client.js';
 import { RelayClient } from '../src/relay/client.js';
-import { Relay, DEFAULT_LIMITS, UPSTREAM_MAX, frame } from '../src/hub/relay.js';
+import { Relay, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, type RelayLimits as RelayLimitsT } from '../src/hub/relay.js';
 import { sealEnvelope } from '../src/relay/envelope.js';
 import { generateX25519 } from '../src/relay/hpke.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
@@ -106,49 +106,149 @@ test('SPEC §11: an upstream that drops fails the sends waiting on it as unreach
   t.is(got.length, 1);
 });
 
-test('SPEC §11: an upstream frame the upload budget has no room for is dropped and answered BUSY; one past the limit ends the connection', async (t) => {
-  const relay = new Relay(Date.now, { ...DEFAULT_LIMITS, uploadBytes: 1000 });
-  const server = createServer((socket) => relay.upstream(socket, Buffer.alloc(0)));
+/** A relay serving raw upstream connections (no HTTP), and clients that collect its answer frames. */
+async function rawRelay(t: any, limits: Partial<RelayLimitsT> = {}) {
+  const relay = new Relay(Date.now, limits);
+  const hubSide: Socket[] = [];
+  // Half-open allowed, as on the hub's HTTP server (an upgraded socket keeps that setting).
+  const server = createServer({ allowHalfOpen: true }, (socket) => (hubSide.push(socket), relay.upstream(socket, Buffer.alloc(0))));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => (relay.close(), server.close()));
-  const socket: Socket = connect((server.address() as { port: number }).port, '127.0.0.1');
-  const answers: unknown[] = [];
-  let buffered = Buffer.alloc(0);
-  socket.on('data', (chunk: Buffer) => {
-    buffered = Buffer.concat([buffered, chunk]);
-    while (buffered.length >= 4 && buffered.length >= 4 + buffered.readUInt32BE(0)) {
-      answers.push(JSON.parse(buffered.subarray(4, 4 + buffered.readUInt32BE(0)).toString()));
-      buffered = buffered.subarray(4 + buffered.readUInt32BE(0));
-    }
-  });
-  const closed = new Promise<void>((r) => socket.once('close', () => r()));
-  // 5000 bytes, over the 1000-byte budget, sent in pieces; then 900 bytes twice, each within the budget.
+  const client = () => {
+    const socket: Socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+    socket.on('error', () => {}); // resets when the hub ends a connection are what some tests wait for
+    const answers: { error?: { status: number; code: string } }[] = [];
+    let buffered = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 4 && buffered.length >= 4 + buffered.readUInt32BE(0)) {
+        answers.push(JSON.parse(buffered.subarray(4, 4 + buffered.readUInt32BE(0)).toString()));
+        buffered = buffered.subarray(4 + buffered.readUInt32BE(0));
+      }
+    });
+    const closed = new Promise<void>((r) => socket.once('close', () => r()));
+    return { socket, answers, closed };
+  };
+  return { relay, hubSide, client };
+}
+
+const header = (length: number) => {
+  const head = Buffer.alloc(4);
+  head.writeUInt32BE(length);
+  return head;
+};
+const tick = () => new Promise((r) => setTimeout(r, 30));
+
+test('SPEC §11: an upstream frame the upload budget has no room for is dropped and answered BUSY; one past the limit ends the connection', async (t) => {
+  const { client } = await rawRelay(t, { uploadBytes: 1000 });
+  const { socket, answers, closed } = client();
+  // 5000 bytes, over the 1000-byte budget, sent in pieces (the header alone first); then 900 bytes twice,
+  // each within the budget, and an empty frame alone.
   const big = frame(new Uint8Array(5000));
-  socket.write(big.subarray(0, 3));
-  socket.write(big.subarray(3, 2000));
+  socket.write(big.subarray(0, 4));
+  await tick();
+  socket.write(big.subarray(4, 2000));
   socket.write(big.subarray(2000));
   socket.write(frame(new Uint8Array(900)));
   socket.write(frame(new Uint8Array(900)));
-  await waitFor(() => answers.length === 3);
+  await tick();
+  socket.write(header(0));
+  await waitFor(() => answers.length === 4);
   t.like(answers[0], { error: { status: 503, code: 'BUSY' } });
   t.like(answers[1], { error: { status: 400, code: 'BAD_ENVELOPE' } }, 'the 900 bytes were read whole, within the budget');
   t.like(answers[2], { error: { status: 400, code: 'BAD_ENVELOPE' } }, 'and their room was given back');
-  const head = Buffer.alloc(4);
-  head.writeUInt32BE(UPSTREAM_MAX + 1);
-  socket.write(head);
+  t.like(answers[3], { error: { status: 400, code: 'BAD_ENVELOPE' } }, 'an empty frame is refused like any bad envelope');
+  socket.write(header(UPSTREAM_MAX + 1));
+  socket.write(frame(new Uint8Array(10)));
   await closed;
-  t.like(answers[3], { error: { status: 413, code: 'TOO_LARGE' } });
-  t.is(answers.length, 4);
+  t.like(answers[4], { error: { status: 413, code: 'TOO_LARGE' } });
+  t.is(answers.length, 5, 'nothing after the frame over the limit was read');
 });
 
-test('SPEC §11: the hub refuses any other upgrade with one JSON error', async (t) => {
+test('SPEC §11: an upstream whose client goes, or whose frame stalls, is closed by the hub and gives its budget back', async (t) => {
+  const { relay, hubSide, client } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 200 });
+  // A client closes its side between frames: a half-open connection the hub must not keep.
+  const gone = client();
+  gone.socket.write(frame(new Uint8Array(5)));
+  await waitFor(() => gone.answers.length === 1);
+  gone.socket.end();
+  // All of the 1000-byte budget is free (the hub's close handler has run).
+  const free = () => {
+    const ok = relay.startUpload(1000);
+    if (ok) relay.endUpload(1000);
+    return ok;
+  };
+  await waitFor(() => hubSide[0]?.destroyed === true && free());
+  t.true(hubSide[0]?.destroyed, 'the hub closed its side');
+  t.true(free());
+  // A frame that stops arriving: the connection ends after frameTimeoutMs, its room is given back.
+  const stalled = client();
+  stalled.socket.write(Buffer.concat([header(1000), Buffer.alloc(10)]));
+  await waitFor(() => !free());
+  t.false(free(), 'the stalled frame holds its room');
+  await stalled.closed;
+  await waitFor(free);
+  t.true(free());
+  // Between frames a connection may idle past frameTimeoutMs.
+  const idle = client();
+  idle.socket.write(frame(new Uint8Array(5)));
+  await new Promise((r) => setTimeout(r, 400));
+  t.false(idle.socket.destroyed);
+  idle.socket.write(frame(new Uint8Array(5)));
+  await waitFor(() => idle.answers.length === 2);
+  t.is(idle.answers.length, 2);
+  idle.socket.destroy();
+});
+
+test('SPEC §11: a client that does not read its answers cannot make the hub hold them without bound', async (t) => {
+  const { hubSide, client } = await rawRelay(t);
+  const { socket, answers } = client();
+  socket.pause();
+  // 100 000 empty frames (400 KB) whose answers (BAD_ENVELOPE, ~110 bytes each) make ~11 MB.
+  const frames = 100_000;
+  socket.write(Buffer.concat(Array.from({ length: frames }, () => header(0))));
+  await new Promise((r) => setTimeout(r, 500));
+  const held = hubSide[0]?.writableLength ?? 0;
+  t.is(hubSide.length, 1);
+  t.true(held < 256 * 1024, `the hub holds ${held} bytes of answers`);
+  socket.resume();
+  await waitFor(() => answers.length === frames);
+  t.is(answers.length, frames, 'every frame was answered once the client read');
+  socket.destroy();
+});
+
+test('SPEC §11: a hub answering garbage on the upstream fails the send at once, never hangs or crashes the node', async (t) => {
+  for (const garbage of ['not json', 'null', '{}', '{"outcome":"lost"}']) {
+    const server = createServer((socket) => {
+      socket.once('data', () => {
+        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
+        socket.on('data', () => socket.write(frame(Buffer.from(garbage))));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const sender = new RelayClient(`http://127.0.0.1:${(server.address() as { port: number }).port}`, (await setup(t)).alice, () => {});
+    await t.throwsAsync(sender.send(Uint8Array.from([1, 2, 3])), { instanceOf: HubUnreachableError, message: /not a relay answer/ }, garbage);
+    sender.close();
+    server.close();
+  }
+});
+
+test('SPEC §11: other upgrades are ignored: a request without a body is served, one with a body is refused', async (t) => {
   const { hub } = await setup(t);
   const { port } = new URL(hub.url);
-  const socket = connect(Number(port), '127.0.0.1');
-  socket.write('GET /health HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
-  let text = '';
-  socket.on('data', (c) => (text += c));
-  await new Promise<void>((r) => socket.once('close', () => r()));
-  t.regex(text, /^HTTP\/1\.1 400 /);
-  t.is(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).error.code, 'BAD_UPGRADE');
+  const exchange = async (request: string) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.write(request);
+    let text = '';
+    socket.on('data', (c) => (text += c));
+    await new Promise<void>((r) => socket.once('close', () => r()));
+    return { status: Number(text.split(' ')[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4) };
+  };
+  // curl --http2 on a plain-HTTP URL asks for h2c like this.
+  const health = await exchange('GET /health HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n');
+  t.is(health.status, 200);
+  t.regex(health.body, /"ok":true/);
+  const posted = await exchange('POST /agents HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}');
+  t.is(posted.status, 400);
+  t.is(JSON.parse(posted.body).error.code, 'BAD_UPGRADE');
 });

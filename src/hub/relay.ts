@@ -2,7 +2,7 @@
 // stream, or queued in memory (bounded, with a TTL) while it is offline. Sends are anonymous — the sender
 // is known only inside the ciphertext — and nothing about who talked to whom is ever written to disk.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
 import { envelopeRecipient, EnvelopeRefused } from '../relay/envelope.js';
 import { CborError } from '../identity/cbor.js';
 
@@ -52,13 +52,25 @@ export interface RelayLimits {
   /** Send bodies being received at once, in bytes. */
   uploadBytes: number;
   ttlMs: number;
+  /** Upstream connections at once (each is anonymous and may idle for as long as its node runs). */
+  upstreams: number;
+  /** How long an upstream frame may take to arrive once its header has: a stalled one would hold its budget. */
+  frameTimeoutMs: number;
 }
 
 /**
  * Per offline recipient: room for two of the largest envelopes, or for the whole count of typical small
  * ones (a few KiB each); an empty queue always takes one largest envelope.
  */
-export const DEFAULT_LIMITS: RelayLimits = { perRecipient: 1000, perRecipientBytes: 2 * MAX_ENVELOPE, totalBytes: 512 * MIB, uploadBytes: 256 * MIB, ttlMs: 10 * 60_000 };
+export const DEFAULT_LIMITS: RelayLimits = {
+  perRecipient: 1000,
+  perRecipientBytes: 2 * MAX_ENVELOPE,
+  totalBytes: 512 * MIB,
+  uploadBytes: 256 * MIB,
+  ttlMs: 10 * 60_000,
+  upstreams: 4096,
+  frameTimeoutMs: 30_000,
+};
 
 /**
  * The upstream (`GET /relay/v2/upstream`, `Upgrade: anet-relay-upstream`): one anonymous connection on
@@ -98,7 +110,12 @@ export class Relay {
   private queued = 0;
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
 
-  constructor(private readonly now: () => number, private readonly limits: RelayLimits = DEFAULT_LIMITS) {}
+  private readonly limits: RelayLimits;
+
+  /** `limits`: DEFAULT_LIMITS where not given. */
+  constructor(private readonly now: () => number, limits: Partial<RelayLimits> = {}) {
+    this.limits = { ...DEFAULT_LIMITS, ...limits };
+  }
 
   /** Accepts one envelope: 'delivered' (pushed), 'queued' (recipient offline), or 'full'. */
   accept(bytes: Uint8Array): 'delivered' | 'queued' | 'full' {
@@ -134,20 +151,28 @@ export class Relay {
     return outcome === 'full' ? refused(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full') : { outcome };
   }
 
+  /** Whether another upstream may be opened now. */
+  upstreamRoom(): boolean {
+    return this.upstreams.size < this.limits.upstreams;
+  }
+
   /** Serves one upstream connection, after the upgrade (`head`: bytes that came with the request). */
-  upstream(socket: Duplex, head: Buffer): void {
-    const connection = new UpstreamConnection(this, socket);
+  upstream(socket: Socket, head: Buffer): void {
+    const connection = new UpstreamConnection(this, socket, this.limits.frameTimeoutMs);
     this.upstreams.add(socket);
     socket.once('close', () => {
       this.upstreams.delete(socket);
       connection.closed();
     });
     socket.on('error', () => socket.destroy());
-    socket.on('data', (chunk: Buffer) => connection.push(chunk));
-    if (head.length) connection.push(head);
+    // The server's sockets allow half-open connections, and an upgraded one has no HTTP handling left:
+    // a node that closes its side would leave this one (and any budget its frame held) open for ever.
+    socket.once('end', () => socket.destroy());
+    socket.on('data', (chunk: Buffer) => connection.received(chunk));
+    if (head.length) connection.received(head);
   }
 
-  private readonly upstreams = new Set<Duplex>();
+  private readonly upstreams = new Set<Socket>();
 
   private drop(): 'full' {
     this.stats.dropped++;
@@ -231,7 +256,9 @@ const refused = (status: number, code: string, message: string): RelayAnswer => 
 /**
  * One upstream's frames in, answers out. Each frame's length is reserved in the relay's upload budget
  * when its header arrives, as a POST's declared length is; a frame the budget has no room for is read
- * and dropped, and answered BUSY. A frame over UPSTREAM_MAX ends the connection.
+ * and dropped, and answered BUSY; a frame that stops arriving for `frameTimeoutMs` ends the connection,
+ * as does one over UPSTREAM_MAX. Reading pauses while answers wait to be written, so a client that does
+ * not read them cannot make the hub hold more than a socket buffer's worth.
  */
 class UpstreamConnection {
   private chunks: Buffer[] = [];
@@ -240,23 +267,45 @@ class UpstreamConnection {
   private reading = -1;
   /** Bytes of a frame answered BUSY still to be read and dropped. */
   private skipping = 0;
+  /** Answers wait to be written: frames stay buffered, and the socket is paused, until they drain. */
+  private blocked = false;
+  private ended = false;
+  private timing = false;
 
-  constructor(private readonly relay: Relay, private readonly socket: Duplex) {}
+  constructor(private readonly relay: Relay, private readonly socket: Socket, private readonly frameTimeoutMs: number) {
+    socket.on('timeout', () => socket.destroy());
+  }
 
-  push(chunk: Buffer): void {
+  received(chunk: Buffer): void {
     this.chunks.push(chunk);
     this.size += chunk.length;
-    while (!this.socket.destroyed) {
+    try {
+      this.work();
+    } catch {
+      // Not a state any input should reach; the connection goes, the hub stays up.
+      this.socket.destroy();
+    }
+  }
+
+  closed(): void {
+    if (this.reading >= 0) this.relay.endUpload(this.reading);
+    this.reading = -1;
+  }
+
+  private work(): void {
+    while (!this.blocked && !this.ended && !this.socket.destroyed) {
       if (this.skipping) {
+        if (!this.size) break;
         this.skipping -= this.take(Math.min(this.skipping, this.size)).length;
-        if (this.skipping) return;
         continue;
       }
       if (this.reading < 0) {
-        if (this.size < 4) return;
+        if (this.size < 4) break;
         const length = this.take(4).readUInt32BE(0);
         if (length > UPSTREAM_MAX) {
+          this.ended = true;
           this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
+          this.socket.once('finish', () => this.socket.destroy());
           this.socket.end();
           return;
         }
@@ -267,7 +316,7 @@ class UpstreamConnection {
         }
         this.reading = length;
       }
-      if (this.size < this.reading) return;
+      if (this.size < this.reading) break;
       const bytes = this.take(this.reading);
       this.relay.endUpload(this.reading);
       this.reading = -1;
@@ -279,19 +328,28 @@ class UpstreamConnection {
       }
       this.answer(answer);
     }
-  }
-
-  closed(): void {
-    if (this.reading >= 0) this.relay.endUpload(this.reading);
-    this.reading = -1;
+    // A frame begun and not yet whole has this long to arrive; between frames the connection may idle.
+    const midFrame = this.reading >= 0 || this.skipping > 0;
+    if (midFrame !== this.timing) {
+      this.timing = midFrame;
+      this.socket.setTimeout(midFrame ? this.frameTimeoutMs : 0);
+    }
   }
 
   private answer(answer: RelayAnswer): void {
-    this.socket.write(frame(Buffer.from(JSON.stringify(answer))));
+    if (this.socket.write(frame(Buffer.from(JSON.stringify(answer)))) || this.blocked) return;
+    this.blocked = true;
+    this.socket.pause();
+    this.socket.once('drain', () => {
+      this.blocked = false;
+      this.socket.resume();
+      this.received(Buffer.alloc(0));
+    });
   }
 
   /** The next `n` buffered bytes (n <= size). */
   private take(n: number): Buffer {
+    if (n === 0) return Buffer.alloc(0);
     if (this.chunks[0]!.length < n) this.chunks = [Buffer.concat(this.chunks)];
     const first = this.chunks[0]!;
     const out = first.subarray(0, n);

@@ -4,8 +4,8 @@
 import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../fsutil.js';
-import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { createServer, ServerResponse, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { HubStore, type AgentRecord } from './store.js';
 import { Relay, MAX_ENVELOPE, UPSTREAM_PROTOCOL } from './relay.js';
 import { Ledger, LedgerRefused } from './ledger.js';
@@ -58,13 +58,14 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   await ledger.sweep();
   const sweeper = setInterval(() => void ledger.sweep().catch(() => {}), SWEEP_EVERY_MS);
   sweeper.unref();
-  const server = createServer((req, res) => {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     handle(store, relay, ledger, identity.kel, now, req, res).catch((err) => {
       const e = err instanceof HubError || err instanceof LedgerRefused ? err : new HubError(500, 'INTERNAL', (err as Error).message);
       send(res, e.status, { error: { code: e.code, message: e.message } });
     });
-  });
-  server.on('upgrade', (req, socket, head) => upgrade(relay, req, socket, head));
+  };
+  const server = createServer(serve);
+  server.on('upgrade', (req, socket, head) => upgrade(serve, relay, req, socket as Socket, head));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
@@ -99,15 +100,32 @@ function send(res: ServerResponse, status: number, body: unknown, type = 'applic
   res.end(data);
 }
 
-/** `GET /relay/v2/upstream` with `Upgrade: anet-relay-upstream` (see UPSTREAM_PROTOCOL); no other upgrade. */
-function upgrade(relay: Relay, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+/**
+ * `GET /relay/v2/upstream` with `Upgrade: anet-relay-upstream` (see UPSTREAM_PROTOCOL). Any other
+ * upgrade is ignored, as HTTP lets a server do (curl --http2 asks for h2c): a request without a body is
+ * served as plain HTTP/1.1 on a connection that then closes; one with a body is refused.
+ */
+function upgrade(serve: (req: IncomingMessage, res: ServerResponse) => void, relay: Relay, req: IncomingMessage, socket: Socket, head: Buffer): void {
+  socket.on('error', () => socket.destroy());
   if (req.method === 'GET' && req.url === '/relay/v2/upstream' && req.headers.upgrade?.toLowerCase() === UPSTREAM_PROTOCOL) {
+    if (!relay.upstreamRoom()) return refuseUpgrade(socket, 503, 'BUSY', 'the hub has too many upstreams open; POST to /relay/v2/send');
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
     return relay.upstream(socket, head);
   }
-  const body = JSON.stringify({ error: { code: 'BAD_UPGRADE', message: `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}` } });
-  socket.on('error', () => socket.destroy());
-  socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  if (hasBody) return refuseUpgrade(socket, 400, 'BAD_UPGRADE', `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}`);
+  const res = new ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket);
+  res.once('finish', () => socket.destroySoon());
+  serve(req, res);
+}
+
+/** One JSON error, then the connection closes (an upgraded socket has nothing else to close it). */
+function refuseUpgrade(socket: Socket, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ error: { code, message } });
+  socket.once('finish', () => socket.destroy());
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 /**

@@ -9,6 +9,8 @@ import { MAX_ENVELOPE, MAX_MESSAGE, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, mib,
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const KEEPALIVE_MS = 30_000;
+/** After a hub answered the upgrade with something else, sends are POSTed this long before it is asked again. */
+const UPSTREAM_RETRY_MS = 60_000;
 
 /** A sealed message larger than the relay carries: the hub would refuse it, so it is never sent. */
 export class MessageTooLargeError extends Error {
@@ -55,11 +57,11 @@ class FrameReader {
 class Upstream {
   private readonly waiting: { resolve: (outcome: 'delivered' | 'queued') => void; reject: (err: Error) => void }[] = [];
 
-  constructor(readonly socket: Socket, head: Buffer, origin: string, onEnd: () => void) {
-    const frames = new FrameReader((bytes) => this.answered(bytes), () => socket.destroy());
-    if (head.length) frames.push(head);
+  constructor(readonly socket: Socket, head: Buffer, private readonly origin: string, onEnd: () => void) {
+    const frames = new FrameReader((bytes) => this.answered(bytes), () => this.fail('the hub sent a frame over the largest envelope'));
     socket.on('data', (chunk: Buffer) => frames.push(chunk));
     socket.on('error', () => socket.destroy());
+    socket.once('end', () => socket.destroy());
     socket.once('close', () => {
       onEnd();
       const cause = new Error('the relay upstream closed');
@@ -68,6 +70,7 @@ class Upstream {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, KEEPALIVE_MS);
     socket.unref();
+    if (head.length) frames.push(head);
   }
 
   send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
@@ -78,18 +81,36 @@ class Upstream {
   }
 
   private answered(bytes: Uint8Array): void {
+    const answer = parseAnswer(bytes);
+    if (!answer) return this.fail('the hub sent an answer that is not a relay answer');
     const waiting = this.waiting.shift();
-    if (!waiting) return void this.socket.destroy();
+    if (!waiting) return this.fail('the hub sent an answer to no envelope');
     if (!this.waiting.length) this.socket.unref();
-    let answer: RelayAnswer;
-    try {
-      answer = JSON.parse(Buffer.from(bytes).toString('utf8'));
-    } catch {
-      return void this.socket.destroy();
-    }
     if ('outcome' in answer) waiting.resolve(answer.outcome);
     else waiting.reject(new HubRefusedError(answer.error.status, answer.error.code, answer.error.message));
   }
+
+  /** A broken upstream: the envelope whose answer is broken fails with why, the others as unreachable. */
+  private fail(why: string): void {
+    this.waiting.shift()?.reject(new HubUnreachableError(this.origin, new Error(why)));
+    this.socket.destroy();
+  }
+}
+
+/** A RelayAnswer, or null for anything else. */
+function parseAnswer(bytes: Uint8Array): RelayAnswer | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch {
+    return null;
+  }
+  if (typeof v !== 'object' || v === null) return null;
+  const a = v as { outcome?: unknown; error?: { status?: unknown; code?: unknown; message?: unknown } };
+  if (a.outcome === 'delivered' || a.outcome === 'queued') return { outcome: a.outcome };
+  const e = a.error;
+  if (typeof e === 'object' && e !== null && typeof e.status === 'number' && typeof e.code === 'string') return { error: { status: e.status, code: e.code, message: String(e.message ?? '') } };
+  return null;
 }
 
 export class RelayClient {
@@ -110,7 +131,7 @@ export class RelayClient {
   connect(): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the relay client is closed'));
     // A hub that came back may be a newer one: ask for the upstream again.
-    this.upstreamRefused = false;
+    this.upstreamRetryAt = 0;
     const path = '/relay/v2/stream';
     const headers = signRequest(this.identity.signer, this.identity.aid, 'GET', path, new Uint8Array(), this.now());
     this.stream?.destroy();
@@ -164,20 +185,29 @@ export class RelayClient {
 
   private upstream: Upstream | null = null;
   private upstreamOpening: Promise<Upstream | null> | null = null;
-  /** The hub answered the upgrade with something else (an older hub): POST until the next connect(). */
-  private upstreamRefused = false;
+  /** The upgrade request under way (close() ends it). */
+  private upgrading: ClientRequest | null = null;
+  /**
+   * Until then sends are POSTed: the hub answered the upgrade with something else (an older hub, a proxy
+   * that drops the Upgrade, a passing 502). connect() clears it: the hub may have been replaced.
+   */
+  private upstreamRetryAt = 0;
 
   /** Sends one envelope; the hub pushes it or queues it for an offline recipient. */
   send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
-    if (bytes.length > UPSTREAM_MAX || this.upstreamRefused || this.closed) return this.post(bytes);
-    if (this.upstream) return this.upstream.send(bytes);
-    return this.openUpstream().then((upstream) => (upstream ? upstream.send(bytes) : this.post(bytes)));
+    if (this.upstream) return bytes.length > UPSTREAM_MAX ? this.post(bytes) : this.upstream.send(bytes);
+    if (bytes.length > UPSTREAM_MAX || this.closed || this.now() < this.upstreamRetryAt) return this.post(bytes);
+    return this.openUpstream().then((upstream) => {
+      if (upstream) return upstream.send(bytes);
+      return this.closed ? Promise.reject(new Error('the relay client was closed')) : this.post(bytes);
+    });
   }
 
   /** The upstream, opened once for the sends that wait for it; null when the hub does not upgrade. */
   private openUpstream(): Promise<Upstream | null> {
     this.upstreamOpening ??= new Promise<Upstream | null>((resolve) => {
       const req = request({ host: this.base.hostname, port: this.base.port, path: '/relay/v2/upstream', method: 'GET', agent: false, headers: { connection: 'Upgrade', upgrade: UPSTREAM_PROTOCOL } });
+      this.upgrading = req;
       req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
       req.on('upgrade', (_res, socket: Socket, head: Buffer) => {
         req.setTimeout(0);
@@ -192,14 +222,18 @@ export class RelayClient {
         resolve(upstream);
       });
       req.on('response', (res) => {
-        this.upstreamRefused = true;
+        this.upstreamRetryAt = this.now() + UPSTREAM_RETRY_MS;
         res.resume();
         resolve(null);
       });
       // Not reachable now: this send goes as a POST (and fails as one); the next one tries again.
       req.on('error', () => resolve(null));
+      req.on('close', () => resolve(null));
       req.end();
-    }).finally(() => (this.upstreamOpening = null));
+    }).finally(() => {
+      this.upstreamOpening = null;
+      this.upgrading = null;
+    });
     return this.upstreamOpening;
   }
 
@@ -234,6 +268,7 @@ export class RelayClient {
     stream?.destroy();
     this.connecting?.destroy(new Error('the relay client was closed'));
     this.connecting = null;
+    this.upgrading?.destroy();
     this.upstream?.socket.destroy();
     this.agent.destroy();
   }
