@@ -56,14 +56,23 @@ async function plainPost(n: number): Promise<number[]> {
   return out;
 }
 
-async function throughHub(n: number): Promise<number[]> {
-  const root = await mkdtemp(join(tmpdir(), 'anet-bench-relay-'));
+/** A loopback hub with two registered identities, and an encryption key for envelopes to bob. */
+async function hubAndTwo(name: string) {
+  const root = await mkdtemp(join(tmpdir(), `anet-bench-${name}-`));
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
   const alice = await createIdentity(join(root, 'a'), Date.now());
   const bob = await createIdentity(join(root, 'b'), Date.now());
   await new HubClient(hub.url, alice).register('a', null);
   await new HubClient(hub.url, bob).register('b', null);
-  const key = generateX25519();
+  const stop = async () => {
+    await hub.close();
+    await rm(root, { recursive: true, force: true });
+  };
+  return { hub, alice, bob, key: generateX25519(), stop };
+}
+
+async function throughHub(n: number): Promise<number[]> {
+  const { hub, alice, bob, key, stop } = await hubAndTwo('relay');
   const kid = new Uint8Array(16);
   const keys = new Map([[Buffer.from(kid).toString('hex'), key]]);
   let arrived: ((b: Uint8Array) => void) | null = null;
@@ -81,8 +90,7 @@ async function throughHub(n: number): Promise<number[]> {
   }
   sender.close();
   receiver.close();
-  await hub.close();
-  await rm(root, { recursive: true, force: true });
+  await stop();
   return out;
 }
 
@@ -91,13 +99,7 @@ async function throughHub(n: number): Promise<number[]> {
  * upstream, and as POSTs (the hub's upgrade handler taken off, as an older hub would lack it).
  */
 async function sendCost(n: number): Promise<{ upstream: number; post: number }> {
-  const root = await mkdtemp(join(tmpdir(), 'anet-bench-sends-'));
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
-  const alice = await createIdentity(join(root, 'a'), Date.now());
-  const bob = await createIdentity(join(root, 'b'), Date.now());
-  await new HubClient(hub.url, alice).register('a', null);
-  await new HubClient(hub.url, bob).register('b', null);
-  const key = generateX25519();
+  const { hub, alice, bob, key, stop } = await hubAndTwo('sends');
   const receiver = new RelayClient(hub.url, bob, () => {});
   await receiver.connect();
   const { bytes } = sealEnvelope({ aid: alice.aid, ksn: 0, signer: alice.signer }, { aid: bob.aid, kid: new Uint8Array(16), publicKey: key.publicKey }, { type: 'bench', ix: 0, ts: Date.now(), exp: Date.now() + 600_000, body: 'x'.repeat(300) });
@@ -120,8 +122,7 @@ async function sendCost(n: number): Promise<{ upstream: number; post: number }> 
     runs.upstream.push(await cost(true));
   }
   receiver.close();
-  await hub.close();
-  await rm(root, { recursive: true, force: true });
+  await stop();
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[1]!;
   return { upstream: median(runs.upstream), post: median(runs.post) };
 }
