@@ -68,6 +68,9 @@ test('SPEC §11: sends ride one upstream, answered in order; a refused envelope 
   t.deepEqual(got.map(hex), [...envelopes, after].map(hex));
   t.is(seen.upgrades.length, 1, 'one upstream for all the sends');
   t.is(seen.posts, 0, 'no POST');
+  sender.close();
+  await t.throwsAsync(sender.send(after), { message: 'the relay client was closed' });
+  t.is(seen.posts, 0, 'nothing is sent after close');
 });
 
 test('SPEC §11: an envelope past the upstream limit is POSTed; a hub that does not upgrade gets POSTs', async (t) => {
@@ -233,22 +236,63 @@ test('SPEC §11: a hub answering garbage on the upstream fails the send at once,
   }
 });
 
-test('SPEC §11: other upgrades are ignored: a request without a body is served, one with a body is refused', async (t) => {
+test('SPEC §11: any other upgrade is refused with one JSON error; one pipelined behind a request closes its connection; the hub keeps serving', async (t) => {
   const { hub } = await setup(t);
   const { port } = new URL(hub.url);
   const exchange = async (request: string) => {
     const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => {});
     socket.write(request);
     let text = '';
     socket.on('data', (c) => (text += c));
     await new Promise<void>((r) => socket.once('close', () => r()));
-    return { status: Number(text.split(' ')[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4) };
+    return { status: Number(text.split(' ')[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4), text };
   };
   // curl --http2 on a plain-HTTP URL asks for h2c like this.
-  const health = await exchange('GET /health HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n');
-  t.is(health.status, 200);
-  t.regex(health.body, /"ok":true/);
-  const posted = await exchange('POST /agents HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}');
-  t.is(posted.status, 400);
-  t.is(JSON.parse(posted.body).error.code, 'BAD_UPGRADE');
+  const h2c = await exchange('GET /health HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n');
+  t.is(h2c.status, 400);
+  t.is(JSON.parse(h2c.body).error.code, 'BAD_UPGRADE');
+  // An upgrade in the same packet as a request still being answered: the connection closes, the hub stays.
+  const pipelined = await exchange(`GET /health HTTP/1.1\r\nHost: hub\r\n\r\nGET /relay/v2/upstream HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\n\r\n`);
+  t.notRegex(pipelined.text, /101 Switching/);
+  t.is((await fetch(`${hub.url}/health`)).status, 200);
+});
+
+test('SPEC §11: a frame that trickles in past its deadline ends its connection; after TOO_LARGE nothing more is read', async (t) => {
+  const { relay, hubSide, client } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 1000 });
+  const trickle = client();
+  trickle.socket.write(header(500));
+  const drip = setInterval(() => trickle.socket.writable && trickle.socket.write(Buffer.alloc(1)), 50);
+  t.teardown(() => clearInterval(drip));
+  // Closed by the deadline a second after the header, though a byte came every 50 ms.
+  const ended = await Promise.race([trickle.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 8000))]);
+  clearInterval(drip);
+  t.true(ended, 'the connection was closed');
+  await waitFor(() => relay.startUpload(1000) && (relay.endUpload(1000), true));
+  t.true(relay.startUpload(1000), 'its room was given back');
+  relay.endUpload(1000);
+  // A client that reads nothing sends a frame over the limit, then keeps sending: the hub closes the
+  // connection (what comes after the header is dropped, never buffered).
+  const flood = client();
+  flood.socket.pause();
+  flood.socket.write(header(UPSTREAM_MAX + 1));
+  const junk = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < 8; i++) flood.socket.write(junk);
+  await waitFor(() => hubSide[1]?.destroyed === true);
+  t.true(hubSide[1]?.destroyed);
+  flood.socket.destroy();
+});
+
+test('SPEC §11: an envelope queued from an upstream keeps only its own bytes', async (t) => {
+  const { relay, client } = await rawRelay(t);
+  const { socket, answers } = client();
+  const [alice, bob] = await Promise.all(['qa', 'qb'].map(async (n) => createIdentity(join(await tempDir(t), n), Date.now())));
+  const envelopes = Array.from({ length: 20 }, (_, i) => envelopeTo(alice!, bob!, `m${i}`));
+  socket.write(Buffer.concat(envelopes.map((e) => frame(e)))); // one chunk for all
+  await waitFor(() => answers.length === 20);
+  t.true(answers.every((a) => (a as { outcome?: string }).outcome === 'queued'));
+  const queued = (relay as unknown as { queues: Map<string, { bytes: Uint8Array }[]> }).queues.get(bob!.aid)!;
+  t.is(queued.length, 20);
+  for (const q of queued) t.is(q.bytes.buffer.byteLength, q.bytes.length);
+  socket.destroy();
 });

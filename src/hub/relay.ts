@@ -255,32 +255,31 @@ const refused = (status: number, code: string, message: string): RelayAnswer => 
 
 /**
  * One upstream's frames in, answers out. Each frame's length is reserved in the relay's upload budget
- * when its header arrives, as a POST's declared length is; a frame the budget has no room for is read
- * and dropped, and answered BUSY; a frame that stops arriving for `frameTimeoutMs` ends the connection,
- * as does one over UPSTREAM_MAX. Reading pauses while answers wait to be written, so a client that does
- * not read them cannot make the hub hold more than a socket buffer's worth.
+ * when its header arrives, as a POST's declared length is, and the frame is copied into a buffer of its
+ * own (a view into the socket's chunk would keep the whole chunk alive in the queue). A frame the budget
+ * has no room for is read and dropped, and answered BUSY. From its header, a frame has `frameTimeoutMs`
+ * to arrive whole, however it trickles in; one over UPSTREAM_MAX ends the connection. Reading pauses while
+ * answers wait to be written, so a client that does not read them costs the hub one socket buffer.
  */
 class UpstreamConnection {
-  private chunks: Buffer[] = [];
-  private size = 0;
-  /** The length of the frame being received, held in the upload budget (-1 between frames). */
-  private reading = -1;
+  private readonly head = Buffer.alloc(4);
+  private headFilled = 0;
+  /** The frame being received (its length held in the upload budget), and how much of it has come. */
+  private body: Buffer | null = null;
+  private filled = 0;
   /** Bytes of a frame answered BUSY still to be read and dropped. */
   private skipping = 0;
-  /** Answers wait to be written: frames stay buffered, and the socket is paused, until they drain. */
-  private blocked = false;
+  /** The rest of a chunk not read yet because answers wait to be written (the socket is paused). */
+  private pending: Buffer | null = null;
   private ended = false;
-  private timing = false;
+  private deadline: NodeJS.Timeout | null = null;
 
-  constructor(private readonly relay: Relay, private readonly socket: Socket, private readonly frameTimeoutMs: number) {
-    socket.on('timeout', () => socket.destroy());
-  }
+  constructor(private readonly relay: Relay, private readonly socket: Socket, private readonly frameTimeoutMs: number) {}
 
   received(chunk: Buffer): void {
-    this.chunks.push(chunk);
-    this.size += chunk.length;
+    if (this.ended) return;
     try {
-      this.work();
+      this.read(chunk);
     } catch {
       // Not a state any input should reach; the connection goes, the hub stays up.
       this.socket.destroy();
@@ -288,74 +287,93 @@ class UpstreamConnection {
   }
 
   closed(): void {
-    if (this.reading >= 0) this.relay.endUpload(this.reading);
-    this.reading = -1;
+    if (this.body) this.relay.endUpload(this.body.length);
+    this.body = null;
+    this.stopDeadline();
   }
 
-  private work(): void {
-    while (!this.blocked && !this.ended && !this.socket.destroyed) {
+  private read(chunk: Buffer): void {
+    let at = 0;
+    while (at < chunk.length || (this.body && this.filled === this.body.length)) {
+      if (this.pending || this.ended || this.socket.destroyed) break;
       if (this.skipping) {
-        if (!this.size) break;
-        this.skipping -= this.take(Math.min(this.skipping, this.size)).length;
-        continue;
+        const n = Math.min(this.skipping, chunk.length - at);
+        at += n;
+        if ((this.skipping -= n) === 0) this.stopDeadline();
+      } else if (this.body) {
+        const n = Math.min(this.body.length - this.filled, chunk.length - at);
+        chunk.copy(this.body, this.filled, at, at + n);
+        at += n;
+        if ((this.filled += n) === this.body.length) this.complete();
+      } else {
+        const n = Math.min(4 - this.headFilled, chunk.length - at);
+        chunk.copy(this.head, this.headFilled, at, at + n);
+        at += n;
+        if ((this.headFilled += n) === 4) this.begin(this.head.readUInt32BE(0));
       }
-      if (this.reading < 0) {
-        if (this.size < 4) break;
-        const length = this.take(4).readUInt32BE(0);
-        if (length > UPSTREAM_MAX) {
-          this.ended = true;
-          this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
-          this.socket.once('finish', () => this.socket.destroy());
-          this.socket.end();
-          return;
-        }
-        if (!this.relay.startUpload(length)) {
-          this.skipping = length;
-          this.answer(refused(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly'));
-          continue;
-        }
-        this.reading = length;
-      }
-      if (this.size < this.reading) break;
-      const bytes = this.take(this.reading);
-      this.relay.endUpload(this.reading);
-      this.reading = -1;
-      let answer: RelayAnswer;
-      try {
-        answer = this.relay.answer(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length));
-      } catch (err) {
-        answer = refused(500, 'INTERNAL', (err as Error).message);
-      }
-      this.answer(answer);
+      if (this.pending === null && this.blocked()) this.pending = chunk.subarray(at);
     }
-    // A frame begun and not yet whole has this long to arrive; between frames the connection may idle.
-    const midFrame = this.reading >= 0 || this.skipping > 0;
-    if (midFrame !== this.timing) {
-      this.timing = midFrame;
-      this.socket.setTimeout(midFrame ? this.frameTimeoutMs : 0);
+    // A frame begun and not yet whole runs against its deadline; between frames a connection may idle.
+    if ((this.body || this.skipping) && !this.deadline) {
+      this.deadline = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
+      this.deadline.unref();
     }
+  }
+
+  private begin(length: number): void {
+    this.headFilled = 0;
+    if (length > UPSTREAM_MAX) {
+      // Nothing more is read: the refusal goes out, and the connection with it.
+      this.ended = true;
+      this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
+      this.socket.pause();
+      this.socket.end();
+      this.socket.once('finish', () => this.socket.destroy());
+      setTimeout(() => this.socket.destroy(), 1000).unref();
+      return;
+    }
+    if (!this.relay.startUpload(length)) {
+      this.skipping = length;
+      this.answer(refused(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly'));
+      return;
+    }
+    this.body = Buffer.allocUnsafeSlow(length); // not from the shared pool: a queued envelope keeps only its own bytes
+    this.filled = 0;
+  }
+
+  private complete(): void {
+    const body = this.body!;
+    this.body = null;
+    this.relay.endUpload(body.length);
+    this.stopDeadline();
+    let answer: RelayAnswer;
+    try {
+      answer = this.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length));
+    } catch (err) {
+      answer = refused(500, 'INTERNAL', (err as Error).message);
+    }
+    this.answer(answer);
   }
 
   private answer(answer: RelayAnswer): void {
-    if (this.socket.write(frame(Buffer.from(JSON.stringify(answer)))) || this.blocked) return;
-    this.blocked = true;
-    this.socket.pause();
-    this.socket.once('drain', () => {
-      this.blocked = false;
-      this.socket.resume();
-      this.received(Buffer.alloc(0));
-    });
+    this.socket.write(frame(Buffer.from(JSON.stringify(answer))));
   }
 
-  /** The next `n` buffered bytes (n <= size). */
-  private take(n: number): Buffer {
-    if (n === 0) return Buffer.alloc(0);
-    if (this.chunks[0]!.length < n) this.chunks = [Buffer.concat(this.chunks)];
-    const first = this.chunks[0]!;
-    const out = first.subarray(0, n);
-    if (first.length === n) this.chunks.shift();
-    else this.chunks[0] = first.subarray(n);
-    this.size -= n;
-    return out;
+  /** Answers wait to be written: the socket pauses until they drain, then the rest of the chunk is read. */
+  private blocked(): boolean {
+    if (!this.socket.writableNeedDrain || this.ended) return false;
+    this.socket.pause();
+    this.socket.once('drain', () => {
+      const rest = this.pending!;
+      this.pending = null;
+      this.socket.resume();
+      this.received(rest);
+    });
+    return true;
+  }
+
+  private stopDeadline(): void {
+    if (this.deadline) clearTimeout(this.deadline);
+    this.deadline = null;
   }
 }

@@ -4,7 +4,7 @@
 import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../fsutil.js';
-import { createServer, ServerResponse, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { HubStore, type AgentRecord } from './store.js';
 import { Relay, MAX_ENVELOPE, UPSTREAM_PROTOCOL } from './relay.js';
@@ -58,14 +58,18 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   await ledger.sweep();
   const sweeper = setInterval(() => void ledger.sweep().catch(() => {}), SWEEP_EVERY_MS);
   sweeper.unref();
-  const serve = (req: IncomingMessage, res: ServerResponse) => {
+  // Requests being answered, per connection (see upgrade()).
+  const answering = new WeakMap<Socket, number>();
+  const server = createServer((req, res) => {
+    const socket = req.socket;
+    answering.set(socket, (answering.get(socket) ?? 0) + 1);
+    res.once('close', () => answering.set(socket, answering.get(socket)! - 1));
     handle(store, relay, ledger, identity.kel, now, req, res).catch((err) => {
       const e = err instanceof HubError || err instanceof LedgerRefused ? err : new HubError(500, 'INTERNAL', (err as Error).message);
       send(res, e.status, { error: { code: e.code, message: e.message } });
     });
-  };
-  const server = createServer(serve);
-  server.on('upgrade', (req, socket, head) => upgrade(serve, relay, req, socket as Socket, head));
+  });
+  server.on('upgrade', (req, socket, head) => upgrade(relay, (s) => (answering.get(s) ?? 0) > 0, req, socket as Socket, head));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
@@ -101,24 +105,24 @@ function send(res: ServerResponse, status: number, body: unknown, type = 'applic
 }
 
 /**
- * `GET /relay/v2/upstream` with `Upgrade: anet-relay-upstream` (see UPSTREAM_PROTOCOL). Any other
- * upgrade is ignored, as HTTP lets a server do (curl --http2 asks for h2c): a request without a body is
- * served as plain HTTP/1.1 on a connection that then closes; one with a body is refused.
+ * `GET /relay/v2/upstream` with `Upgrade: anet-relay-upstream` (see UPSTREAM_PROTOCOL); any other upgrade
+ * is refused (Node hands every request that asks for one here, curl --http2 asking for h2c included). An
+ * upgrade pipelined behind a request still being answered would mix that answer into the new protocol:
+ * its connection is closed.
  */
-function upgrade(serve: (req: IncomingMessage, res: ServerResponse) => void, relay: Relay, req: IncomingMessage, socket: Socket, head: Buffer): void {
+function upgrade(relay: Relay, answering: (socket: Socket) => boolean, req: IncomingMessage, socket: Socket, head: Buffer): void {
   socket.on('error', () => socket.destroy());
-  if (req.method === 'GET' && req.url === '/relay/v2/upstream' && req.headers.upgrade?.toLowerCase() === UPSTREAM_PROTOCOL) {
+  try {
+    if (answering(socket)) return void socket.destroy();
+    if (req.method !== 'GET' || req.url !== '/relay/v2/upstream' || req.headers.upgrade?.toLowerCase() !== UPSTREAM_PROTOCOL) {
+      return refuseUpgrade(socket, 400, 'BAD_UPGRADE', `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}`);
+    }
     if (!relay.upstreamRoom()) return refuseUpgrade(socket, 503, 'BUSY', 'the hub has too many upstreams open; POST to /relay/v2/send');
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
-    return relay.upstream(socket, head);
+    relay.upstream(socket, head);
+  } catch {
+    socket.destroy();
   }
-  const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-  if (hasBody) return refuseUpgrade(socket, 400, 'BAD_UPGRADE', `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}`);
-  const res = new ServerResponse(req);
-  res.shouldKeepAlive = false;
-  res.assignSocket(socket);
-  res.once('finish', () => socket.destroySoon());
-  serve(req, res);
 }
 
 /** One JSON error, then the connection closes (an upgraded socket has nothing else to close it). */

@@ -11,6 +11,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
 const KEEPALIVE_MS = 30_000;
 /** After a hub answered the upgrade with something else, sends are POSTed this long before it is asked again. */
 const UPSTREAM_RETRY_MS = 60_000;
+/** Sends waiting on the upstream fail as unreachable when the hub has answered nothing for this long. */
+const ANSWER_TIMEOUT_MS = 30_000;
 
 /** A sealed message larger than the relay carries: the hub would refuse it, so it is never sent. */
 export class MessageTooLargeError extends Error {
@@ -67,6 +69,9 @@ class Upstream {
       const cause = new Error('the relay upstream closed');
       for (const w of this.waiting.splice(0)) w.reject(new HubUnreachableError(origin, cause));
     });
+    // A hub that stops answering (answers come in order, so one lost answer holds up every send after
+    // it) fails the sends waiting on it once nothing has come back for a while.
+    socket.on('timeout', () => this.fail(`no answer from the hub within ${ANSWER_TIMEOUT_MS / 1000} s`));
     socket.setNoDelay(true);
     socket.setKeepAlive(true, KEEPALIVE_MS);
     socket.unref();
@@ -75,7 +80,10 @@ class Upstream {
 
   send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
     return new Promise((resolve, reject) => {
-      if (this.waiting.push({ resolve, reject }) === 1) this.socket.ref();
+      if (this.waiting.push({ resolve, reject }) === 1) {
+        this.socket.ref();
+        this.socket.setTimeout(ANSWER_TIMEOUT_MS);
+      }
       this.socket.write(frame(bytes));
     });
   }
@@ -85,7 +93,10 @@ class Upstream {
     if (!answer) return this.fail('the hub sent an answer that is not a relay answer');
     const waiting = this.waiting.shift();
     if (!waiting) return this.fail('the hub sent an answer to no envelope');
-    if (!this.waiting.length) this.socket.unref();
+    if (!this.waiting.length) {
+      this.socket.unref();
+      this.socket.setTimeout(0);
+    }
     if ('outcome' in answer) waiting.resolve(answer.outcome);
     else waiting.reject(new HubRefusedError(answer.error.status, answer.error.code, answer.error.message));
   }
@@ -195,8 +206,9 @@ export class RelayClient {
 
   /** Sends one envelope; the hub pushes it or queues it for an offline recipient. */
   send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
+    if (this.closed) return Promise.reject(new Error('the relay client was closed'));
     if (this.upstream) return bytes.length > UPSTREAM_MAX ? this.post(bytes) : this.upstream.send(bytes);
-    if (bytes.length > UPSTREAM_MAX || this.closed || this.now() < this.upstreamRetryAt) return this.post(bytes);
+    if (bytes.length > UPSTREAM_MAX || this.now() < this.upstreamRetryAt) return this.post(bytes);
     return this.openUpstream().then((upstream) => {
       if (upstream) return upstream.send(bytes);
       return this.closed ? Promise.reject(new Error('the relay client was closed')) : this.post(bytes);
