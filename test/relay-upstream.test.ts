@@ -220,6 +220,23 @@ test('SPEC §11: a client that does not read its answers cannot make the hub hol
   socket.destroy();
 });
 
+test('SPEC §11: a client that reads no answers for frameTimeoutMs is disconnected, half-closed or not', async (t) => {
+  const { hubSide, client } = await rawRelay(t, { frameTimeoutMs: 300 });
+  const { socket } = client();
+  socket.pause();
+  socket.write(Buffer.concat(Array.from({ length: 100_000 }, () => header(0))));
+  socket.end();
+  const gone = await Promise.race([
+    (async () => {
+      await waitFor(() => hubSide[0]?.destroyed === true);
+      return hubSide[0]?.destroyed === true;
+    })(),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
+  ]);
+  t.true(gone, 'the hub closed the connection');
+  socket.destroy();
+});
+
 test('SPEC §11: a hub answering garbage on the upstream fails the send at once, never hangs or crashes the node', async (t) => {
   for (const garbage of ['not json', 'null', '{}', '{"outcome":"lost"}']) {
     const server = createServer((socket) => {
@@ -234,6 +251,26 @@ test('SPEC §11: a hub answering garbage on the upstream fails the send at once,
     sender.close();
     server.close();
   }
+});
+
+test('SPEC §11: a hub that accepts the upstream and answers nothing fails the waiting sends, though the node keeps sending', async (t) => {
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => server.close());
+  const sender = new RelayClient(`http://127.0.0.1:${(server.address() as { port: number }).port}`, (await setup(t)).alice, () => {});
+  t.teardown(() => sender.close());
+  sender.answerTimeoutMs = 500;
+  const started = Date.now();
+  const first = sender.send(Uint8Array.from([1]));
+  // A send every 100 ms: our own writes must not push the deadline back.
+  const sends = setInterval(() => void sender.send(Uint8Array.from([2])).catch(() => {}), 100);
+  t.teardown(() => clearInterval(sends));
+  await t.throwsAsync(first, { instanceOf: HubUnreachableError, message: /no answer from the hub within 0.5 s/ });
+  clearInterval(sends);
+  t.true(Date.now() - started < 3000, `failed after ${Date.now() - started} ms`);
 });
 
 test('SPEC §11: any other upgrade is refused with one JSON error; one pipelined behind a request closes its connection; the hub keeps serving', async (t) => {

@@ -259,7 +259,8 @@ const refused = (status: number, code: string, message: string): RelayAnswer => 
  * own (a view into the socket's chunk would keep the whole chunk alive in the queue). A frame the budget
  * has no room for is read and dropped, and answered BUSY. From its header, a frame has `frameTimeoutMs`
  * to arrive whole, however it trickles in; one over UPSTREAM_MAX ends the connection. Reading pauses while
- * answers wait to be written, so a client that does not read them costs the hub one socket buffer.
+ * answers wait to be written, so a client that does not read them costs the hub one socket buffer, and
+ * one that reads none for `frameTimeoutMs` is disconnected.
  */
 class UpstreamConnection {
   private readonly head = Buffer.alloc(4);
@@ -325,10 +326,10 @@ class UpstreamConnection {
     if (length > UPSTREAM_MAX) {
       // Nothing more is read: the refusal goes out, and the connection with it.
       this.ended = true;
+      // What still comes is read and dropped (closing on unread input would reset the connection and
+      // lose the answers on their way); the connection ends when the client's side does, or in a second.
       this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
-      this.socket.pause();
       this.socket.end();
-      this.socket.once('finish', () => this.socket.destroy());
       setTimeout(() => this.socket.destroy(), 1000).unref();
       return;
     }
@@ -363,7 +364,11 @@ class UpstreamConnection {
   private blocked(): boolean {
     if (!this.socket.writableNeedDrain || this.ended) return false;
     this.socket.pause();
+    // Paused, the hub would not even see the client close: one that reads no answers for this long goes.
+    const stalled = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
+    stalled.unref();
     this.socket.once('drain', () => {
+      clearTimeout(stalled);
       const rest = this.pending!;
       this.pending = null;
       this.socket.resume();

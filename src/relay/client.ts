@@ -59,19 +59,17 @@ class FrameReader {
 class Upstream {
   private readonly waiting: { resolve: (outcome: 'delivered' | 'queued') => void; reject: (err: Error) => void }[] = [];
 
-  constructor(readonly socket: Socket, head: Buffer, private readonly origin: string, onEnd: () => void) {
+  constructor(readonly socket: Socket, head: Buffer, private readonly origin: string, onEnd: () => void, private readonly answerTimeoutMs: number) {
     const frames = new FrameReader((bytes) => this.answered(bytes), () => this.fail('the hub sent a frame over the largest envelope'));
     socket.on('data', (chunk: Buffer) => frames.push(chunk));
     socket.on('error', () => socket.destroy());
     socket.once('end', () => socket.destroy());
     socket.once('close', () => {
+      clearTimeout(this.answerTimer);
       onEnd();
       const cause = new Error('the relay upstream closed');
       for (const w of this.waiting.splice(0)) w.reject(new HubUnreachableError(origin, cause));
     });
-    // A hub that stops answering (answers come in order, so one lost answer holds up every send after
-    // it) fails the sends waiting on it once nothing has come back for a while.
-    socket.on('timeout', () => this.fail(`no answer from the hub within ${ANSWER_TIMEOUT_MS / 1000} s`));
     socket.setNoDelay(true);
     socket.setKeepAlive(true, KEEPALIVE_MS);
     socket.unref();
@@ -82,7 +80,7 @@ class Upstream {
     return new Promise((resolve, reject) => {
       if (this.waiting.push({ resolve, reject }) === 1) {
         this.socket.ref();
-        this.socket.setTimeout(ANSWER_TIMEOUT_MS);
+        this.awaitAnswer();
       }
       this.socket.write(frame(bytes));
     });
@@ -93,12 +91,26 @@ class Upstream {
     if (!answer) return this.fail('the hub sent an answer that is not a relay answer');
     const waiting = this.waiting.shift();
     if (!waiting) return this.fail('the hub sent an answer to no envelope');
-    if (!this.waiting.length) {
+    if (this.waiting.length) this.awaitAnswer();
+    else {
       this.socket.unref();
-      this.socket.setTimeout(0);
+      clearTimeout(this.answerTimer);
     }
     if ('outcome' in answer) waiting.resolve(answer.outcome);
     else waiting.reject(new HubRefusedError(answer.error.status, answer.error.code, answer.error.message));
+  }
+
+  private answerTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * A hub that stops answering (answers come in order, so one lost answer holds up every send after it)
+   * fails the sends waiting on it: the next answer is due this long after the last one, or after the send
+   * that found none waiting. Its own timer: the socket's idle timer is reset by our own writes too.
+   */
+  private awaitAnswer(): void {
+    clearTimeout(this.answerTimer);
+    this.answerTimer = setTimeout(() => this.fail(`no answer from the hub within ${this.answerTimeoutMs / 1000} s`), this.answerTimeoutMs);
+    this.answerTimer.unref();
   }
 
   /** A broken upstream: the envelope whose answer is broken fails with why, the others as unreachable. */
@@ -203,6 +215,8 @@ export class RelayClient {
    * that drops the Upgrade, a passing 502). connect() clears it: the hub may have been replaced.
    */
   private upstreamRetryAt = 0;
+  /** Sends waiting on the upstream fail when the hub has answered nothing for this long. */
+  answerTimeoutMs = ANSWER_TIMEOUT_MS;
 
   /** Sends one envelope; the hub pushes it or queues it for an offline recipient. */
   send(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
@@ -229,7 +243,7 @@ export class RelayClient {
         }
         const upstream = new Upstream(socket, head, this.base.origin, () => {
           if (this.upstream === upstream) this.upstream = null;
-        });
+        }, this.answerTimeoutMs);
         this.upstream = upstream;
         resolve(upstream);
       });
