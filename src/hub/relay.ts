@@ -111,6 +111,8 @@ export class Relay {
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
 
   private readonly limits: RelayLimits;
+  /** Open upstream connections (see upstream()). */
+  private readonly upstreams = new Set<Socket>();
 
   /** `limits`: DEFAULT_LIMITS where not given. */
   constructor(private readonly now: () => number, limits: Partial<RelayLimits> = {}) {
@@ -172,7 +174,6 @@ export class Relay {
     if (head.length) connection.received(head);
   }
 
-  private readonly upstreams = new Set<Socket>();
 
   private drop(): 'full' {
     this.stats.dropped++;
@@ -324,10 +325,10 @@ class UpstreamConnection {
   private begin(length: number): void {
     this.headFilled = 0;
     if (length > UPSTREAM_MAX) {
-      // Nothing more is read: the refusal goes out, and the connection with it.
+      // The refusal goes out, and the connection with it: what still comes is read and dropped (closing
+      // on unread input would reset the connection and lose the answers on their way), until the
+      // client's side ends, or for a second.
       this.ended = true;
-      // What still comes is read and dropped (closing on unread input would reset the connection and
-      // lose the answers on their way); the connection ends when the client's side does, or in a second.
       this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
       this.socket.end();
       setTimeout(() => this.socket.destroy(), 1000).unref();

@@ -149,7 +149,9 @@ function readBody(req: IncomingMessage, max = MAX_BODY): Promise<Buffer> {
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
-    req.on('close', () => reject(new HubError(400, 'BAD_REQUEST', 'the request ended before its body')));
+    req.on('close', () => {
+      if (!req.complete) reject(new HubError(400, 'BAD_REQUEST', 'the request ended before its body'));
+    });
   });
 }
 
