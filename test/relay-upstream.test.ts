@@ -6,6 +6,7 @@ import { createServer, connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/wait.js';
 import { startHub } from '../src/hub/server.js';
 import { HubClient, HubRefusedError, HubUnreachableError } from '../src/hub/client.js';
 import { RelayClient } from '../src/relay/client.js';
@@ -44,10 +45,6 @@ async function receiver(t: any, hubUrl: string, id: Identity) {
   return got;
 }
 
-const waitFor = async (check: () => boolean) => {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
-};
-
 test('SPEC §11: sends ride one upstream, answered in order; a refused envelope fails alone', async (t) => {
   const { hub, seen, alice, bob } = await setup(t);
   const got = await receiver(t, hub.url, bob);
@@ -62,7 +59,7 @@ test('SPEC §11: sends ride one upstream, answered in order; a refused envelope 
   const refusal = await t.throwsAsync(garbage, { instanceOf: HubRefusedError });
   t.like(refusal, { status: 400, code: 'BAD_ENVELOPE' });
   t.is(await more, 'delivered');
-  await waitFor(() => got.length === 51);
+  await until(() => got.length === 51, 'the 51 envelopes at the receiver');
   // The same bytes, in the order they were sent on the one upstream.
   const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
   t.deepEqual(got.map(hex), [...envelopes, after].map(hex));
@@ -105,7 +102,7 @@ test('SPEC §11: an upstream that drops fails the sends waiting on it as unreach
   await t.throwsAsync(sender.send(envelopeTo(alice, bob, 'lost')), { instanceOf: HubUnreachableError, message: /the relay upstream closed/ });
   t.is(await sender.send(envelopeTo(alice, bob, 'next')), 'delivered');
   t.is(seen.upgrades.length, 2);
-  await waitFor(() => got.length === 1);
+  await until(() => got.length === 1, 'the envelope at the receiver');
   t.is(got.length, 1);
 });
 
@@ -132,7 +129,13 @@ async function rawRelay(t: any, limits: Partial<RelayLimitsT> = {}) {
     const closed = new Promise<void>((r) => socket.once('close', () => r()));
     return { socket, answers, closed };
   };
-  return { relay, hubSide, client };
+  /** Whether `bytes` of the upload budget are free now (probed, then given back). */
+  const free = (bytes: number) => {
+    const ok = relay.startUpload(bytes);
+    if (ok) relay.endUpload(bytes);
+    return ok;
+  };
+  return { relay, hubSide, client, free };
 }
 
 const header = (length: number) => {
@@ -156,7 +159,7 @@ test('SPEC §11: an upstream frame the upload budget has no room for is dropped 
   socket.write(frame(new Uint8Array(900)));
   await tick();
   socket.write(header(0));
-  await waitFor(() => answers.length === 4);
+  await until(() => answers.length === 4, 'four answers');
   t.like(answers[0], { error: { status: 503, code: 'BUSY' } });
   t.like(answers[1], { error: { status: 400, code: 'BAD_ENVELOPE' } }, 'the 900 bytes were read whole, within the budget');
   t.like(answers[2], { error: { status: 400, code: 'BAD_ENVELOPE' } }, 'and their room was given back');
@@ -169,36 +172,30 @@ test('SPEC §11: an upstream frame the upload budget has no room for is dropped 
 });
 
 test('SPEC §11: an upstream whose client goes, or whose frame stalls, is closed by the hub and gives its budget back', async (t) => {
-  const { relay, hubSide, client } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 200 });
+  const { hubSide, client, free } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 200 });
   // A client closes its side between frames: a half-open connection the hub must not keep.
   const gone = client();
   gone.socket.write(frame(new Uint8Array(5)));
-  await waitFor(() => gone.answers.length === 1);
+  await until(() => gone.answers.length === 1, 'the answer');
   gone.socket.end();
-  // All of the 1000-byte budget is free (the hub's close handler has run).
-  const free = () => {
-    const ok = relay.startUpload(1000);
-    if (ok) relay.endUpload(1000);
-    return ok;
-  };
-  await waitFor(() => hubSide[0]?.destroyed === true && free());
+  await until(() => hubSide[0]?.destroyed === true && free(1000), 'the hub to close its side and free the budget');
   t.true(hubSide[0]?.destroyed, 'the hub closed its side');
-  t.true(free());
+  t.true(free(1000));
   // A frame that stops arriving: the connection ends after frameTimeoutMs, its room is given back.
   const stalled = client();
   stalled.socket.write(Buffer.concat([header(1000), Buffer.alloc(10)]));
-  await waitFor(() => !free());
-  t.false(free(), 'the stalled frame holds its room');
+  await until(() => !free(1000), 'the stalled frame to hold its room');
+  t.false(free(1000), 'the stalled frame holds its room');
   await stalled.closed;
-  await waitFor(free);
-  t.true(free());
+  await until(() => free(1000), 'the stalled frame\'s room to be given back');
+  t.true(free(1000));
   // Between frames a connection may idle past frameTimeoutMs.
   const idle = client();
   idle.socket.write(frame(new Uint8Array(5)));
   await new Promise((r) => setTimeout(r, 400));
   t.false(idle.socket.destroyed);
   idle.socket.write(frame(new Uint8Array(5)));
-  await waitFor(() => idle.answers.length === 2);
+  await until(() => idle.answers.length === 2, 'two answers');
   t.is(idle.answers.length, 2);
   idle.socket.destroy();
 });
@@ -215,7 +212,7 @@ test('SPEC §11: a client that does not read its answers cannot make the hub hol
   t.is(hubSide.length, 1);
   t.true(held < 256 * 1024, `the hub holds ${held} bytes of answers`);
   socket.resume();
-  await waitFor(() => answers.length === frames);
+  await until(() => answers.length === frames, 'every answer', 500);
   t.is(answers.length, frames, 'every frame was answered once the client read');
   socket.destroy();
 });
@@ -226,14 +223,8 @@ test('SPEC §11: a client that reads no answers for frameTimeoutMs is disconnect
   socket.pause();
   socket.write(Buffer.concat(Array.from({ length: 100_000 }, () => header(0))));
   socket.end();
-  const gone = await Promise.race([
-    (async () => {
-      await waitFor(() => hubSide[0]?.destroyed === true);
-      return hubSide[0]?.destroyed === true;
-    })(),
-    new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
-  ]);
-  t.true(gone, 'the hub closed the connection');
+  await until(() => hubSide[0]?.destroyed === true, 'the hub to close the connection', 250);
+  t.true(hubSide[0]?.destroyed, 'the hub closed the connection');
   socket.destroy();
 });
 
@@ -296,7 +287,7 @@ test('SPEC §11: any other upgrade is refused with one JSON error; one pipelined
 });
 
 test('SPEC §11: a frame that trickles in past its deadline ends its connection; after TOO_LARGE nothing more is read', async (t) => {
-  const { relay, hubSide, client } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 1000 });
+  const { hubSide, client, free } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 1000 });
   const trickle = client();
   trickle.socket.write(header(500));
   const drip = setInterval(() => trickle.socket.writable && trickle.socket.write(Buffer.alloc(1)), 50);
@@ -305,9 +296,8 @@ test('SPEC §11: a frame that trickles in past its deadline ends its connection;
   const ended = await Promise.race([trickle.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 8000))]);
   clearInterval(drip);
   t.true(ended, 'the connection was closed');
-  await waitFor(() => relay.startUpload(1000) && (relay.endUpload(1000), true));
-  t.true(relay.startUpload(1000), 'its room was given back');
-  relay.endUpload(1000);
+  await until(() => free(1000), 'the trickled frame\'s room to be given back');
+  t.true(free(1000), 'its room was given back');
   // A client that reads nothing sends a frame over the limit, then keeps sending: the hub closes the
   // connection (what comes after the header is dropped, never buffered).
   const flood = client();
@@ -315,7 +305,7 @@ test('SPEC §11: a frame that trickles in past its deadline ends its connection;
   flood.socket.write(header(UPSTREAM_MAX + 1));
   const junk = Buffer.alloc(1024 * 1024);
   for (let i = 0; i < 8; i++) flood.socket.write(junk);
-  await waitFor(() => hubSide[1]?.destroyed === true);
+  await until(() => hubSide[1]?.destroyed === true, 'the hub to close the flooding connection');
   t.true(hubSide[1]?.destroyed);
   flood.socket.destroy();
 });
@@ -326,7 +316,7 @@ test('SPEC §11: an envelope queued from an upstream keeps only its own bytes', 
   const [alice, bob] = await Promise.all(['qa', 'qb'].map(async (n) => createIdentity(join(await tempDir(t), n), Date.now())));
   const envelopes = Array.from({ length: 20 }, (_, i) => envelopeTo(alice!, bob!, `m${i}`));
   socket.write(Buffer.concat(envelopes.map((e) => frame(e)))); // one chunk for all
-  await waitFor(() => answers.length === 20);
+  await until(() => answers.length === 20, 'twenty answers');
   t.true(answers.every((a) => (a as { outcome?: string }).outcome === 'queued'));
   const queued = (relay as unknown as { queues: Map<string, { bytes: Uint8Array }[]> }).queues.get(bob!.aid)!;
   t.is(queued.length, 20);
