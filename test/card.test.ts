@@ -130,7 +130,8 @@ test('WIRE §3.4: every other code', (t) => {
   for (const seq of ['01', '+1', '1.0', '18446744073709551616']) t.is(v(mutate((c) => (c.capabilities.extensions[0].params.seq = seq))), 'INVALID_CARD', seq);
   t.is(v(ok.replace('"seq":"7"', '"seq":7')), 'INVALID_CARD', 'a JSON number');
   t.is(v(mutate((c) => (c.skills[0].tags = []))), 'INVALID_CARD');
-  t.is(v(mutate((c) => delete c.capabilities.pushNotifications)), 'INVALID_CARD');
+  t.is(v(mutate((c) => (c.capabilities.pushNotifications = 'no'))), 'INVALID_CARD', 'an optional flag, when present, is a boolean');
+  t.is(v(mutate((c) => delete c.capabilities.extendedAgentCard)), 'ok', 'optional in A2A: a build rule of ours, not a read rule');
   const header = (h: object) => {
     const c = JSON.parse(ok);
     c.signatures[0].protected = Buffer.from(JSON.stringify(h)).toString('base64url');

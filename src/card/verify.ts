@@ -8,6 +8,7 @@ import { isAid } from '../identity/cid.js';
 import type { KelState } from '../identity/kel.js';
 import { EXT_CARD, LIMITS, NOT_BEFORE_SKEW_MS } from './constants.js';
 import { fromB64url, cardPayload } from './jws.js';
+import { withoutDefaults } from './proto-defaults.js';
 import type { AgentCard, CardIdentity } from './types.js';
 
 export type CardErrorCode =
@@ -90,9 +91,8 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
   if (opts.kel === 'invalid' || opts.kel.aid !== identity.aid) return fail('UNKNOWN_AID', 'the KEL is invalid or another AID\'s');
   if (header.ksn !== opts.kel.ksn) return fail('KEY_NOT_CURRENT', `signed with key #${header.ksn}; the current key is #${opts.kel.ksn}`);
   const plain = toPlain(card) as Record<string, unknown>;
-  const payload = cardPayload(plain);
-  const input = Buffer.from(`${header.protectedB64}.${Buffer.from(payload).toString('base64url')}`);
-  if (!verifyEd25519(opts.kel.currentKey, input, header.signature)) return fail('INVALID_SIGNATURE', 'the signature does not verify');
+  const payload = signedPayload(plain, header, opts.kel.currentKey);
+  if (payload === null) return fail('INVALID_SIGNATURE', 'the signature does not verify over the card as received nor with its default-valued fields left out');
   if (BigInt(identity.notBefore) > BigInt(opts.now + NOT_BEFORE_SKEW_MS)) return fail('CARD_NOT_YET_VALID', `notBefore ${identity.notBefore} is in the future`);
   const digest = Buffer.from(sha256(Buffer.from(payload))).toString('hex');
   if (opts.highWater) {
@@ -100,6 +100,24 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
     if (seq === opts.highWater.seq && digest !== opts.highWater.digest) return fail('SEQ_FORK', `another card was seen with seq ${seq}`);
   }
   return { ok: true, card: plain as unknown as AgentCard, identity, seq, ksn: header.ksn, digest };
+}
+
+/**
+ * The payload the signature covers, or null: the JCS of the card as received (how ANet nodes sign), else
+ * with default-valued fields left out as A2A §8.4.1 says, else with all of them left out (a2a-python).
+ * Each form says the same thing (a default means absent), so accepting any of them changes no meaning.
+ */
+function signedPayload(plain: Record<string, unknown>, header: { protectedB64: string; signature: Uint8Array }, key: Uint8Array): string | null {
+  const { signatures: _drop, ...unsigned } = plain;
+  const tried = new Set<string>();
+  for (const form of [() => unsigned, () => withoutDefaults(unsigned, 'a2a'), () => withoutDefaults(unsigned, 'all')]) {
+    const payload = cardPayload(form());
+    if (tried.has(payload)) continue;
+    tried.add(payload);
+    const input = Buffer.from(`${header.protectedB64}.${Buffer.from(payload).toString('base64url')}`);
+    if (verifyEd25519(key, input, header.signature)) return payload;
+  }
+  return null;
 }
 
 /** LosslessNumbers back to numbers (a card has no number that needs more than a double). */
@@ -148,8 +166,9 @@ function checkSchema(card: Record<string, unknown>): { identity: CardIdentity; s
   }
   const caps = card.capabilities as Record<string, unknown> | undefined;
   if (!caps || typeof caps !== 'object') return 'capabilities is required';
+  // Optional in A2A (a2a.proto `optional bool`): our cards set them (WIRE §3.1), other signers may not.
   for (const k of ['streaming', 'pushNotifications', 'extendedAgentCard']) {
-    if (typeof caps[k] !== 'boolean') return `capabilities.${k} must be set explicitly`;
+    if (caps[k] !== undefined && typeof caps[k] !== 'boolean') return `capabilities.${k} must be a boolean`;
   }
   const exts = caps.extensions;
   if (!Array.isArray(exts)) return 'capabilities.extensions is required';
