@@ -43,8 +43,11 @@ test('SPEC §2.2: unknown keys are errors at their JSON path, with a did-you-mea
     "modules": { "servce": {} },
     "hubb": "http://x"
   }`);
-  t.deepEqual(lines(problems).sort(), [
+  // The rest of the file is still checked: without "service", nothing serves x and y.
+  t.deepEqual(lines(problems), [
     'error hubb: unknown key (did you mean "hub"?)',
+    'warning inbound.public_capabilities[0].id: "x" is not offered: no modules.service.capabilities entry serves it',
+    'warning inbound.public_capabilities[1].id: "y" is not offered: no modules.service.capabilities entry serves it',
     'error inbound.public_capabilities[1].per_caler_per_min: unknown key (did you mean "per_caller_per_min"?)',
     'error modules.servce: unknown key (did you mean "service"?)',
   ]);
@@ -101,11 +104,16 @@ test('SPEC §2.1: bad files limits, and files on a capability no service serves'
       ],
     },
   });
-  t.deepEqual(errorsAt(problems).sort(), [
+  // Bad limits do not hide that no service serves these capabilities (each declares files).
+  t.deepEqual(errorsAt(problems), [
+    'inbound.public_capabilities[0].files',
     'inbound.public_capabilities[0].files.max_count',
+    'inbound.public_capabilities[1].files',
     'inbound.public_capabilities[1].files.max_bytes',
     'inbound.public_capabilities[1].files.media_types',
+    'inbound.public_capabilities[2].files',
     'inbound.public_capabilities[2].files.media_types',
+    'inbound.public_capabilities[3].files',
     'inbound.public_capabilities[3].files.media_types[0]',
   ]);
   const unserved = validateConfig({ inbound: { public_capabilities: [{ id: 'f', files: { media_types: ['image/png'] } }] } });
@@ -129,21 +137,18 @@ test('SPEC §2.2: http URLs need allow_tcp; other schemes and relative sockets a
   t.deepEqual(allowed.problems, []);
 });
 
-test('SPEC §2.1: duplicate and reserved ids, and ids that break the pattern', (t) => {
+test('SPEC §2.1: duplicate and reserved ids, and ids that break the pattern, in one run', (t) => {
   const { problems } = validateConfig({
     inbound: { public_capabilities: [{ id: 'dup' }, { id: 'dup' }, { id: 'chat' }, { id: 'Bad Id' }] },
     modules: { service: { capabilities: [svc('dup'), svc('dup'), svc('chat')] } },
   });
-  t.deepEqual(errorsAt(problems), ['inbound.public_capabilities[3].id']);
-  const semantic = validateConfig({
-    inbound: { public_capabilities: [{ id: 'dup' }, { id: 'dup' }, { id: 'chat' }] },
-    modules: { service: { capabilities: [svc('dup'), svc('dup'), svc('chat')] } },
-  });
-  t.deepEqual(errorsAt(semantic.problems), [
-    'inbound.public_capabilities[1].id', 'inbound.public_capabilities[2].id',
+  t.deepEqual(errorsAt(problems), [
+    'inbound.public_capabilities[1].id', 'inbound.public_capabilities[2].id', 'inbound.public_capabilities[3].id',
     'modules.service.capabilities[1].id', 'modules.service.capabilities[2].id',
   ]);
-  t.regex(semantic.problems[1]!.message, /reserved/);
+  t.regex(problems[0]!.message, /duplicate id "dup"/);
+  t.regex(problems[1]!.message, /reserved/);
+  t.regex(problems[2]!.message, /must match/);
 });
 
 test('SPEC §2.3: local.a2a must be loopback; token_file must be absolute', (t) => {
@@ -165,4 +170,72 @@ test('SPEC §2.2: timeouts beyond what a timer holds, imprecise prices and bad l
     'modules.service.capabilities[0].timeout_ms',
     'modules.service.timeout_ms',
   ]);
+});
+
+test('SPEC §2: a schema error does not hide the cross-field problems of the same file', (t) => {
+  const { config, problems } = parseConfig(`{
+    "inbound": { "public_capabilities": [
+      { "id": "echo", "max_inflight": 1, "per_caller_inflight": 2, "per_caler_per_day": 5 },
+      { "id": "only.public" } ] },
+    "modules": { "service": { "capabilities": [
+      { "id": "echo", "url": "unix:///run/anet/echo.sock", "price": 1.5 },
+      { "id": "web", "url": "http://127.0.0.1:9000/run" } ] } }
+  }`);
+  t.is(config, undefined, 'the node still refuses the file');
+  t.deepEqual(lines(problems), [
+    'error inbound.public_capabilities[0].per_caler_per_day: unknown key (did you mean "per_caller_per_day"?)',
+    'error inbound.public_capabilities[0].per_caller_inflight: 2 exceeds max_inflight 1',
+    'warning inbound.public_capabilities[1].id: "only.public" is not offered: no modules.service.capabilities entry serves it',
+    'error modules.service.capabilities[0].price: must be an integer number of credits, written without a decimal point or exponent',
+    'warning modules.service.capabilities[1].id: "web" is not offered: it is not in inbound.public_capabilities',
+    'error modules.service.capabilities[1].url: http(s) URLs need modules.service.allow_tcp: true; prefer a unix socket',
+  ]);
+});
+
+test('SPEC §2: a value the schema refused is not judged by other rules; the rest of its entry is', (t) => {
+  const { problems } = validateConfig({
+    inbound: {
+      public_capabilities: [
+        { id: 'a', max_inflight: 'x', per_caller_inflight: 20 }, // not "20 exceeds max_inflight 16" (the default)
+        'b', // not an entry: the entries after it keep their index
+        { id: 'c', max_inflight: 2, per_caller_inflight: 3 },
+        { id: 'd' }, // served by an entry whose url is missing: not "not offered"
+      ],
+    },
+    modules: {
+      service: {
+        allow_tcp: 'yes', // refused, so the http URL below is not judged against allow_tcp's default
+        capabilities: [
+          svc('a', { url: 'http://127.0.0.1:9000/a' }),
+          svc('c'),
+          { id: 'd' },
+          { id: 'Bad Id', url: 'ftp://x', price: -1 }, // a bad id and price: its url is still checked
+        ],
+      },
+    },
+  });
+  t.deepEqual(lines(problems), [
+    'error inbound.public_capabilities[0].max_inflight: must be an integer ≥ 1',
+    'error inbound.public_capabilities[1]: Invalid input: expected object, received string',
+    'error inbound.public_capabilities[2].per_caller_inflight: 3 exceeds max_inflight 2',
+    'error modules.service.allow_tcp: Invalid input: expected boolean, received string',
+    'error modules.service.capabilities[2].url: url is required: unix:///path/to/socket',
+    'error modules.service.capabilities[3].id: must match ^[a-z0-9][a-z0-9._-]{0,63}$ (lower case, digits, . _ -)',
+    'error modules.service.capabilities[3].price: must be between 0 and 9223372036854775807',
+    'error modules.service.capabilities[3].url: use unix:///path/to/socket (or http(s):// with modules.service.allow_tcp)',
+  ]);
+});
+
+test('SPEC §2: a list the schema refused as a whole serves nothing doctor can judge; a file that is not an object is one problem', (t) => {
+  const notAList = validateConfig({
+    inbound: { public_capabilities: [{ id: 'a', max_inflight: 1, per_caller_inflight: 2 }] },
+    modules: { service: { capabilities: { id: 'a' } } },
+  });
+  t.deepEqual(lines(notAList.problems), [
+    'error inbound.public_capabilities[0].per_caller_inflight: 2 exceeds max_inflight 1',
+    'error modules.service.capabilities: Invalid input: expected array, received object',
+  ]);
+  const publicNotAList = validateConfig({ inbound: { public_capabilities: {} }, modules: { service: { capabilities: [svc('a')] } } });
+  t.deepEqual(lines(publicNotAList.problems), ['error inbound.public_capabilities: Invalid input: expected array, received object']);
+  t.deepEqual(lines(parseConfig('[1, 2]').problems), ['error : Invalid input: expected object, received array']);
 });

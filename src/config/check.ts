@@ -1,6 +1,8 @@
-// Cross-field rules of SPEC §2 that a schema cannot state, each reported at its JSON path.
+// Cross-field rules of SPEC §2 that a schema cannot state, each reported at its JSON path. They also run
+// on a file the schema refused (as repaired by repair.ts); a rule that reads a repaired value is skipped.
 import type { Config, PublicCapability, ServiceCapability } from './schema.js';
 import { error, warning, type Problem } from './problem.js';
+import { noFaults, type Faulty } from './repair.js';
 import { parseServiceUrl } from '../service/url.js';
 import { MAX_MESSAGE, filesFit, fileBytesThatFit, mib } from '../hub/relay.js';
 
@@ -33,14 +35,18 @@ export function offeredCapabilities(config: Config): readonly OfferedCapability[
   return offered;
 }
 
-export function checkConfig(config: Config): Problem[] {
-  return [...checkPublic(config), ...checkService(config), ...checkOther(config)];
+const PUBLIC = 'inbound.public_capabilities';
+const SERVED = 'modules.service.capabilities';
+
+export function checkConfig(config: Config, faulty: Faulty = noFaults): Problem[] {
+  return [...checkPublic(config, faulty), ...checkService(config, faulty), ...checkOther(config, faulty)];
 }
 
-function checkIds(list: { id: string }[], base: string): Problem[] {
+function checkIds(list: { id: string }[], base: string, faulty: Faulty): Problem[] {
   const seen = new Set<string>();
   const problems: Problem[] = [];
   list.forEach(({ id }, i) => {
+    if (faulty(`${base}[${i}].id`)) return;
     if (RESERVED_IDS.has(id)) problems.push(error(`${base}[${i}].id`, `"${id}" is reserved for text tasks; choose another id`));
     else if (seen.has(id)) problems.push(error(`${base}[${i}].id`, `duplicate id "${id}"`));
     seen.add(id);
@@ -48,18 +54,29 @@ function checkIds(list: { id: string }[], base: string): Problem[] {
   return problems;
 }
 
-function checkPublic(config: Config): Problem[] {
-  const base = 'inbound.public_capabilities';
-  const served = new Set(config.modules.service.capabilities.map((s) => s.id));
-  const problems = checkIds(config.inbound.public_capabilities, base);
+/**
+ * The ids of a list whose values are the operator's. An entry whose id the schema refused cannot equal a
+ * valid id in the other list, so leaving it out decides nothing wrongly.
+ */
+function idsOf(list: { id: string }[], base: string, faulty: Faulty): Set<string> {
+  return new Set(list.filter((_, i) => !faulty(`${base}[${i}].id`)).map((c) => c.id));
+}
+
+function checkPublic(config: Config, faulty: Faulty): Problem[] {
+  const served = idsOf(config.modules.service.capabilities, SERVED, faulty);
+  // A service list the schema refused as a whole serves nothing we can know of: "not served" would be a guess.
+  const servedKnown = !faulty(SERVED);
+  const problems = checkIds(config.inbound.public_capabilities, PUBLIC, faulty);
   config.inbound.public_capabilities.forEach((cap, i) => {
-    const at = `${base}[${i}]`;
-    if (cap.per_caller_inflight > cap.max_inflight) {
+    const at = `${PUBLIC}[${i}]`;
+    if (!faulty(`${at}.per_caller_inflight`, `${at}.max_inflight`) && cap.per_caller_inflight > cap.max_inflight) {
       problems.push(error(`${at}.per_caller_inflight`, `${cap.per_caller_inflight} exceeds max_inflight ${cap.max_inflight}`));
     }
-    const tooMany = filesOverRelay(cap, `${at}.files`);
-    if (tooMany) problems.push(tooMany);
-    if (!served.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
+    if (!faulty(`${at}.files.max_count`, `${at}.files.max_bytes`, `${at}.max_args_bytes`)) {
+      const tooMany = filesOverRelay(cap, `${at}.files`);
+      if (tooMany) problems.push(tooMany);
+    }
+    if (servedKnown && !faulty(`${at}.id`, `${at}.files`) && !served.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
       if (cap.files) problems.push(error(`${at}.files`, `"${cap.id}" accepts files but no modules.service.capabilities entry serves it`));
       else problems.push(warning(`${at}.id`, `"${cap.id}" is not offered: no modules.service.capabilities entry serves it`));
     }
@@ -78,34 +95,34 @@ function filesOverRelay(cap: PublicCapability, at: string): Problem | null {
   return warning(at, `"${cap.id}" accepts ${promised} of files, but one relay message carries at most ${mib(MAX_MESSAGE)} (about ${mib(fileBytesThatFit(cap.max_args_bytes))} of files once base64-encoded): larger calls cannot be sent; lower max_count or max_bytes`);
 }
 
-function checkService(config: Config): Problem[] {
-  const base = 'modules.service.capabilities';
+function checkService(config: Config, faulty: Faulty): Problem[] {
   const service = config.modules.service;
-  const published = new Set(config.inbound.public_capabilities.map((c) => c.id));
-  const problems = checkIds(service.capabilities, base);
+  const published = idsOf(config.inbound.public_capabilities, PUBLIC, faulty);
+  const publishedKnown = !faulty(PUBLIC);
+  const problems = checkIds(service.capabilities, SERVED, faulty);
   if (service.token_file !== undefined && !service.token_file.startsWith('/')) {
     problems.push(error('modules.service.token_file', 'must be an absolute path'));
   }
   service.capabilities.forEach((cap, i) => {
-    const at = `${base}[${i}]`;
-    const url = parseServiceUrl(cap.url);
-    if ('error' in url) problems.push(error(`${at}.url`, url.error));
-    else if (url.kind === 'tcp' && !service.allow_tcp) {
+    const at = `${SERVED}[${i}]`;
+    const url = faulty(`${at}.url`) ? null : parseServiceUrl(cap.url);
+    if (url && 'error' in url) problems.push(error(`${at}.url`, url.error));
+    else if (url?.kind === 'tcp' && !faulty('modules.service.allow_tcp') && !service.allow_tcp) {
       problems.push(error(`${at}.url`, 'http(s) URLs need modules.service.allow_tcp: true; prefer a unix socket'));
     }
     if (cap.token_file !== undefined && !cap.token_file.startsWith('/')) problems.push(error(`${at}.token_file`, 'must be an absolute path'));
-    if (!published.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
+    if (publishedKnown && !faulty(`${at}.id`) && !published.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
       problems.push(warning(`${at}.id`, `"${cap.id}" is not offered: it is not in inbound.public_capabilities`));
     }
   });
   return problems;
 }
 
-function checkOther(config: Config): Problem[] {
+function checkOther(config: Config, faulty: Faulty): Problem[] {
   const problems: Problem[] = [];
   if (!isHttpUrl(config.hub)) problems.push(error('hub', 'must be an http(s) URL such as http://127.0.0.1:8710'));
   const agent = config.modules.agent;
-  if (agent) {
+  if (agent && !faulty('modules.agent.url')) {
     const url = parseServiceUrl(agent.url);
     if ('error' in url || url.kind !== 'unix') problems.push(error('modules.agent.url', 'must be a unix:///path/to/socket URL'));
   }

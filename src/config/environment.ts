@@ -4,6 +4,7 @@ import type { Config } from './schema.js';
 import { error, warning, type Problem } from './problem.js';
 import { parseServiceUrl } from '../service/url.js';
 import { checkSocket } from '../service/socket.js';
+import { noFaults, type Faulty } from './repair.js';
 
 export const MIN_TOKEN_BYTES = 16;
 
@@ -25,7 +26,11 @@ export async function readTokenFile(path: string, uid = process.getuid?.() ?? 0)
   return { token };
 }
 
-export async function checkEnvironment(config: Config): Promise<Problem[]> {
+/**
+ * `faulty` names the values the schema refused (see repair.ts): their sockets are not looked at, the other
+ * entries' are, so one bad entry does not hide a socket problem of another.
+ */
+export async function checkEnvironment(config: Config, faulty: Faulty = noFaults): Promise<Problem[]> {
   const service = config.modules.service;
   const problems: Problem[] = [];
   if (service.token_file?.startsWith('/')) {
@@ -34,8 +39,8 @@ export async function checkEnvironment(config: Config): Promise<Problem[]> {
   }
   for (const [i, cap] of service.capabilities.entries()) {
     const at = `modules.service.capabilities[${i}]`;
-    const url = parseServiceUrl(cap.url);
-    if (!('error' in url) && url.kind === 'unix') {
+    const url = faulty(`${at}.url`) ? null : parseServiceUrl(cap.url);
+    if (url && !('error' in url) && url.kind === 'unix') {
       const fault = await checkSocket(url.socketPath);
       if (fault) problems.push((fault.missing ? warning : error)(`${at}.url`, fault.reason));
     }
@@ -44,7 +49,7 @@ export async function checkEnvironment(config: Config): Promise<Problem[]> {
       if ('error' in t) problems.push(error(`${at}.token_file`, t.error));
     }
   }
-  const agent = config.modules.agent && parseServiceUrl(config.modules.agent.url);
+  const agent = config.modules.agent && !faulty('modules.agent.url') && parseServiceUrl(config.modules.agent.url);
   if (agent && !('error' in agent) && agent.kind === 'unix') {
     const fault = await checkSocket(agent.socketPath);
     if (fault) problems.push((fault.missing ? warning : error)('modules.agent.url', fault.reason));

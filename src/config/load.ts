@@ -1,5 +1,6 @@
 // Reading config.json (SPEC §2): comments allowed, duplicate keys refused, integers kept exact (bigint
-// beyond 2^53, so prices up to 2^63−1 survive), then the schema, then the cross-field checks.
+// beyond 2^53, so prices up to 2^63−1 survive), then the schema, then the cross-field checks. A schema
+// error does not stop the cross-field checks: they run on the rest of the file (repair.ts).
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse as parseLossless, isInteger, isSafeNumber } from 'lossless-json';
@@ -8,12 +9,15 @@ import { closest } from 'fastest-levenshtein';
 import type { z } from 'zod';
 import { configSchema, type Config } from './schema.js';
 import { checkConfig } from './check.js';
+import { noFaults, repairConfig, type Checkable } from './repair.js';
 import { error, formatPath, sortProblems, type Problem } from './problem.js';
 import { isNotFound } from '../fsutil.js';
 
 export interface ConfigResult {
   /** Present when the file parsed and matched the schema (it may still have cross-field errors). */
   config?: Config;
+  /** Present when the file parsed: what doctor's environment checks run on, even after a schema error. */
+  checkable?: Checkable;
   problems: Problem[];
   /** False when there was no config.json and the embedded defaults apply. */
   fromFile: boolean;
@@ -52,10 +56,17 @@ function lineOf(text: string, err: unknown): number {
   return at ? text.slice(0, Number(at[1])).split('\n').length : 1;
 }
 
-export function validateConfig(raw: unknown): { config?: Config; problems: Problem[] } {
+export function validateConfig(raw: unknown): Omit<ConfigResult, 'fromFile'> {
   const parsed = configSchema.safeParse(raw);
-  if (!parsed.success) return { problems: sortProblems(parsed.error.issues.flatMap(issueToProblems)) };
-  return { config: parsed.data, problems: sortProblems(checkConfig(parsed.data)) };
+  if (parsed.success) {
+    const config = parsed.data;
+    return { config, checkable: { config, faulty: noFaults }, problems: sortProblems(checkConfig(config)) };
+  }
+  const schemaProblems = parsed.error.issues.flatMap(issueToProblems);
+  const checkable = repairConfig(raw, parsed.error.issues);
+  if (!checkable) return { problems: sortProblems(schemaProblems) };
+  const crossField = checkConfig(checkable.config, checkable.faulty);
+  return { checkable, problems: sortProblems([...schemaProblems, ...crossField]) };
 }
 
 function issueToProblems(issue: z.core.$ZodIssue): Problem[] {

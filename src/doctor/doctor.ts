@@ -15,10 +15,15 @@ export interface DoctorReport {
   aid?: string;
 }
 
+/**
+ * Every stage runs, whatever the ones before found: a schema error does not hide a socket problem of the
+ * same file, so the operator fixes everything after one run.
+ */
 export async function runDoctor(dataDir: string): Promise<DoctorReport> {
   const result = await readConfig(dataDir);
-  let problems = [...result.problems];
-  if (result.config) problems = sortProblems([...problems, ...(await checkEnvironment(result.config))]);
+  const checkable = result.checkable;
+  const environment = checkable ? await checkEnvironment(checkable.config, checkable.faulty) : [];
+  const problems = sortProblems([...result.problems, ...environment]);
   problems.push(...(await checkA2aToken(dataDir)));
   let aid: string | undefined;
   if (await hasIdentity(dataDir)) {
