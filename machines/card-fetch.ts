@@ -1,30 +1,45 @@
-// The reader's extended-card fetch for one provider (SPEC §6.1–6.3), every timing an explicit state:
-// `waiting` (at most 10 s for the answer), `cached` (24 h, stale at once on a newer public seq), and the
-// 60 s guard after any attempt (`guarded` decisions while it holds). Pure: time and the request id come
-// in events; the host sends the request when a NEED ends in `waiting` with a new request id, and reports
-// `unreachable` when it could not be sent at all.
-import { setup, assign } from 'xstate';
+// The reader's extended-card fetch for one provider and kind (SPEC §6.1–6.3), kind `card-fetch-v2`. Every
+// timing is an explicit state with its deadline in context:
+//   idle     nothing asked in the last 60 s; a NEED asks the provider
+//   waiting  a request is out: its answer is awaited 10 s at most
+//   cached   a verified answer (card or not_configured) for 24 h, stale at once on a newer public seq
+//   guarded  the last attempt failed less than 60 s ago: the same card is not asked for again until then
+// The guard is "the same card": a newer public seq is a new card (its prices may have changed), so it is
+// asked for at once. After a success the cache answers every NEED of that seq, so the guard only ever
+// follows a failed attempt. The last verified answer is `held` for its 24 h even once its seq is stale,
+// so a reader whose newest fetch failed can still show (and pay under) what the provider last signed.
+// Pure: time and the request id come in events; the host sends the request when a NEED ends in
+// `waiting` with a new request id, and reports `unreachable` when it could not be sent at all.
+import { setup, assign, assertEvent } from 'xstate';
 
 export const WAIT_MS = 10_000;
 export const CACHE_MS = 24 * 3_600_000;
 export const GUARD_MS = 60_000;
 
-export type Outcome =
-  | { kind: 'ok'; wire: string; fetchedAt: number }
-  | { kind: 'not_configured'; fetchedAt: number }
-  | { kind: 'card_unavailable' }
-  | { kind: 'card_signature_invalid' };
+export type Answer = { kind: 'ok'; wire: string; fetchedAt: number } | { kind: 'not_configured'; fetchedAt: number };
+
+export type Outcome = Answer | { kind: 'card_unavailable' } | { kind: 'card_signature_invalid' };
+
+/** The last verified answer: the public seq it extends, and when its 24 h end. */
+export interface Held {
+  answer: Answer;
+  publicSeq: string;
+  expiresAt: number;
+}
 
 export interface CardFetchContext {
-  /** The provider's public card seq the cached answer belongs to. */
+  /** The provider's public card seq of the last attempt. */
   publicSeq: string | null;
   lastAttemptAt: number | null;
   requestId: string | null;
   waitUntil: number | null;
-  expiresAt: number | null;
+  /** While `guarded`: when the same card may be asked for again. */
+  guardUntil: number | null;
+  /** How the last attempt ended. */
   outcome: Outcome | null;
-  /** What the last NEED decided: fetch now, serve the cache, or hold back (60 s guard). */
-  decision: 'fetch' | 'cached' | 'guarded' | null;
+  held: Held | null;
+  /** What the last NEED decided: ask now, serve the cache, wait for the request out, or hold back. */
+  decision: 'fetch' | 'cached' | 'waiting' | 'guarded' | null;
   /** The next moment this machine must be woken (the host arms it). */
   deadline: number | null;
 }
@@ -35,84 +50,114 @@ export type CardFetchEvent =
   | { type: 'PUBLIC_SEQ'; at: number; publicSeq: string }
   | { type: 'TICK'; at: number };
 
-type E<T extends CardFetchEvent['type']> = Extract<CardFetchEvent, { type: T }>;
-
-const guardHolds = (c: CardFetchContext, at: number) => c.lastAttemptAt !== null && at < c.lastAttemptAt + GUARD_MS;
-const newerSeq = (c: CardFetchContext, seq: string) => c.publicSeq !== null && BigInt(seq) > BigInt(c.publicSeq);
-const fresh = (c: CardFetchContext, e: E<'NEED'>) => c.expiresAt !== null && e.at < c.expiresAt && !newerSeq(c, e.publicSeq);
+const newer = (seq: string, than: string | null) => than === null || BigInt(seq) > BigInt(than);
+const heldAt = (held: Held | null, at: number) => (held !== null && at < held.expiresAt ? held : null);
+const ours = (c: CardFetchContext, e: CardFetchEvent) => e.type === 'REPLY' && e.requestId === c.requestId;
 
 export const cardFetchMachine = setup({
   types: { context: {} as CardFetchContext, events: {} as CardFetchEvent },
   guards: {
-    freshCache: ({ context, event }) => fresh(context, event as E<'NEED'>),
-    guarded: ({ context, event }) => guardHolds(context, event.at),
-    ourReply: ({ context, event }) => (event as E<'REPLY'>).requestId === context.requestId,
-    replyOk: ({ context, event }) => {
-      const e = event as E<'REPLY'>;
-      return e.requestId === context.requestId && (e.result === 'ok' || e.result === 'not_configured');
+    freshCache: ({ context, event }) => {
+      assertEvent(event, 'NEED');
+      return heldAt(context.held, event.at) !== null && !newer(event.publicSeq, context.held!.publicSeq);
     },
-    unreachable: ({ context, event }) => (event as E<'REPLY'>).requestId === context.requestId && (event as E<'REPLY'>).result === 'unreachable',
+    // A newer public seq is another card; and a NEED at the guard's end need not wait for its TICK.
+    mayAsk: ({ context, event }) => {
+      assertEvent(event, 'NEED');
+      return newer(event.publicSeq, context.publicSeq) || event.at >= context.guardUntil!;
+    },
+    replyOk: ({ context, event }) => {
+      assertEvent(event, 'REPLY');
+      return ours(context, event) && (event.result === 'ok' || event.result === 'not_configured');
+    },
+    unreachable: ({ context, event }) => {
+      assertEvent(event, 'REPLY');
+      return ours(context, event) && event.result === 'unreachable';
+    },
+    ourReply: ({ context, event }) => ours(context, event),
     waitOver: ({ context, event }) => context.waitUntil !== null && event.at >= context.waitUntil,
-    cacheOver: ({ context, event }) => context.expiresAt !== null && event.at >= context.expiresAt,
-    seqMovedOn: ({ context, event }) => newerSeq(context, (event as E<'PUBLIC_SEQ'>).publicSeq),
+    guardOver: ({ context, event }) => context.guardUntil !== null && event.at >= context.guardUntil,
+    cacheOver: ({ context, event }) => context.held !== null && event.at >= context.held.expiresAt,
+    seqMovedOn: ({ context, event }) => {
+      assertEvent(event, 'PUBLIC_SEQ');
+      return context.held !== null && newer(event.publicSeq, context.held.publicSeq);
+    },
   },
   actions: {
     serveCache: assign({ decision: 'cached' as const }),
-    holdBack: assign({ decision: 'guarded' as const }),
-    request: assign(({ event }) => {
-      const e = event as E<'NEED'>;
+    stillWaiting: assign({ decision: 'waiting' as const }),
+    holdBack: assign(({ context, event }) => ({ decision: 'guarded' as const, held: heldAt(context.held, event.at) })),
+    request: assign(({ context, event }) => {
+      assertEvent(event, 'NEED');
       return {
         decision: 'fetch' as const,
-        publicSeq: e.publicSeq,
-        lastAttemptAt: e.at,
-        requestId: e.requestId,
-        waitUntil: e.at + WAIT_MS,
-        deadline: e.at + WAIT_MS,
+        publicSeq: event.publicSeq,
+        lastAttemptAt: event.at,
+        requestId: event.requestId,
+        waitUntil: event.at + WAIT_MS,
+        guardUntil: null,
+        held: heldAt(context.held, event.at),
+        deadline: event.at + WAIT_MS,
       };
     }),
-    store: assign(({ event }) => {
-      const e = event as E<'REPLY'>;
-      const outcome: Outcome = e.result === 'ok' ? { kind: 'ok', wire: e.wire ?? '', fetchedAt: e.at } : { kind: 'not_configured', fetchedAt: e.at };
-      return { outcome, requestId: null, waitUntil: null, expiresAt: e.at + CACHE_MS, deadline: e.at + CACHE_MS };
+    store: assign(({ context, event }) => {
+      assertEvent(event, 'REPLY');
+      const answer: Answer = event.result === 'ok' ? { kind: 'ok', wire: event.wire ?? '', fetchedAt: event.at } : { kind: 'not_configured', fetchedAt: event.at };
+      const held: Held = { answer, publicSeq: context.publicSeq!, expiresAt: event.at + CACHE_MS };
+      return { outcome: answer, held, requestId: null, waitUntil: null, deadline: held.expiresAt };
     }),
-    invalid: assign({ outcome: { kind: 'card_signature_invalid' } as Outcome, requestId: null, waitUntil: null, expiresAt: null, deadline: null }),
-    unavailable: assign({ outcome: { kind: 'card_unavailable' } as Outcome, requestId: null, waitUntil: null, expiresAt: null, deadline: null }),
-    expire: assign({ expiresAt: null, deadline: null }),
+    // A failed attempt starts the 60 s guard, counted from the attempt (not from its end).
+    unavailable: assign(({ context }) => ({
+      outcome: { kind: 'card_unavailable' } as Outcome,
+      requestId: null,
+      waitUntil: null,
+      guardUntil: context.lastAttemptAt! + GUARD_MS,
+      deadline: context.lastAttemptAt! + GUARD_MS,
+    })),
+    // A card that fails its checks came from the provider: what it signed before is not shown over it.
+    invalid: assign(({ context }) => ({
+      outcome: { kind: 'card_signature_invalid' } as Outcome,
+      held: null,
+      requestId: null,
+      waitUntil: null,
+      guardUntil: context.lastAttemptAt! + GUARD_MS,
+      deadline: context.lastAttemptAt! + GUARD_MS,
+    })),
+    endGuard: assign({ guardUntil: null, deadline: null }),
+    stale: assign({ deadline: null }),
+    expire: assign({ held: null, deadline: null }),
   },
 }).createMachine({
   id: 'cardFetch',
-  context: { publicSeq: null, lastAttemptAt: null, requestId: null, waitUntil: null, expiresAt: null, outcome: null, decision: null, deadline: null },
+  context: { publicSeq: null, lastAttemptAt: null, requestId: null, waitUntil: null, guardUntil: null, outcome: null, held: null, decision: null, deadline: null },
   initial: 'idle',
   states: {
-    /** Nothing usable held: a NEED fetches unless an attempt was made in the last 60 s. */
     idle: {
-      on: {
-        NEED: [{ guard: 'guarded', actions: 'holdBack' }, { actions: 'request', target: 'waiting' }],
-      },
+      on: { NEED: { actions: 'request', target: 'waiting' } },
     },
-    /** A request is out; its answer is awaited for 10 s at most. */
     waiting: {
       on: {
-        NEED: { actions: 'holdBack' },
+        NEED: { actions: 'stillWaiting' },
         REPLY: [
           { guard: 'replyOk', actions: 'store', target: 'cached' },
           // The request could not be sent (no key set, hub down): unavailable now, not after 10 s.
-          { guard: 'unreachable', actions: 'unavailable', target: 'idle' },
-          { guard: 'ourReply', actions: 'invalid', target: 'idle' },
+          { guard: 'unreachable', actions: 'unavailable', target: 'guarded' },
+          { guard: 'ourReply', actions: 'invalid', target: 'guarded' },
         ],
-        TICK: { guard: 'waitOver', actions: 'unavailable', target: 'idle' },
+        TICK: { guard: 'waitOver', actions: 'unavailable', target: 'guarded' },
       },
     },
-    /** A verified answer (card or not_configured) for 24 h, or until the public seq moves on. */
     cached: {
       on: {
-        NEED: [
-          { guard: 'freshCache', actions: 'serveCache' },
-          { guard: 'guarded', actions: ['expire', 'holdBack'], target: 'idle' },
-          { actions: 'request', target: 'waiting' },
-        ],
-        PUBLIC_SEQ: { guard: 'seqMovedOn', actions: 'expire', target: 'idle' },
+        NEED: [{ guard: 'freshCache', actions: 'serveCache' }, { actions: 'request', target: 'waiting' }],
+        PUBLIC_SEQ: { guard: 'seqMovedOn', actions: 'stale', target: 'idle' },
         TICK: { guard: 'cacheOver', actions: 'expire', target: 'idle' },
+      },
+    },
+    guarded: {
+      on: {
+        NEED: [{ guard: 'mayAsk', actions: 'request', target: 'waiting' }, { actions: 'holdBack' }],
+        TICK: { guard: 'guardOver', actions: 'endGuard', target: 'idle' },
       },
     },
   },

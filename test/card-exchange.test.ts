@@ -5,10 +5,13 @@ import test, { type ExecutionContext } from 'ava';
 import { join } from 'node:path';
 import { filesContaining } from './helpers/files.js';
 import { until } from './helpers/wait.js';
-import { startNet, providerConfig, rawPeer } from './helpers/net.js';
+import { startNet, providerConfig, rawPeer, type Net } from './helpers/net.js';
 import { toBody } from '../src/relay/body.js';
 import { CARD_REQUEST, CARD_REPLY } from '../src/card/desk.js';
 import type { CardFetchContext } from '../machines/card-fetch.js';
+import { actorOf, publicSeqOf } from '../src/reader/fetch.js';
+import { HubClient } from '../src/hub/client.js';
+import { EXT_PRICE } from '../src/card/constants.js';
 import type { BucketContext } from '../machines/bucket.js';
 import type { Daemon } from '../src/daemon/daemon.js';
 import { runCli } from './helpers/cli.js';
@@ -77,8 +80,12 @@ test('SPEC §6.3 row 4, §6.2: an offline provider gives card_unavailable after 
   const view = await pending;
   t.like(view, { verified: true, charge: 'paid', extended: null, reason: 'card_unavailable', prices: null });
   t.regex(view.explanation, /could not be obtained/);
+  t.is(view.nextAttemptAt, null, 'this attempt was made now');
   net.clock.advance(45_000); // (real time passes too: stay clear of the 60 s edge)
-  t.like(await card(p.aid, c.dir), { reason: 'card_unavailable' });
+  const guarded = await card(p.aid, c.dir);
+  t.like(guarded, { reason: 'card_unavailable', extended: null, stale: false });
+  t.is(guarded.nextAttemptAt - guarded.lastAttemptAt, 60_000);
+  t.regex(guarded.explanation, /Not asked again now: the agent was last asked 5\d s ago, and is asked at most once a minute; the next attempt is allowed at \d\d:\d\d:\d\d\.$/);
   t.is(net.envelopes() - before, 1, 'inside 60 s of the attempt: not sent again');
   net.clock.advance(5_000);
   const again = card(p.aid, c.dir);
@@ -278,7 +285,10 @@ test('SPEC §2.1 allow_only, §5.3: a stranger\'s list request gets byte for byt
   await until(() => x.received.length === 2, 'a reply');
   const [a, b] = x.received.map((r) => r.body.card as string);
   t.true(a!.includes('text.translate'));
-  t.is(a, b, 'byte-identical');
+  // Removing the hidden capability changed the list card, so the public card has a new seq (SPEC §5.1):
+  // apart from that version stamp (and the signature over it) the stranger's replies are the same bytes.
+  t.is(BigInt(publicSeqOf(JSON.parse(b!))!), BigInt(publicSeqOf(JSON.parse(a!))!) + 1n);
+  t.is(unstamped(a!), unstamped(b!), 'byte-identical but for the version stamp');
   t.false(a!.includes('secret.tool'));
   t.is(x.received[0]!.body.credential, undefined, 'no credential for a stranger');
   t.is(x.received[0]!.type, CARD_REPLY);
@@ -286,7 +296,7 @@ test('SPEC §2.1 allow_only, §5.3: a stranger\'s list request gets byte for byt
   t.is((await runCli(['deny', 'add', x.aid, '--data', p.dir])).code, 0);
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'denied' }));
   await until(() => x.received.length === 3, 'a reply');
-  t.is(x.received[2]!.body.card, a);
+  t.is(x.received[2]!.body.card, b, "the same bytes as a stranger now gets");
 });
 
 test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states that hold across a restart of the reader', async (t) => {
@@ -301,13 +311,85 @@ test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states t
   const before = net.envelopes();
   t.like(await card(p.aid, c.dir), { extended: 'ok' }, 'served from the restored cache');
   t.is(net.envelopes(), before);
-  const state = await reader.node.host!.state(`card-fetch/${p.aid}/general`);
+  const state = await reader.node.host!.state(actorOf(p.aid, 'general'));
   t.is(state!.value, 'cached');
   net.clock.advance(24 * 3_600_000);
   const after = await card(p.aid, c.dir);
   t.like(after, { extended: 'ok' });
   t.is(net.envelopes() - before, 2, 'after 24 h the card is fetched again');
-  t.true((await reader.node.host!.state(`card-fetch/${p.aid}/general`))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
+  t.true((await reader.node.host!.state(actorOf(p.aid, 'general')))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
+});
+
+/** A card's JSON with its anet-card stamp (seq, issue times) and signatures blanked. */
+function unstamped(wire: string): string {
+  return wire.replace(/"seq":"\d+","issuedAt":"\d+","notBefore":"\d+"/, '"seq":"","issuedAt":"","notBefore":""').replace(/"signatures":\[.*\]/, '"signatures":[]');
+}
+
+/** The seq of the public card the hub holds for `aid`. */
+async function hubSeq(net: Net, aid: string): Promise<string> {
+  return publicSeqOf(JSON.parse(await new HubClient(net.hub.url).card(aid)))!;
+}
+
+test('SPEC §5.1, §6.2: a price change is a new card version (no price on the public card); a reader holding the old prices fetches the new at once', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  let provider = await net.start(p.dir);
+  await net.start(c.dir);
+  t.deepEqual((await card(p.aid, c.dir)).prices, [{ skillId: 'text.translate', amount: '3' }]);
+  const first = await hubSeq(net, p.aid);
+  await provider.close();
+  provider = await net.start(p.dir);
+  t.is(await hubSeq(net, p.aid), first, 'a restart with the same prices keeps the seq');
+  await provider.close();
+  await net.configure(p.dir, providerConfig([{ id: 'text.translate', price: 4 }]));
+  await net.start(p.dir);
+  const second = await hubSeq(net, p.aid);
+  t.is(BigInt(second), BigInt(first) + 1n);
+  const wire = await new HubClient(net.hub.url).card(p.aid);
+  t.false(wire.includes(EXT_PRICE), 'the public card still carries no price');
+  const before = net.envelopes();
+  const view = await card(p.aid, c.dir); // well inside 60 s of the first fetch
+  t.like(view, { extended: 'ok', reason: null, stale: false });
+  t.deepEqual(view.prices, [{ skillId: 'text.translate', amount: '4' }]);
+  t.is(publicSeqOf(view.card), second);
+  t.is(net.envelopes() - before, 2, 'asked at once: a new seq is a new card');
+});
+
+test('SPEC §6.2, §6.3, §14: when the newest card cannot be had, the last signed one is shown (stale); the guard is a journaled state in anet replay, restored after a restart', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
+  const c = await net.node('c');
+  const provider = await net.start(p.dir);
+  let reader = await net.start(c.dir);
+  t.like(await card(p.aid, c.dir), { extended: 'ok' });
+  // The provider changes its price and publishes, but its daemon is not running to answer.
+  await provider.close();
+  await net.configure(p.dir, providerConfig([{ id: 'text.translate', price: 5 }]));
+  t.is((await runCli(['hub-register', '--name', 'p', '--data', p.dir])).code, 0);
+  const before = net.envelopes();
+  const pending = card(p.aid, c.dir);
+  await until(() => net.envelopes() - before === 1, 'the request for the new card');
+  net.clock.advance(10_000);
+  const stale = await pending;
+  t.like(stale, { extended: 'ok', reason: null, stale: true, nextAttemptAt: null });
+  t.deepEqual(stale.prices, [{ skillId: 'text.translate', amount: '3' }], 'what the provider last signed for us');
+  t.regex(stale.explanation, /^Prices are signed by the other side, fetched .*This is the last answer the agent signed for you \(seq 1; the agent now publishes seq 2\): its newest could not be obtained\.$/);
+  const text = await runCli(['card', p.aid, '--data', c.dir]);
+  t.regex(text.stdout, /text\.translate {2}3 credits\n.*Not asked again now: the agent was last asked 1\d s ago/s);
+  t.is(net.envelopes() - before, 1, 'inside the guard: nothing asked');
+
+  await reader.close();
+  const replayed = await runCli(['replay', '--actor', actorOf(p.aid, 'general'), '--data', c.dir]);
+  t.is(replayed.code, 0, replayed.stderr);
+  t.regex(replayed.stdout, /TICK: waiting -> guarded$/m, 'the failed attempt enters the guard');
+  t.regex(replayed.stdout, /NEED: guarded -> guarded$/m, 'a look inside it stays there');
+  t.is((await runCli(['replay', '--verify', '--data', c.dir])).code, 0);
+  reader = await net.start(c.dir);
+  const restored = await reader.node.host!.state(actorOf(p.aid, 'general'));
+  t.is(restored!.value, 'guarded');
+  net.clock.advance(50_000);
+  await until(async () => (await reader.node.host!.state(actorOf(p.aid, 'general')))!.value === 'idle', 'the restored guard ends at its deadline');
 });
 
 

@@ -87,7 +87,7 @@ test('SPEC §6.4: anet card on the public-card path, and --json', async (t) => {
     'The agent declares no payments and has not given you a contact credential, so it was not contacted: this is its public card.',
   ]);
   const data = JSON.parse((await runBin(['card', aid, '--json', '--data', b])).stdout);
-  t.deepEqual(Object.keys(data).sort(), ['aid', 'card', 'charge', 'explanation', 'extended', 'fetchedAt', 'key', 'prices', 'reason', 'verified']);
+  t.deepEqual(Object.keys(data).sort(), ['aid', 'card', 'charge', 'explanation', 'extended', 'fetchedAt', 'key', 'lastAttemptAt', 'nextAttemptAt', 'prices', 'reason', 'stale', 'verified']);
   t.like(data, { aid, verified: true, key: 'confirmed', charge: 'free', extended: 'not_applicable', reason: 'not_applicable', prices: null });
   t.is(data.card.name, 'translator');
 

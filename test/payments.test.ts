@@ -58,12 +58,19 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
 test('SPEC §10: a quote above the signed price waits for the operator (quote_above_price); anet pay then pays it', async (t) => {
   const { net, p, c, provider: started } = await market(t, [{ id: 'text.translate', price: 3 }], { credits: '100' });
   let provider = started;
-  // The caller holds the card signed at 3 credits; the provider then raises its price (the public card,
-  // which never carries prices, keeps its seq, so the cached extended card stays current).
+  // The caller holds the card signed at 3 credits. The provider raises its price to 5, which is a new card
+  // version (SPEC §5.1), published while its daemon is down, so the caller's fetch of it gets no answer:
+  // within the 60 s guard the caller judges quotes by the last card the provider signed for it (3).
   t.regex((await runCli(['card', p.aid, '--data', c.dir])).stdout, /translate\s+3 credits/);
   await provider.close();
   p.config.modules.service.capabilities[0]!.price = 5;
   await net.configure(p.dir, p.config);
+  t.is((await runCli(['hub-register', '--name', 'p', '--data', p.dir])).code, 0);
+  const before = net.envelopes();
+  const look = runCli(['card', p.aid, '--data', c.dir]);
+  await until(() => net.envelopes() - before === 1, 'the request for the new card');
+  net.clock.advance(10_000);
+  t.regex((await look).stdout, /translate\s+3 credits[\s\S]*its newest could not be obtained/);
   provider = await net.start(p.dir);
   const waiting = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
   t.is(waiting.code, 1);

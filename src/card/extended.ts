@@ -7,6 +7,8 @@ import { buildPublicCard, skillOf, isPriced, byId, type Profile, type CardStamp 
 import { EXT_PRICE } from './constants.js';
 import { MAX_CREDITS } from '../config/schema.js';
 import type { AgentCard } from './types.js';
+import canonicalize from 'canonicalize';
+import { sha256 } from '@noble/hashes/sha2.js';
 
 export type ExtendedKind = 'general' | 'list';
 
@@ -49,6 +51,19 @@ export function buildExtendedCard(
       ],
     },
   };
+}
+
+/**
+ * A digest of everything the extended cards add to the public card (prices, allow_only skills), for the
+ * content key alone: never published, so the public card still shows no price, yet a changed price list
+ * is a new card version with a new seq, and every reader's cached extended card goes stale (SPEC §5.1,
+ * §6.2). The `list` card holds all that the `general` one does; the hub's AID (the prices' network) is
+ * left out, as the hub's URL is already in the public card.
+ */
+export function extendedContentDigest(config: Config, profile: Profile, aid: string): string {
+  const card = buildExtendedCard(config, profile, aid, { seq: 0n, issuedAt: 0, notBefore: 0 }, 'list', '');
+  if (card === 'not_configured') return 'none';
+  return Buffer.from(sha256(Buffer.from(canonicalize(card)!))).toString('hex');
 }
 
 const CANONICAL_AMOUNT = /^[1-9][0-9]*$/;

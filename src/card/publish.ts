@@ -1,5 +1,7 @@
 // Publishing our public card (SPEC §5.1): build it from config + profile; the same content keeps its
 // signed bytes, new content gets the next seq (persisted before it is sent); no card means withdrawal.
+// "Content" includes what the extended cards add (prices, allow_only skills), as a digest kept here only:
+// a provider's price list changes only with a new seq, so two price lists never share one.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/schema.js';
@@ -7,6 +9,7 @@ import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
 import { buildPublicCard, cardContentKey, type Profile } from './build.js';
 import { signCard } from './jws.js';
+import { extendedContentDigest } from './extended.js';
 import { verifyCard } from './verify.js';
 import { recordCard } from './history.js';
 import { HubClient } from '../hub/client.js';
@@ -41,7 +44,8 @@ export async function currentCard(store: Store, config: Config, profile: Profile
   const prev = (await store.meta.get('card')) as OwnCard | undefined;
   const prevSeq = BigInt(prev?.seq ?? '0');
   const draft = buildPublicCard(config, profile, identity.aid, { seq: prevSeq, issuedAt: now, notBefore: now });
-  const contentKey = draft ? cardContentKey(draft) : null;
+  // A new price or hidden skill changes the key too, though not the public card's content (SPEC §5.1).
+  const contentKey = draft ? `${cardContentKey(draft)}\n${extendedContentDigest(config, profile, identity.aid)}` : null;
   if (prev && prev.contentKey === contentKey && prev.ksn === identity.kel.ksn) return prev;
   if (!draft) {
     const none: OwnCard = { seq: prevSeq.toString(), contentKey: null, wire: null, ksn: identity.kel.ksn };

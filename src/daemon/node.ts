@@ -44,6 +44,11 @@ export interface CardView {
   explanation: string;
   prices: { skillId: string; amount: string }[] | null;
   fetchedAt: number | null;
+  /** The extended answer shown is for an older public seq: the newest could not be obtained. */
+  stale: boolean;
+  /** Set when nothing was asked now (the 60 s guard holds): the last attempt, and when the next may be. */
+  lastAttemptAt: number | null;
+  nextAttemptAt: number | null;
 }
 
 export interface NodeOptions {
@@ -221,11 +226,14 @@ export class Node {
   /** `anet card` (SPEC §6.3–6.4): the public card, and the extended card when §6.1 allows a fetch. */
   async card(aid: string): Promise<CardView> {
     const read = await this.reader.publicCard(aid);
-    const ext: ExtendedResult = read.verified
-      ? await this.fetcher.extended(read)
-      : { extended: null, reason: null, card: null, prices: null, fetchedAt: null };
+    const ext: ExtendedResult = read.verified ? await this.fetcher.extended(read) : NOT_READ;
     const card = ext.card ?? read.card;
     const reason = !read.verified ? read.code! : ext.reason;
+    const explanation = [
+      reason ? explain(reason) : pricesSentence(ext.fetchedAt!),
+      ext.stale ? staleSentence(publicSeqOf(ext.card), publicSeqOf(read.card)) : '',
+      ext.nextAttemptAt !== null ? attemptSentence(ext.lastAttemptAt!, ext.nextAttemptAt, this.now()) : '',
+    ];
     return {
       aid,
       name: read.name,
@@ -236,9 +244,12 @@ export class Node {
       skills: ext.card ? ext.card.skills.map((s) => s.id) : read.skills,
       extended: ext.extended,
       reason,
-      explanation: reason ? explain(reason) : pricesSentence(ext.fetchedAt!),
+      explanation: explanation.filter(Boolean).join(' '),
       prices: ext.prices,
       fetchedAt: ext.fetchedAt,
+      stale: ext.stale,
+      lastAttemptAt: ext.lastAttemptAt,
+      nextAttemptAt: ext.nextAttemptAt,
     };
   }
 
@@ -268,12 +279,27 @@ export class Node {
   }
 }
 
+const NOT_READ: ExtendedResult = { extended: null, reason: null, card: null, prices: null, fetchedAt: null, stale: false, lastAttemptAt: null, nextAttemptAt: null };
+const two = (n: number) => String(n).padStart(2, '0');
+
 /** The last line of `anet card` when the extended card was obtained (SPEC §6.4). */
 export function pricesSentence(fetchedAt: number): string {
   const d = new Date(fetchedAt);
-  const two = (n: number) => String(n).padStart(2, '0');
   const when = `${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
   return `Prices are signed by the other side, fetched ${when}; payment follows the quote in the task, and a quote above these prices is not paid automatically.`;
+}
+
+/** Said of an answer kept from an older public card, when the newest could not be obtained. */
+function staleSentence(heldSeq: string | null, publicSeq: string | null): string {
+  const which = heldSeq && publicSeq ? ` (seq ${heldSeq}; the agent now publishes seq ${publicSeq})` : '';
+  return `This is the last answer the agent signed for you${which}: its newest could not be obtained.`;
+}
+
+/** Said when the 60 s guard kept the node from asking (SPEC §6.2): nothing was asked now. */
+function attemptSentence(lastAttemptAt: number, nextAttemptAt: number, now: number): string {
+  const d = new Date(nextAttemptAt);
+  const ago = Math.max(0, Math.round((now - lastAttemptAt) / 1000));
+  return `Not asked again now: the agent was last asked ${ago} s ago, and is asked at most once a minute; the next attempt is allowed at ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.`;
 }
 
 /**

@@ -3,10 +3,13 @@
 // cache, hold back inside the 60 s guard, give up after 10 s) is the card-fetch machine's, journaled.
 // A reply is taken only when it answers the request the machine is waiting for; its card must verify
 // under the provider's KEL and extend the public card we hold (same AID and seq) with strict prices.
+// When the newest card cannot be had (no answer, or the guard holds after a failed attempt), the last
+// card the provider signed for us in the past 24 h is shown, marked stale; a card that failed its checks
+// is never papered over.
 import { randomBytes } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import type { ActorHost } from '../runtime/host.js';
-import type { CardFetchContext, CardFetchEvent } from '../../machines/card-fetch.js';
+import type { Answer, CardFetchContext, CardFetchEvent } from '../../machines/card-fetch.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import { fromBody, toBody } from '../relay/body.js';
 import { CARD_REQUEST, CARD_MESSAGE_TTL_MS } from '../card/desk.js';
@@ -28,7 +31,15 @@ export interface ExtendedResult {
   card: AgentCard | null;
   prices: Price[] | null;
   fetchedAt: number | null;
+  /** The answer shown extends an older public card than the one published now (its newest failed). */
+  stale: boolean;
+  /** The last time the provider was asked, when nothing was asked now; and when it may be asked again. */
+  lastAttemptAt: number | null;
+  nextAttemptAt: number | null;
 }
+
+const NOT_ASKED = { stale: false, lastAttemptAt: null, nextAttemptAt: null } as const;
+export const NOT_APPLICABLE: ExtendedResult = { extended: 'not_applicable', reason: 'not_applicable', card: null, prices: null, fetchedAt: null, ...NOT_ASKED };
 
 export interface FetcherParts {
   me: string;
@@ -42,9 +53,20 @@ export interface FetcherParts {
 
 type Kind = 'list' | 'general';
 /** One machine per provider and kind: the list card held before a removal is not the general one after. */
-const actorOf = (aid: string, kind: Kind) => `card-fetch/${aid}/${kind}`;
+export const actorOf = (aid: string, kind: Kind) => `${KIND}/${aid}/${kind}`;
 const KINDS: Kind[] = ['list', 'general'];
-const KIND = 'card-fetch';
+const KIND = 'card-fetch-v2';
+
+function answered(answer: Answer): Omit<ExtendedResult, 'stale' | 'lastAttemptAt' | 'nextAttemptAt'> {
+  if (answer.kind === 'not_configured') return { extended: 'not_configured', reason: 'not_configured', card: null, prices: null, fetchedAt: answer.fetchedAt };
+  const card = JSON.parse(answer.wire) as AgentCard;
+  const prices = pricesOf(card);
+  return { extended: 'ok', reason: null, card, prices: 'error' in prices ? [] : prices.prices, fetchedAt: answer.fetchedAt };
+}
+
+function unanswered(reason: 'card_unavailable' | 'card_signature_invalid'): Omit<ExtendedResult, 'stale' | 'lastAttemptAt' | 'nextAttemptAt'> {
+  return { extended: null, reason, card: null, prices: null, fetchedAt: null };
+}
 
 export function publicSeqOf(card: AgentCard | null): string | null {
   const seq = card?.capabilities?.extensions?.find((e) => e.uri === EXT_CARD)?.params?.seq;
@@ -74,7 +96,7 @@ export class CardFetcher {
   async extended(pub: ReadCard): Promise<ExtendedResult> {
     const seq = publicSeqOf(pub.card);
     const credential = await this.credentialFrom(pub.aid);
-    if (!seq || (pub.charge === 'free' && !credential)) return { extended: 'not_applicable', reason: 'not_applicable', card: null, prices: null, fetchedAt: null };
+    if (!seq || (pub.charge === 'free' && !credential)) return NOT_APPLICABLE;
     const requestId = randomBytes(12).toString('hex');
     const kind: Kind = credential ? 'list' : 'general';
     const actor = actorOf(pub.aid, kind);
@@ -140,18 +162,13 @@ export class CardFetcher {
 
   private result(snap: AnyMachineSnapshot): ExtendedResult {
     const ctx = snap.context as CardFetchContext;
-    const none = { card: null, prices: null, fetchedAt: null };
-    const outcome = ctx.outcome;
-    // Outside `cached` a held card is stale (its public seq moved on, or 24 h passed).
-    const current = snap.value === 'cached';
-    if (outcome?.kind === 'ok' && current) {
-      const card = JSON.parse(outcome.wire) as AgentCard;
-      const prices = pricesOf(card);
-      return { extended: 'ok', reason: null, card, prices: 'error' in prices ? [] : prices.prices, fetchedAt: outcome.fetchedAt };
-    }
-    if (outcome?.kind === 'not_configured' && current) return { extended: 'not_configured', reason: 'not_configured', ...none, fetchedAt: outcome.fetchedAt };
-    if (outcome?.kind === 'card_signature_invalid') return { extended: null, reason: 'card_signature_invalid', ...none };
-    return { extended: null, reason: 'card_unavailable', ...none };
+    // Nothing was asked by this NEED: say when the provider was last asked and when it may be again.
+    const attempt = ctx.decision === 'guarded' ? { lastAttemptAt: ctx.lastAttemptAt, nextAttemptAt: ctx.guardUntil } : { lastAttemptAt: null, nextAttemptAt: null };
+    if (snap.value === 'cached') return { ...answered(ctx.held!.answer), stale: false, ...attempt };
+    if (ctx.outcome?.kind === 'card_signature_invalid') return { ...unanswered('card_signature_invalid'), stale: false, ...attempt };
+    // Unavailable now: what the provider signed for us within the last 24 h, though for an older seq.
+    if (ctx.held) return { ...answered(ctx.held.answer), stale: true, ...attempt };
+    return { ...unanswered('card_unavailable'), stale: false, ...attempt };
   }
 
   /** `card.reply`: taken only when it answers the request the provider's machine is waiting for. */

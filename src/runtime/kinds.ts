@@ -4,6 +4,7 @@ import type { AnyStateMachine, SnapshotFrom } from 'xstate';
 import { bucketMachine, upgradeBucketContext, comparableBucketContext, type BucketContext } from '../../machines/bucket.js';
 import { inflightMachine } from '../../machines/inflight.js';
 import { cardFetchMachine, type CardFetchContext } from '../../machines/card-fetch.js';
+import { cardFetchMachineV1, type CardFetchV1Context } from '../../machines/card-fetch-v1.js';
 import { callMachine, callDeadline, type CallContext } from '../../machines/call.js';
 import { paymentMachine, type PaymentContext } from '../../machines/payment.js';
 import { spendMachine } from '../../machines/spend.js';
@@ -23,7 +24,12 @@ export const KINDS: Record<string, ActorKind> = {
   call: { machine: callMachine, deadline: (s) => callDeadline(s.value, s.context as CallContext) },
   payment: { machine: paymentMachine, deadline: (s) => (s.context as PaymentContext).deadline },
   spend: { machine: spendMachine, deadline: () => null },
-  'card-fetch': { machine: cardFetchMachine, deadline: (s) => (s.context as CardFetchContext).deadline },
+  // The reader's extended-card fetch (SPEC §6.2). A kind's transitions are part of the journal's format:
+  // when they change, the machine gets a new kind and the old one stays, frozen, so that older journals
+  // replay and verify exactly (and their pending deadlines still fire). `card-fetch` is the first
+  // version (its 60 s guard a condition, not a state); new actors are `card-fetch-v2`.
+  'card-fetch': { machine: cardFetchMachineV1, deadline: (s) => (s.context as CardFetchV1Context).deadline },
+  'card-fetch-v2': { machine: cardFetchMachine, deadline: (s) => (s.context as CardFetchContext).deadline },
   // The provider's card-request reply limiter (SPEC §6.2: 6 per sender per 60 s, then no answer) is an
   // exact sliding window: the bucket machine with input { limit: 6, windowMs: 60000 }.
   'reply-limiter': { machine: bucketMachine, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
