@@ -4,7 +4,7 @@
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { msgpack, pack } from './codec.js';
 
 export class StoreLockedError extends Error {
@@ -190,9 +190,27 @@ export async function openLevel(dir: string, dataDir: string, create = true): Pr
     await db.open();
   } catch (err) {
     if ((err as { cause?: { code?: string } }).cause?.code === 'LEVEL_LOCKED') throw new StoreLockedError(dataDir);
-    throw err;
+    throw new Error(openFailure(dir, err as Error & { cause?: Error }), { cause: err });
   }
   return db;
+}
+
+/** One line naming the file LevelDB could not open with and what to do: CURRENT names the MANIFEST in use. */
+function openFailure(dir: string, err: Error & { cause?: Error }): string {
+  const why = (err.cause?.message ?? err.message).replace(/\s+/g, ' ');
+  const restore = `restore ${dir} from a backup (moving it aside starts an empty store: the journal, tasks and peers' KELs in it are lost)`;
+  let named = '';
+  try {
+    named = readFileSync(join(dir, 'CURRENT'), 'utf8');
+  } catch {
+    return `cannot open the store ${dir}: ${why}; ${restore}`;
+  }
+  const manifests = readdirSync(dir).filter((f) => /^MANIFEST-\d+$/.test(f));
+  if (!/^MANIFEST-\d+\n$/.test(named) || !manifests.includes(named.trim())) {
+    const fix = manifests.length === 1 ? `it should hold the name ${manifests[0]} and a newline; write that, or ` : '';
+    return `${join(dir, 'CURRENT')} is damaged (${why}): ${fix}${restore}`;
+  }
+  return `${join(dir, named.trim())} is damaged (${why}): ${restore}`;
 }
 
 export const deadlineKey = (deadline: number, actor: string) => `${timeKey(deadline)}!${actor}`;
