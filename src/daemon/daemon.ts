@@ -9,6 +9,8 @@ import { serveControl, controlPath } from './control.js';
 import { HubUnreachableError } from '../hub/client.js';
 import type { Clock } from '../runtime/clock.js';
 import { startA2a, type A2aEndpoint } from '../a2a/server.js';
+import { checkKeyFile } from '../relay/keyset.js';
+import { identityModeProblem } from '../identity/store.js';
 
 export interface Daemon {
   node: Node;
@@ -25,6 +27,11 @@ export interface DaemonLog {
 const RETRY_MS = 5000;
 
 export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock?: Clock } = {}): Promise<Daemon> {
+  // Start-up checks of the key files: a damaged enc.cbor would leave the node deaf (every message dropped).
+  const keys = await checkKeyFile(dataDir);
+  if (keys) throw new Error(keys);
+  const loose = await identityModeProblem(dataDir);
+  if (loose) log(`warning: ${loose}`);
   const node = await Node.open(dataDir, { runtime: true, log, ...opts });
   let closed = false;
   let retry: NodeJS.Timeout | undefined;

@@ -1,11 +1,12 @@
-// `anet doctor` (SPEC §2): the config file, the live environment it names, and the identity — without
-// starting the node.
+// `anet doctor` (SPEC §2): the config file, the live environment it names, the identity (its file and
+// mode) and the encryption key file — without starting the node.
 import { readConfig } from '../config/load.js';
 import { checkEnvironment, readTokenFile } from '../config/environment.js';
 import { existsSync } from 'node:fs';
 import { tokenPath } from '../a2a/token.js';
 import { error, sortProblems, type Problem } from '../config/problem.js';
-import { hasIdentity, loadIdentity } from '../identity/store.js';
+import { hasIdentity, loadIdentity, identityModeProblem } from '../identity/store.js';
+import { checkKeyFile } from '../relay/keyset.js';
 
 export interface DoctorReport {
   problems: Problem[];
@@ -32,7 +33,12 @@ export async function runDoctor(dataDir: string): Promise<DoctorReport> {
     } catch (err) {
       problems.push(error('', `identity: ${(err as Error).message}`));
     }
+    const loose = await identityModeProblem(dataDir);
+    if (loose) problems.push(error('', `identity: ${loose}`));
   }
+  // A damaged encryption key file leaves the node deaf: the daemon refuses to start with it.
+  const keys = await checkKeyFile(dataDir);
+  if (keys) problems.push(error('', `encryption keys: ${keys}`));
   return {
     problems,
     errors: problems.filter((p) => p.severity === 'error').length,

@@ -1,6 +1,6 @@
 // The node's identity in its data directory: seeds and KEL committed together in one 0600 file, so a
 // crash leaves either the old or the new pair, never a KEL whose keys are lost (WIRE.md §2, last rule).
-import { readFile, unlink, chmod } from 'node:fs/promises';
+import { readFile, unlink, chmod, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { encodeCanonical, decodeCanonical, bytesEqual, type CborValue } from './cbor.js';
 import { newSeed, signerFromSeed, type Signer } from './ed25519.js';
@@ -92,14 +92,45 @@ export async function loadIdentity(dataDir: string): Promise<Identity> {
     if (isNotFound(err)) throw new IdentityError(`no identity in ${dataDir}: run \`anet init\` first`);
     throw err;
   }
-  const s = decodeStore(bytes, path);
-  const kel = validateKel(s.kel);
+  const { s, kel, signer } = checkStore(bytes, path);
   await repairPublicKel(dataDir, s.kel);
-  const signer = signerFromSeed(s.current);
-  if (!bytesEqual(signer.publicKey, kel.currentKey) || !bytesEqual(digestOfKey(signerFromSeed(s.next).publicKey), kel.nextDigest)) {
-    throw new IdentityError(`${path}: the stored keys do not match the stored KEL`);
-  }
   return { aid: kel.aid, kel, signer };
+}
+
+/**
+ * The key store as read, every part checked; anything wrong is one line naming the file and what to do.
+ * The stored KEL is our own: any rule it breaks means the file was damaged, not that a peer cheated.
+ */
+function checkStore(bytes: Uint8Array, path: string): { s: StoreFile; kel: KelState; signer: Signer } {
+  let why: string;
+  try {
+    const s = decodeStore(bytes, path);
+    const kel = validateKel(s.kel);
+    const signer = signerFromSeed(s.current);
+    if (bytesEqual(signer.publicKey, kel.currentKey) && bytesEqual(digestOfKey(signerFromSeed(s.next).publicKey), kel.nextDigest)) return { s, kel, signer };
+    why = 'the stored keys do not match the stored KEL';
+  } catch (err) {
+    why = (err as Error).message.split('\n')[0]!.replace(`${path} `, '');
+  }
+  throw new IdentityError(`${path} is damaged (${why}): restore it from a backup; without one this node's AID is lost (move keys/ aside and run \`anet init\` for a new identity)`);
+}
+
+/**
+ * The key store's mode when others may read or write it (one line with the fix), or null: fine, or no
+ * identity yet. `anet doctor` reports it, the daemon warns at start.
+ */
+export async function identityModeProblem(dataDir: string): Promise<string | null> {
+  const path = identityPaths(dataDir).store;
+  let mode: number;
+  try {
+    mode = (await stat(path)).mode & 0o777;
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+  if ((mode & 0o077) === 0) return null;
+  const octal = mode.toString(8).padStart(4, '0');
+  return `${path} is ${mode & 0o044 ? 'readable by other users' : mode & 0o022 ? 'writable by other users' : 'open to other users'} (mode ${octal}): its seeds sign for this node's AID; run \`chmod 600 ${path}\``;
 }
 
 /** A crash between the two writes of a commit can leave kel.cbor behind the key store: rewrite it. */

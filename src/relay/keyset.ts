@@ -4,11 +4,11 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { encodeCanonical, decodeCanonical, type CborValue } from '../identity/cbor.js';
+import { encodeCanonical, decodeCanonical, bytesEqual, type CborValue } from '../identity/cbor.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import type { Identity } from '../identity/store.js';
 import type { KelState } from '../identity/kel.js';
-import { generateX25519, type X25519KeyPair } from './hpke.js';
+import { generateX25519, x25519PublicOf, type X25519KeyPair } from './hpke.js';
 import { writeFileAtomic, isNotFound, ensureDir } from '../fsutil.js';
 
 export const NEW_KEY_EVERY_MS = 7 * 24 * 3_600_000;
@@ -27,7 +27,16 @@ export interface PublicEncryptionKey {
   notAfter: number;
 }
 
-const path = (dataDir: string) => join(dataDir, 'keys', 'enc.cbor');
+export const encKeysPath = (dataDir: string) => join(dataDir, 'keys', 'enc.cbor');
+const path = encKeysPath;
+
+/** A damaged `keys/enc.cbor`: the message is one line naming the file, what is wrong and what to do. */
+export class KeyFileError extends Error {
+  override name = 'KeyFileError';
+  constructor(readonly path: string, why: string) {
+    super(`${path} is damaged (${why}): move it aside and restart; the node then makes new encryption keys and publishes them on the hub, where peers fetch them (a peer's cached copy of the old ones lasts up to an hour)`);
+  }
+}
 
 async function loadKeys(dataDir: string): Promise<EncryptionKey[]> {
   let bytes: Uint8Array;
@@ -37,14 +46,44 @@ async function loadKeys(dataDir: string): Promise<EncryptionKey[]> {
     if (isNotFound(err)) return [];
     throw err;
   }
-  const list = decodeCanonical(bytes) as Map<number, CborValue>[];
-  return list.map((m) => ({
-    kid: m.get(1) as Uint8Array,
-    privateKey: m.get(2) as Uint8Array,
-    publicKey: m.get(3) as Uint8Array,
-    notBefore: m.get(4) as number,
-    notAfter: m.get(5) as number,
-  }));
+  return decodeKeys(bytes, path(dataDir));
+}
+
+const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * The keys of the file, each checked: a private key that no longer matches its public key (one flipped
+ * bit) would still decode, and every message sealed to the published key would then fail to open.
+ */
+function decodeKeys(bytes: Uint8Array, file: string): EncryptionKey[] {
+  let list: CborValue;
+  try {
+    list = decodeCanonical(bytes);
+  } catch (err) {
+    throw new KeyFileError(file, (err as Error).message.split('\n')[0]!);
+  }
+  if (!Array.isArray(list)) throw new KeyFileError(file, 'not a list of keys');
+  return list.map((m, i) => {
+    const key = m instanceof Map ? { kid: m.get(1), privateKey: m.get(2), publicKey: m.get(3), notBefore: m.get(4), notAfter: m.get(5) } : {};
+    const { kid, privateKey, publicKey, notBefore, notAfter } = key as Record<string, unknown>;
+    const bytesOf = (v: unknown, n: number): v is Uint8Array => v instanceof Uint8Array && v.length === n;
+    if (!bytesOf(kid, 16) || !bytesOf(privateKey, 32) || !bytesOf(publicKey, 32) || !isTime(notBefore) || !isTime(notAfter) || notBefore >= notAfter) {
+      throw new KeyFileError(file, `key ${i + 1} is not a well-formed key entry`);
+    }
+    if (!bytesEqual(x25519PublicOf(privateKey), publicKey)) throw new KeyFileError(file, `the private half of key ${i + 1} does not match its public half`);
+    return { kid, privateKey, publicKey, notBefore, notAfter };
+  });
+}
+
+/** What is wrong with `keys/enc.cbor` (one line, see KeyFileError), or null: sound, or none yet (the first start makes it). */
+export async function checkKeyFile(dataDir: string): Promise<string | null> {
+  try {
+    await loadKeys(dataDir);
+    return null;
+  } catch (err) {
+    if (err instanceof KeyFileError) return err.message;
+    return `${path(dataDir)} cannot be read (${(err as Error).message}): make it readable by the daemon's user`;
+  }
 }
 
 async function saveKeys(dataDir: string, keys: EncryptionKey[]): Promise<void> {

@@ -2,11 +2,14 @@
 // a service's absurd Retry-After, unpadded base64 and hostile file names. Each reproduces what a probe
 // found, against real files, sockets and processes in temp dirs, bounded in time (no fixed sleeps).
 import test from 'ava';
-import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { chmod, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runCli } from '../helpers/cli.js';
+import { runBin, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
+import { startNet } from '../helpers/net.js';
 import { Store } from '../../store/db.js';
+import { startDaemon } from '../../src/daemon/daemon.js';
+import { decodeCanonical, encodeCanonical, type CborValue } from '../../src/identity/cbor.js';
 
 /** A data dir with an identity and a store that has been opened (and closed) once. */
 async function nodeDir(t: Parameters<typeof tempDir>[0]): Promise<string> {
@@ -41,4 +44,75 @@ test('SPEC §14 (hostile): a damaged LevelDB CURRENT or MANIFEST in <data>/store
   t.false(badManifest.stderr.includes('\n'), badManifest.stderr);
   t.true(badManifest.stderr.includes(join(storeDir, manifest)), badManifest.stderr);
   t.regex(badManifest.stderr, /restore/);
+});
+
+test('SPEC §8 (hostile): a damaged keys/enc.cbor is named by doctor and refused at start (one line), not a deaf node', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p');
+  const encPath = join(p.dir, 'keys', 'enc.cbor');
+  await (await net.start(p.dir)).close();
+  const good = await readFile(encPath);
+
+  // One flipped bit in a private key: the file still decodes, but every message sealed to the published
+  // public key would fail to open; the probe saw "relay stream open" and nothing else.
+  const keys = decodeCanonical(good) as Map<number, CborValue>[];
+  (keys[0]!.get(2) as Uint8Array)[7]! ^= 0x01;
+  const damaged = [encodeCanonical(keys), Buffer.from('garbage'), good.subarray(0, good.length - 9)];
+  for (const bytes of damaged) {
+    await writeFile(encPath, bytes, { mode: 0o600 });
+    const doctor = await runCli(['doctor', '--data', p.dir]);
+    t.is(doctor.code, 1, doctor.stdout);
+    const line = doctor.stdout.split('\n').find((l) => l.includes(encPath));
+    t.truthy(line, doctor.stdout);
+    t.regex(line!, /^error: .*enc\.cbor is damaged \(.+\): move it aside and restart/);
+
+    const log: string[] = [];
+    const refused = await t.throwsAsync(startDaemon(p.dir, (l) => log.push(l), { clock: net.clock }));
+    t.true(refused!.message.startsWith(`${encPath} is damaged (`), refused!.message);
+    t.false(refused!.message.includes('\n'));
+    t.false(log.some((l) => l.startsWith('relay stream open')), log.join('\n'));
+  }
+
+  // Moved aside, as the line says: the next start makes new keys and is heard again.
+  await writeFile(encPath, damaged[0]!);
+  const { rename } = await import('node:fs/promises');
+  await rename(encPath, `${encPath}.damaged`);
+  await net.start(p.dir);
+  t.is((await runCli(['doctor', '--data', p.dir])).code, 0);
+});
+
+test('SPEC §12 (hostile): a damaged keys/identity.cbor is one line naming the file and what to do (CLI and doctor)', async (t) => {
+  const dir = await nodeDir(t);
+  const path = join(dir, 'keys', 'identity.cbor');
+  const good = await readFile(path);
+  const flipped = Buffer.from(good);
+  flipped[good.length - 5]! ^= 0x01;
+  for (const bytes of [Buffer.from('garbage'), good.subarray(0, 50), flipped, Buffer.alloc(0)]) {
+    await writeFile(path, bytes);
+    const id = await runCli(['id', '--data', dir]);
+    t.is(id.code, 1);
+    t.false(id.stderr.includes('\n'), id.stderr);
+    t.true(id.stderr.startsWith(`anet: ${path} is damaged (`), id.stderr);
+    t.regex(id.stderr, /restore it from a backup/);
+    const doctor = await runCli(['doctor', '--data', dir]);
+    t.is(doctor.code, 1);
+    t.regex(doctor.stdout, new RegExp(`^error: .*${path.replace(/[.]/g, '\\.')} is damaged \\(.*restore it from a backup`, 'm'));
+  }
+});
+
+test('SPEC §12 (hostile): keys/identity.cbor readable by others (0644) is a doctor problem with the chmod fix and a daemon warning', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p');
+  const path = join(p.dir, 'keys', 'identity.cbor');
+  t.is((await runBin(['doctor', '--data', p.dir])).code, 0);
+  await chmod(path, 0o644);
+  const doctor = await runBin(['doctor', '--data', p.dir]);
+  t.is(doctor.code, 1, doctor.stdout);
+  t.regex(doctor.stdout, new RegExp(`^error: .*${path.replace(/[.]/g, '\\.')} is readable by other users \\(mode 0644\\).*chmod 600 ${path.replace(/[.]/g, '\\.')}`, 'm'));
+  const log: string[] = [];
+  const daemon = await startDaemon(p.dir, (l) => log.push(l), { clock: net.clock });
+  t.teardown(() => daemon.close());
+  const warnings = log.filter((l) => l.includes(path));
+  t.is(warnings.length, 1, log.join('\n'));
+  t.regex(warnings[0]!, /^warning: .*mode 0644.*chmod 600/);
 });
