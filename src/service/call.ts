@@ -207,11 +207,20 @@ function rejection(status: number, statusMessage: string | undefined, read: Read
   return `${status} ${statusMessage ?? ''}`.trim();
 }
 
-/** `Retry-After` as delay-seconds or an HTTP date, in ms; undefined when absent or unreadable. */
+/**
+ * The longest wait a service's `Retry-After` is passed on as: beyond it the caller is told 24 h. An
+ * unbounded value (`99999999999999999999`) would reach the caller as `1e+23`, no integer at all.
+ */
+export const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
+
+/** `Retry-After` as delay-seconds or an HTTP date, in whole ms up to 24 h; undefined when absent or unreadable. */
 export function retryAfter(header: string | string[] | undefined, now: number): number | undefined {
-  const value = Array.isArray(header) ? header[0] : header;
+  const value = (Array.isArray(header) ? header[0] : header)?.trim();
   if (!value) return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+  // Compared as digits, not as a number: 20 digits and more are past 24 h whatever they say.
+  if (/^\d+$/.test(value)) return value.length > 6 ? MAX_RETRY_AFTER_MS : Math.min(Number(value) * 1000, MAX_RETRY_AFTER_MS);
+  // An HTTP date (RFC 9110 §5.6.7: each of its three forms starts with the day's name); Date.parse alone
+  // would read `1.5` as a day in 2001.
+  const at = /^[A-Za-z]{3}/.test(value) ? Date.parse(value) : NaN;
+  return Number.isNaN(at) ? undefined : Math.min(MAX_RETRY_AFTER_MS, Math.max(0, Math.ceil(at - now)));
 }

@@ -1,12 +1,13 @@
 // Hostile probes of one node (issue 18: items 6, 7, 9): damaged key and store files, oversized MCP input,
 // a service's absurd Retry-After, unpadded base64 and hostile file names. Each reproduces what a probe
 // found, against real files, sockets and processes in temp dirs, bounded in time (no fixed sleeps).
-import test from 'ava';
-import { chmod, readFile, readdir, writeFile } from 'node:fs/promises';
+import test, { type ExecutionContext } from 'ava';
+import { chmod, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { runBin, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
-import { startNet } from '../helpers/net.js';
+import { startNet, type Net } from '../helpers/net.js';
+import { startSampleService, type SampleHandler } from '../../src/service/sample.js';
 import { Store } from '../../store/db.js';
 import { startDaemon } from '../../src/daemon/daemon.js';
 import { decodeCanonical, encodeCanonical, type CborValue } from '../../src/identity/cbor.js';
@@ -115,4 +116,39 @@ test('SPEC §12 (hostile): keys/identity.cbor readable by others (0644) is a doc
   const warnings = log.filter((l) => l.includes(path));
   t.is(warnings.length, 1, log.join('\n'));
   t.regex(warnings[0]!, /^warning: .*mode 0644.*chmod 600/);
+});
+
+/** A provider whose capability `id` is served by `handler` on a private Unix socket. */
+async function serviceProvider(t: ExecutionContext, net: Net, id: string, handler: SampleHandler, files?: Record<string, unknown>) {
+  const run = join(net.root, `run-${id}`);
+  await mkdir(run, { mode: 0o700 });
+  const service = await startSampleService(join(run, 'svc.sock'), handler);
+  t.teardown(() => service.close());
+  return net.node(`p-${id}`, {
+    inbound: { policy: 'open', public_capabilities: [{ id, ...(files ? { files, max_args_bytes: 4096 } : {}) }] },
+    modules: { service: { capabilities: [{ id, url: `unix://${service.socketPath}` }] } },
+  });
+}
+
+test('SPEC §3.1 (hostile): a service\'s Retry-After of 99999999999999999999 s or year 9999 reaches the caller clamped to 24 h, an integer', async (t) => {
+  const net = await startNet(t);
+  const answers = ['99999999999999999999', 'Fri, 31 Dec 9999 23:59:59 GMT', '1.5', '7'];
+  let next = 0;
+  const busy: SampleHandler = (_body, _req, res) => {
+    res.writeHead(503, { 'retry-after': answers[next++]!, 'content-type': 'application/json' });
+    res.end('{}');
+  };
+  const p = await serviceProvider(t, net, 'demo.busy', busy);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const seen: unknown[] = [];
+  for (let i = 0; i < answers.length; i++) {
+    const r = await runCli(['call', p.aid, 'demo.busy', '--json', '--data', c.dir]);
+    t.false(/e\+|\d\.\d/.test(r.stdout.match(/"retryAfterMs": ([^,\n]+)/)?.[1] ?? ''), r.stdout);
+    const record = JSON.parse(r.stdout);
+    t.like(record, { state: 'failed', reason: 'service_busy' });
+    seen.push(record.retryAfterMs);
+  }
+  t.deepEqual(seen, [86_400_000, 86_400_000, null, 7000], 'clamped to 24 h; a value that is not delay-seconds or a date is ignored');
 });
