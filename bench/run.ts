@@ -1,7 +1,8 @@
-// `npm run bench [-- runtime|relay|calls] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
+// `npm run bench [-- runtime|relay|calls|a2a-body] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
 import { benchRuntime } from './runtime.js';
 import { benchRelay } from './relay.js';
 import { benchCalls } from './calls.js';
+import { benchA2aBody } from './a2a-body.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -14,4 +15,5 @@ if (all || which.includes('runtime')) {
 }
 if (all || which.includes('relay')) ok = (await benchRelay(quick ? 200 : 2000)) && ok;
 if (all || which.includes('calls')) ok = (await benchCalls(quick ? 300 : 2000, quick ? 1 : 3)) && ok;
+if (all || which.includes('a2a-body')) ok = (await benchA2aBody(quick ? 8 : 30)) && ok;
 process.exitCode = ok ? 0 : 1;

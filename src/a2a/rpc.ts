@@ -2,7 +2,8 @@
 // codes. Only the v1.0 names are served: @a2a-js/sdk 1.3.0 sends them to an interface declaring
 // protocolVersion "1.0" (its v0.3 names — message/send, tasks/get, ... — come only from its legacy
 // transport, which also speaks the v0.3 shapes, so answering them with v1.0 shapes would mislead).
-import { parse as parseLossless, isLosslessNumber, type LosslessNumber } from 'lossless-json';
+import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
+import type { Parsed } from './parse.js';
 import type { Node } from '../daemon/node.js';
 import { explain } from '../reasons.js';
 import { readMessage, toTask, MessageError } from './tasks.js';
@@ -45,16 +46,13 @@ const METHODS: Record<string, Method> = {
   CancelTask: cancelTask,
 };
 
-/** One request body in, one response object out (never throws). */
-export async function answerRpc(node: A2aNode, aid: string, body: string): Promise<Record<string, unknown>> {
-  let request: unknown;
-  try {
-    // Lossless: a capability's arguments reach the service with every digit the client wrote.
-    request = parseLossless(body);
-  } catch {
-    return failure(null, new RpcError(CODES.parseError, 'Parse error: the body is not JSON'));
-  }
-  const r = request as Record<string, unknown> | null;
+/**
+ * One request body, parsed (parse.ts: losslessly, so a capability's arguments reach the service with every
+ * digit the client wrote), in; one response object out (never throws).
+ */
+export async function answerRpc(node: A2aNode, aid: string, parsed: Parsed): Promise<Record<string, unknown>> {
+  if (!parsed.ok) return failure(null, new RpcError(CODES.parseError, 'Parse error: the body is not JSON'));
+  const r = parsed.value as Record<string, unknown> | null;
   // Every A2A call expects an answer, so a request without an id (a notification) is refused as well.
   const id = idOf(r?.id);
   if (typeof r !== 'object' || r === null || Array.isArray(r) || r.jsonrpc !== '2.0' || typeof r.method !== 'string' || id === undefined) {

@@ -11,6 +11,7 @@ import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches, tokenPath } from './token.js';
 import { answerRpc, type A2aNode } from './rpc.js';
+import { BodyParser } from './parse.js';
 import { localCard } from './card.js';
 
 export interface A2aEndpoint {
@@ -22,8 +23,11 @@ export interface A2aEndpoint {
   close(): Promise<void>;
 }
 
-/** Files travel as base64 inside the body; nothing larger could cross the relay anyway. */
-const MAX_BODY = 2 * MAX_ENVELOPE;
+/**
+ * Files travel as base64 inside the body; nothing larger could cross the relay anyway. 2 × (16 MiB + 4 KiB):
+ * 33,562,624 bytes, "32 MiB" in the docs.
+ */
+export const MAX_BODY = 2 * MAX_ENVELOPE;
 const ROUTE = /^\/a2a\/v1\/agents\/([^/]+)\/(\.well-known\/agent-card\.json|jsonrpc)$/;
 
 type EndpointNode = A2aNode & { dataDir: string; config: { local: { a2a: string } } };
@@ -36,7 +40,8 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
   const listen = parseListen(node.config.local.a2a);
   const token = await ensureToken(node.dataDir);
   let origin = '';
-  const server = createServer((req, res) => void handle(node, token, origin, req, res));
+  const parser = new BodyParser();
+  const server = createServer((req, res) => void handle(node, token, origin, parser, req, res));
   try {
     origin = originOf(listen, await bind(server, listen));
   } catch (err) {
@@ -51,7 +56,7 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
     agentUrl,
     close: async () => {
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.all([new Promise<void>((resolve) => server.close(() => resolve())), parser.close()]);
       if (listen.kind === 'unix') await unlink(listen.path).catch(() => {});
     },
   };
@@ -72,7 +77,7 @@ async function bind(server: Server, listen: Listen): Promise<number> {
   return (server.address() as { port: number }).port;
 }
 
-async function handle(node: EndpointNode, token: string, origin: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(node: EndpointNode, token: string, origin: string, parser: BodyParser, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     if (!bearerMatches(req.headers.authorization, token)) {
       return send(res, 401, { error: 'a bearer token is required: Authorization: Bearer <the token in a2a.token of the data dir>' }, { 'www-authenticate': 'Bearer' });
@@ -83,9 +88,9 @@ async function handle(node: EndpointNode, token: string, origin: string, req: In
     if (!route || !isAid(aid)) return send(res, 404, { error: `no such resource: ${url.pathname} (expected /a2a/v1/agents/<full AID>/.well-known/agent-card.json or /jsonrpc)` });
     if (route[2] === 'jsonrpc') {
       if (req.method !== 'POST') return send(res, 405, { error: 'JSON-RPC takes POST' }, { allow: 'POST' });
-      const body = await readBody(req);
-      if (body === null) return send(res, 413, { error: `the request body is larger than ${MAX_BODY} bytes` }, { connection: 'close' });
-      return send(res, 200, await answerRpc(node, aid, body));
+      const body = await readBody(req, res);
+      if (body === null) return; // answered 413
+      return send(res, 200, await answerRpc(node, aid, await parser.parse(body)));
     }
     if (req.method !== 'GET') return send(res, 405, { error: 'the card takes GET' }, { allow: 'GET' });
     const answer = await localCard(node, aid, `${origin}/a2a/v1/agents/${aid}/jsonrpc`);
@@ -97,15 +102,36 @@ async function handle(node: EndpointNode, token: string, origin: string, req: In
   }
 }
 
-/** The body as text, or null past MAX_BODY (read to its end all the same, so the 413 reaches the client). */
-async function readBody(req: IncomingMessage): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size <= MAX_BODY) chunks.push(chunk as Buffer);
-  }
-  return size > MAX_BODY ? null : Buffer.concat(chunks).toString('utf8');
+/**
+ * The body, or null once it is known to be over MAX_BODY (by its Content-Length, or as it comes): the 413 is
+ * then written at once, the rest of the body read and dropped, and the response ended (the connection
+ * closed) only when the body has ended, so a client still sending gets the answer rather than a reset.
+ */
+function readBody(req: IncomingMessage, res: ServerResponse): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    const tooLarge = () => {
+      over = true;
+      chunks.length = 0;
+      const body = stringifyLossless({ error: `the request body is larger than ${MAX_BODY} bytes` })!;
+      res.writeHead(413, { 'content-type': 'application/json', connection: 'close', 'content-length': Buffer.byteLength(body) });
+      res.write(body);
+      resolve(null);
+    };
+    if (Number(req.headers['content-length']) > MAX_BODY) tooLarge();
+    req.on('data', (chunk: Buffer) => {
+      if (over) return;
+      size += chunk.length;
+      if (size > MAX_BODY) tooLarge();
+      else chunks.push(chunk);
+    });
+    req.on('end', () => (over ? res.end() : resolve(Buffer.concat(chunks, size))));
+    req.on('error', reject);
+    // A client gone before the end of its body: nothing to answer.
+    req.on('close', () => (req.complete ? undefined : reject(new Error('the request ended before its body'))));
+  });
 }
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
