@@ -110,11 +110,45 @@ function checkArgs(cap: OfferedCapability, args: unknown, bytes?: number): Refus
   return null;
 }
 
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+
 /**
- * Standard padded base64. Not one regex of 4-character groups: V8 backtracks through every group and its
- * stack overflows past ~4.5 MB of text, so a file of the default 8 MiB made the handler throw.
+ * Standard padded base64 in its one canonical form (RFC 4648 §4, §3.5: the bits the padding leaves over
+ * are zero), so the service gets exactly the text an encoder writes for those bytes: `YR==` decodes
+ * to "a" in lenient decoders and fails in strict ones. Not one regex of 4-character groups: V8
+ * backtracks through every group and its stack overflows past ~4.5 MB of text, so a file of the default
+ * 8 MiB made the handler throw.
  */
-const isStrictBase64 = (text: string) => text.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(text);
+function isStrictBase64(text: string): boolean {
+  if (text.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return false;
+  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  if (pad === 0) return true;
+  const last = B64.indexOf(text[text.length - pad - 1]!);
+  return last % (pad === 2 ? 16 : 4) === 0;
+}
+
+/** The longest file name passed on, in UTF-8 bytes (most file systems' limit). */
+export const MAX_FILE_NAME_BYTES = 255;
+
+/**
+ * The name a file reaches the service with (SPEC §3): the caller's name cut to its last path part (after
+ * the last `/` or `\`), without control or format characters (NUL, newlines, bidi overrides), leading
+ * dots or surrounding spaces, at most 255 bytes of UTF-8 (cut before the extension, never inside a
+ * character); `file-<n>` (n from 1) when nothing is left. A service may use it as a file name as it is.
+ */
+export function safeFileName(name: unknown, index: number): string {
+  const base = (typeof name === 'string' ? name : '').split(/[/\\]/).pop()!;
+  let safe = base.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, '').trim().replace(/^[.\s]+/, '');
+  if (Buffer.byteLength(safe) > MAX_FILE_NAME_BYTES) {
+    const dot = safe.lastIndexOf('.');
+    const ext = dot > 0 && safe.length - dot <= 16 ? safe.slice(dot) : '';
+    // At most 255 characters can fit: the rest is never looked at (a name may be megabytes long).
+    const stem = [...safe.slice(0, Math.min(safe.length - ext.length, 2 * MAX_FILE_NAME_BYTES))];
+    while (Buffer.byteLength(stem.join('') + ext) > MAX_FILE_NAME_BYTES) stem.pop();
+    safe = (stem.join('') + ext).trim();
+  }
+  return safe || `file-${index + 1}`;
+}
 
 function accepts(ranges: string[], mime: string): boolean {
   return ranges.some((r) => r === '*/*' || r === mime || (r.endsWith('/*') && mime.startsWith(r.slice(0, -1))));
@@ -128,14 +162,15 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
   if (files.length > rule.max_count) return no(`${files.length} files; at most ${rule.max_count}`);
   const out: FileOut[] = [];
   for (const [i, f] of files.entries()) {
-    const label = `file ${i + 1}${typeof f?.name === 'string' ? ` (${f.name.slice(0, 64)})` : ''}`;
+    const name = safeFileName(f?.name, i);
+    const label = `file ${i + 1} (${[...name].slice(0, 64).join('')})`;
     if (typeof f?.data_b64 !== 'string' || !isStrictBase64(f.data_b64)) return no(`${label}: not standard padded base64`);
     const bytes = Buffer.from(f.data_b64, 'base64');
     if (bytes.length > rule.max_bytes) return no(`${label}: ${bytes.length} bytes; at most ${rule.max_bytes}`);
     // The type is the node's own reading of the bytes; the caller's claim is ignored (SPEC §3).
     const mime = (await fileTypeFromBuffer(bytes))?.mime ?? 'application/octet-stream';
     if (!accepts(rule.media_types, mime)) return no(`${label}: detected ${mime}, not one of ${rule.media_types.join(', ')}`);
-    out.push({ name: typeof f.name === 'string' ? f.name : `file${i + 1}`, mime, data_b64: f.data_b64 });
+    out.push({ name, mime, data_b64: f.data_b64 });
   }
   return out;
 }

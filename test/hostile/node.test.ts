@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { runBin, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
 import { startNet, type Net } from '../helpers/net.js';
-import { startSampleService, type SampleHandler } from '../../src/service/sample.js';
+import { startSampleService, echoHandler, type SampleHandler } from '../../src/service/sample.js';
 import { Store } from '../../store/db.js';
 import { startDaemon } from '../../src/daemon/daemon.js';
 import { decodeCanonical, encodeCanonical, type CborValue } from '../../src/identity/cbor.js';
@@ -151,4 +151,48 @@ test('SPEC §3.1 (hostile): a service\'s Retry-After of 99999999999999999999 s o
     seen.push(record.retryAfterMs);
   }
   t.deepEqual(seen, [86_400_000, 86_400_000, null, 7000], 'clamped to 24 h; a value that is not delay-seconds or a date is ignored');
+});
+
+/** A provider echoing what its service receives ({args, files} with files) and a caller, both running. */
+async function filesNet(t: ExecutionContext) {
+  const net = await startNet(t);
+  const p = await serviceProvider(t, net, 'demo.files', echoHandler, { max_count: 8, max_bytes: 1 << 20, media_types: ['*/*'] });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  const caller = (await net.start(c.dir)).node.caller;
+  const call = (files: { name: string; data_b64: string }[]) => caller.call(p.aid, 'demo.files', '{}', files, 20_000);
+  return { call };
+}
+
+test('SPEC §3, §4.1 (hostile): file data that is not canonical standard padded base64 is refused files_not_accepted before the service sees it', async (t) => {
+  const { call } = await filesNet(t);
+  const ok = await call([{ name: 'a.txt', data_b64: Buffer.from('abcd').toString('base64') }]);
+  t.like(ok, { state: 'completed' });
+  for (const data_b64 of ['YWJjZA', 'YWJjZA=', 'YWJjZA-_', 'YR==', 'YWJ=', 'YWJjZA==YQ==']) {
+    const r = await call([{ name: 'a.txt', data_b64 }]);
+    t.like(r, { state: 'rejected', reason: 'files_not_accepted' }, data_b64);
+    t.regex(String(r.detail), /^file 1 \(a\.txt\): not standard padded base64/, data_b64);
+  }
+});
+
+test('SPEC §3 (hostile): file names reach the service as a safe base name (no separators, control characters or leading dots; at most 255 bytes)', async (t) => {
+  const { call } = await filesNet(t);
+  const data_b64 = Buffer.from('hello').toString('base64');
+  const names: [string, string][] = [
+    ['../../etc/passwd\u0000.png', 'passwd.png'],
+    ['C:\\Users\\me\\photo.jpg', 'photo.jpg'],
+    ['.bashrc', 'bashrc'],
+    ['..', 'file-4'],
+    ['a\u202Egnp.exe\u0007\n', 'agnp.exe'],
+    ['', 'file-6'],
+    ['ünïcödé 名前.txt', 'ünïcödé 名前.txt'],
+  ];
+  const long = `${'é'.repeat(200)}.png`;
+  const r = await call([...names.map(([name]) => ({ name, data_b64 })), { name: long, data_b64 }]);
+  t.like(r, { state: 'completed' }, String(r.detail));
+  const got = ((r.result as { echo: { files: { name: string }[] } }).echo.files).map((f) => f.name);
+  t.deepEqual(got.slice(0, names.length), names.map(([, safe]) => safe));
+  const cut = got[names.length]!;
+  t.true(Buffer.byteLength(cut) <= 255, `${Buffer.byteLength(cut)} bytes`);
+  t.true(cut.endsWith('é.png') && long.startsWith(cut.slice(0, -4)), cut);
 });
