@@ -1,7 +1,10 @@
 // The provider's side of a capability call (SPEC §4, §3, §9): `task.send` → admission → the service →
 // `task.result`, every step an event of the call's machine (`call/<caller>/<task>`), journaled before it
-// takes effect. A task id seen before is never run again. A call still running when the node stops is
-// ended `interrupted` at the next start and the caller is told (§9.5). Completed calls carry a receipt.
+// takes effect. A task id seen before is never run again: it is answered with the task's current status,
+// or its final answer rebuilt from the journal and `payloads` (a caller sends a task again until it hears
+// back, so an answer lost on the way, or a task lost before it was journaled, is not lost for good). A
+// call still running when the node stops is ended `interrupted` at the next start and the caller is told
+// (§9.5). Completed calls carry a receipt.
 import { randomHex } from '../random.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../machines/call.js';
@@ -19,8 +22,11 @@ import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
 import { isPriced } from '../card/build.js';
 import { signReceipt, resultHash } from '../tasks/receipt.js';
-import { textTask } from './text.js';
-import { offerQuote, roomToQuote } from '../payment/provider.js';
+import { textTask, CHAT } from './text.js';
+import { offerQuote, roomToQuote, X402_STATUS, X402_REQUIRED, QUOTE_SIGNATURE } from '../payment/provider.js';
+import { paymentRequired, signQuote } from '../payment/quote.js';
+import { crashPoint } from '../payment/crash.js';
+import type { ActorHost } from '../runtime/host.js';
 import type { NodeParts } from '../daemon/parts.js';
 
 export const TASK_SEND = 'task.send';
@@ -56,18 +62,112 @@ export function callDesk(parts: CallParts): MessageHandler {
   return async (m) => {
     const msg = taskMessage(m);
     if (!msg) return;
+    // Taken from the relay, nothing journaled yet: a crash here leaves no trace of the task on this node.
+    crashPoint('after-deliver');
     const { body, task } = msg;
-    if (body.capability === undefined && typeof body.text === 'string') return textTask(parts, m.from, task, body.text);
     const actor = callActor(m.from, task);
-    const argsText = typeof body.args === 'string' ? body.args : '';
-    const call: Running = { caller: m.from, task, capability: typeof body.capability === 'string' ? body.capability : '' };
-    const reply: Reply = (fields, listed, after) => answer(parts, m.from, task, fields, listed, after);
-    const started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
-    if (typeof started === 'string') return;
-    // The service runs apart from the bus, so a long call never holds up card requests or other calls;
-    // how many run at once is the admission's in-flight limit.
-    void started.done.catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${call.capability}): ${(err as Error).message}`));
+    // A second delivery while the first is still being admitted waits for it, then is a repeat: it never
+    // asks for quota or a slot (and never makes another caller's call refused for one).
+    const arriving = arrivingOf(parts.host);
+    const earlier = arriving.get(actor);
+    if (earlier) {
+      await earlier;
+      return answerRepeat(parts, m.from, task);
+    }
+    let done!: () => void;
+    arriving.set(actor, new Promise<void>((resolve) => (done = resolve)));
+    let repeat: boolean;
+    try {
+      repeat = await deliver(parts, m.from, task, actor, body);
+    } finally {
+      arriving.delete(actor);
+      done();
+    }
+    if (repeat) await answerRepeat(parts, m.from, task);
   };
+}
+
+/** Per host, the task ids whose first delivery is being admitted (RECEIVED not yet journaled). */
+const arrivingTasks = new WeakMap<ActorHost, Map<string, Promise<void>>>();
+
+function arrivingOf(host: ActorHost): Map<string, Promise<void>> {
+  let map = arrivingTasks.get(host);
+  if (!map) arrivingTasks.set(host, (map = new Map()));
+  return map;
+}
+
+/**
+ * Handles one delivery of a task; true when its task id was known (a repeat, to be answered). A caller's
+ * resend carries `resend`: its task is looked up first, so a known one takes no quota or slot. A resend
+ * without the request (a status poll, sent once the provider has answered) for an unknown task has
+ * nothing to run and is dropped.
+ */
+async function deliver(parts: CallParts, caller: string, task: string, actor: string, body: Record<string, CborValue>): Promise<boolean> {
+  if (body.resend !== undefined) {
+    if (await parts.host.state(actor)) return true;
+    if (typeof body.args !== 'string' && typeof body.text !== 'string') return false;
+  }
+  if (body.capability === undefined && typeof body.text === 'string') return !(await textTask(parts, caller, task, body.text));
+  const argsText = typeof body.args === 'string' ? body.args : '';
+  const call: Running = { caller, task, capability: typeof body.capability === 'string' ? body.capability : '' };
+  const reply: Reply = (fields, listed, after) => answer(parts, caller, task, fields, listed, after);
+  const started = await admitAndStart(parts, actor, call, argsText, body.files, reply);
+  if (started === 'resend') return true;
+  if (typeof started === 'string') return false;
+  // The service runs apart from the bus, so a long call never holds up card requests or other calls;
+  // how many run at once is the admission's in-flight limit.
+  void started.done.catch((err) => parts.stopping.aborted || parts.log(`call ${task} (${call.capability}): ${(err as Error).message}`));
+  return false;
+}
+
+const FINAL_STATES = ['completed', 'failed', 'rejected'];
+
+/**
+ * The answer to a task id seen before (PROTOCOL §6.4): nothing runs again. A task still under way gets
+ * `working` (a priced one still waiting for payment its quote again); an ended one its final answer,
+ * rebuilt from the journal: a completed call's result and receipt from `payloads`, a refusal or failure
+ * from the call's context. A `discard` call's result is gone: `failed`, `interrupted`. A paid call's
+ * final answer goes to its `task.pay` (§7.3), and a canceled one has none.
+ */
+export async function answerRepeat(parts: CallParts, caller: string, task: string): Promise<void> {
+  const actor = callActor(caller, task);
+  const state = await parts.host.state(actor);
+  if (!state) return;
+  const ctx = state.context as CallContext;
+  const value = String(state.value);
+  if (value === 'new' || value === 'canceled') return;
+  if (value === 'quoted') {
+    if (ctx.quoteExpiresAt === null || parts.now() >= ctx.quoteExpiresAt) return;
+    const network = `hub:${await parts.hubAid()}`;
+    const required = paymentRequired({ network, amount: ctx.amount!, payTo: parts.identity.aid, skillId: ctx.capability, taskId: task, quoteId: ctx.quoteId! });
+    return answer(parts, caller, task, { state: 'input-required', reason: 'payment_required', [X402_STATUS]: 'payment-required', [X402_REQUIRED]: JSON.stringify(required), [QUOTE_SIGNATURE]: signQuote(parts.identity, required) });
+  }
+  if (!FINAL_STATES.includes(value)) return answer(parts, caller, task, { state: 'working' });
+  if (ctx.payNonce !== null) return;
+  await answer(parts, caller, task, await storedAnswer(parts, actor, ctx, value));
+}
+
+/** What a kept call leaves in `payloads`: its result, and the receipt it was answered with. */
+interface Kept {
+  result?: string | null;
+  receipt?: Uint8Array;
+  receiptKsn?: number;
+}
+
+/** An ended unpaid call's final answer, as it was sent (a wait to retry after counts from when it was given). */
+async function storedAnswer(parts: CallParts, actor: string, ctx: CallContext, value: string): Promise<Record<string, CborValue | undefined>> {
+  const since = parts.now() - (ctx.endedAt ?? parts.now());
+  const retry = ctx.retryAfterMs === null ? undefined : Math.max(0, ctx.retryAfterMs - since);
+  if (value === 'rejected') return { state: 'rejected', reason: ctx.reason ?? undefined, message: ctx.message ?? undefined, detail: ctx.detail ?? undefined, retry_after_ms: retry };
+  if (value === 'failed') return { state: 'failed', reason: ctx.reason ?? undefined, detail: ctx.detail ?? undefined, retry_after_ms: retry };
+  const kept = (await parts.store.payloads.get(actor)) as Kept | undefined;
+  if (typeof kept?.result !== 'string') return { state: 'failed', reason: 'interrupted', detail: 'the call completed, but its answer did not reach you and the provider does not keep its result (discard)' };
+  if (ctx.capability === CHAT && ctx.receipt === null) return { state: 'completed', result: kept.result };
+  // The receipt the call was answered with; signed again (same task and result hash) after a key rotation.
+  const receipt = kept.receipt && kept.receiptKsn === parts.identity.kel.ksn
+    ? new Uint8Array(kept.receipt)
+    : signReceipt(parts.identity, { task: ctx.task, capability: ctx.capability, caller: ctx.caller, result_hash: Buffer.from(ctx.resultHash!, 'hex'), at: parts.now() }).bytes;
+  return { state: 'completed', result: kept.result, receipt };
 }
 
 /**
@@ -205,11 +305,16 @@ async function refuse(parts: CallParts, actor: string, r: Refusal, reply: Reply,
  * they share a journal batch when they can), then answers.
  */
 async function finish(parts: CallParts, actor: string, call: Running, outcome: ServiceOutcome, reply: Reply, payload: unknown, release: () => Promise<void>): Promise<void> {
-  const alongside = ending(actor, payload);
   // Hashed once, for the receipt and the journal (canonical JSON of a result up to 1 MiB).
   const hash = outcome.state === 'completed' ? resultHash(outcome.result) : undefined;
   const receipt = hash ? signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: hash, at: parts.now() }) : null;
-  const ended = parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt?.cid, hash), { alongside });
+  // A kept call keeps the receipt it is answered with, so a repeat of its task id gets the same one.
+  const kept = payload !== null && receipt ? { ...(payload as object), receipt: receipt.bytes, receiptKsn: parts.identity.kel.ksn } : payload;
+  const alongside = ending(actor, kept);
+  const ended = parts.host.send(actor, 'call', undefined, outcomeEvent(parts, call, outcome, receipt?.cid, hash), { alongside }).then((s) => {
+    if (outcome.state === 'completed') crashPoint('after-completed');
+    return s;
+  });
   const released = release();
   // Awaited below; a failed journal write is reported through `ended` first.
   released.catch(() => {});

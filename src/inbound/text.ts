@@ -2,12 +2,14 @@
 // from peers on the allow or trust list, or from anyone under policy `open`; otherwise `not_accepting`.
 // With `modules.agent.url` the node POSTs `{task_id, from, text}` to the local agent and returns its
 // `{text}` (the §3.1 mapping); without it the task waits in the inbox for `anet reply`, and the caller
-// sees `working`. Each text task is a call machine (`call/<caller>/<task>`, capability `chat`).
+// sees `working`. Each text task is a call machine (`call/<caller>/<task>`, capability `chat`). Its answer
+// is kept in `payloads` (as a call's result is), so a repeat of its task id gets it again.
 import { sha256 } from '@noble/hashes/sha2.js';
 import { standing } from './lists.js';
 import type { BucketContext } from '../../machines/bucket.js';
 import { answer, callActor, receive, type Alongside, type CallParts } from './calls.js';
 import { callService } from '../service/call.js';
+import { crashPoint } from '../payment/crash.js';
 import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
 
 export const CHAT = 'chat';
@@ -25,28 +27,33 @@ export interface InboxEntry {
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
-/** Handles one text task; `task` was checked by the caller of this function. */
-export async function textTask(parts: CallParts, from: string, task: string, text: string): Promise<void> {
+/** Handles one text task; `task` was checked by the caller of this function. False for a task id seen before. */
+export async function textTask(parts: CallParts, from: string, task: string, text: string): Promise<boolean> {
   const actor = callActor(from, task);
   const bytes = Buffer.from(text);
   const call = { caller: from, task, capability: CHAT };
-  if (!(await receive(parts, actor, call, bytes))) return;
+  if (!(await receive(parts, actor, call, bytes))) return false;
   const who = await standing(parts.dataDir, parts.config, from);
   const listed = who === 'allowed' || who === 'trusted';
   const reply = (fields: Parameters<typeof answer>[3]) => answer(parts, from, task, fields, listed);
   const refusal = who === 'denied' || (!listed && parts.config.inbound.policy !== 'open') ? { reason: 'not_accepting' } : bytes.length > MAX_TEXT_BYTES ? { reason: 'args_too_large' } : await limits(parts, from);
   if (refusal) {
     await parts.host.send(actor, 'call', undefined, { type: 'REFUSED', ...refusal });
-    return reply({ state: 'rejected', reason: refusal.reason, retry_after_ms: refusal.retryAfterMs, detail: refusal.detail });
+    await reply({ state: 'rejected', reason: refusal.reason, retry_after_ms: refusal.retryAfterMs, detail: refusal.detail });
+    return true;
   }
   const agent = parts.config.modules.agent?.url;
   // In the batch of STARTED: the inbox entry the operator answers, or the running mark that ends the
   // task `interrupted` if the node stops while the agent works.
   const entry: InboxEntry = { task, from, text, receivedAt: parts.now() };
   await parts.host.send(actor, 'call', undefined, { type: 'STARTED' }, { alongside: [agent ? { sublevel: 'running', key: actor, value: call } : { sublevel: 'inbox', key: task, value: entry }] });
-  if (!agent) return reply({ state: 'working' });
+  if (!agent) {
+    await reply({ state: 'working' });
+    return true;
+  }
   // The agent may take minutes: it runs apart from the bus, so other messages keep flowing.
   void askAgent(parts, actor, from, task, text, agent, listed).catch((err) => parts.log(`text task ${task}: ${(err as Error).message}`));
+  return true;
 }
 
 /** A sender's per-minute window, and room in the inbox (a flood must not grow it without bound). */
@@ -79,10 +86,15 @@ async function askAgent(parts: CallParts, actor: string, from: string, task: str
   }
 }
 
-/** COMPLETED, with the records that leave in its batch (the running mark, or the inbox entry). */
+/**
+ * COMPLETED, with the records that leave in its batch (the running mark, or the inbox entry) and the
+ * answer kept for a repeat of the task id.
+ */
 async function finishText(parts: CallParts, actor: string, from: string, task: string, text: string, listed: boolean | undefined, alongside: Alongside): Promise<void> {
   const result = JSON.stringify({ text });
-  await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(result), resultHash: hex(sha256(Buffer.from(result))), receipt: '' }, { alongside });
+  const kept = [...alongside, { sublevel: 'payloads' as const, key: actor, value: { result } }];
+  await parts.host.send(actor, 'call', undefined, { type: 'COMPLETED', resultBytes: Buffer.byteLength(result), resultHash: hex(sha256(Buffer.from(result))), receipt: '' }, { alongside: kept });
+  crashPoint('after-completed');
   await answer(parts, from, task, { state: 'completed', result }, listed);
 }
 
