@@ -78,7 +78,7 @@ export class Node {
       identity, store, reader, host: () => this.actors(), messenger: () => this.network(), now: this.now,
       payments: config.payments, hubAid: () => this.hubAid(), signedPrice: (aid, skill) => this.signedPrice(aid, skill),
     });
-    this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now, payer });
+    this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now, payer, clock });
   }
 
   readonly caller: Caller;
@@ -171,6 +171,10 @@ export class Node {
         this.log(`${interrupted.settle.length} paid call(s) still owe the hub a settlement: settling, then answering their callers`);
         void resumeSettlements(parts, interrupted.settle);
       }
+      void this.caller.resume().then(
+        (n) => n > 0 && this.log(`${n} task(s) not answered yet: sending them again on the resend schedule`),
+        (err) => this.log(`resuming task resends: ${(err as Error).message}`),
+      );
       void this.caller.resendPayments().then(
         (n) => n > 0 && this.log(`sent ${n} authorized payment(s) again after the restart`),
         (err) => this.log(`sending payments again: ${(err as Error).message}`),
@@ -272,6 +276,7 @@ export class Node {
 
   async close(): Promise<void> {
     this.stopping.abort();
+    this.caller.close();
     const messenger = await this.messenger?.catch(() => null);
     messenger?.close();
     await this.runtime?.close();

@@ -1,9 +1,12 @@
 // The caller's side of a capability call (SPEC §9): `task.send` to the provider, `task.status` and
 // `task.result` back. Every task sent is kept in the `tasks` sublevel with its state, outcome and
 // receipt (checked against the provider's KEL), so `anet tasks` / `anet task <id>` show it and a result
-// that arrives after the CLI stopped waiting is still recorded.
+// that arrives after the CLI stopped waiting is still recorded. A task the provider has not answered is
+// sent again, with the same task id, on a bounded backoff (the provider answers a repeat from its journal
+// and never runs it twice), so a task lost on the way or an answer lost after it was journaled is asked
+// for again; a provider that stays silent ends the task `failed`, `outcome_unknown` (see RESEND_*).
 import { randomHex } from '../random.js';
-import type { Store } from '../../store/db.js';
+import type { Store, WriteOp } from '../../store/db.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import type { Reader } from '../reader/reader.js';
 import { fromBody, toBody } from '../relay/body.js';
@@ -15,6 +18,7 @@ import { checkCredential, Contacts } from '../contacts/credential.js';
 import { explain } from '../reasons.js';
 import { CHAT } from '../inbound/text.js';
 import type { CborValue } from '../identity/cbor.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import { PaymentError, type Payer, type PaymentRecord } from '../payment/caller.js';
 import { MessageTooLargeError } from '../relay/client.js';
 import { MAX_MESSAGE, fileBytesThatFit, mib } from '../hub/relay.js';
@@ -51,6 +55,62 @@ export interface CallerParts {
   messenger: () => Promise<Messenger>;
   now: () => number;
   payer: Payer;
+  /** Timers for resends (the node's clock; tests move it). */
+  clock?: Pick<Clock, 'at'>;
+}
+
+/**
+ * Resends (PROTOCOL §6.4): a task not answered is sent again 5 s after it was sent, then after 15 s, 45 s,
+ * 135 s, 405 s, and from then every 1215 s (about 20 min) while it has not ended. A provider silent for
+ * RESEND_SILENT_MS since the task was sent (5 resends) ends it `failed`, `outcome_unknown`; one that said
+ * it has the task (`working`) is polled for RESEND_SILENT_WORKING_MS of silence before that.
+ */
+export const RESEND_FIRST_MS = 5_000;
+export const RESEND_FACTOR = 3;
+export const RESEND_MAX_MS = 1_215_000;
+export const RESEND_SILENT_MS = 30 * 60_000;
+export const RESEND_SILENT_WORKING_MS = 24 * 3_600_000;
+/** The wait after the n-th send of a task (the first is n = 1). */
+export const resendDelay = (n: number) => Math.min(RESEND_FIRST_MS * RESEND_FACTOR ** (n - 1), RESEND_MAX_MS);
+/** Said when the caller gives up on a silent provider (reason `outcome_unknown`). */
+export const UNANSWERED_DETAIL = 'the provider never answered the task or its 5 resends over 30 minutes; it may have run it';
+export const SILENT_DETAIL = 'the provider said it was working on the task, then nothing for 24 hours despite resends; its outcome is unknown';
+
+/** What a task asks for, kept (payloads `outbox/<task>`) until the provider has answered, to send it again. */
+interface Request {
+  capability?: string;
+  args?: string;
+  files?: { name: string; data_b64: string }[];
+  text?: string;
+}
+
+/** The outbox entry of a task that has not ended: the request until the provider answered, then null. */
+interface Outbox {
+  to: string;
+  request: Request | null;
+}
+
+const OUTBOX = 'outbox/';
+const MESSAGE_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
+
+/** A task's resend schedule, in memory (rebuilt from the outbox at start). */
+interface Resend {
+  to: string;
+  /** Sends since this process took the task on (the first included). */
+  sends: number;
+  lastSentAt: number;
+  /** Since when the provider has said nothing about the task. */
+  quietSince: number;
+  /** The provider has answered: it holds the task, so a resend is a status poll without the request. */
+  heard: boolean;
+  timer: { cancel(): void } | null;
+}
+
+/** `task.send`'s body; with `resend` (the how-many-th) it is a repeat, and without a request a status poll. */
+function wireBody(task: string, request: Request | null, resend?: number): Map<string, CborValue> {
+  const r = request ?? {};
+  const files = r.files?.length ? { files: r.files.map((f) => toBody({ name: f.name, data_b64: f.data_b64 })) } : {};
+  return toBody({ task, capability: r.capability, args: r.args, ...files, text: r.text, resend });
 }
 
 export class Caller {
@@ -59,6 +119,10 @@ export class Caller {
   private readonly live = new Map<string, TaskRecord>();
   private readonly replies = new KeyedSerial();
   private readonly contacts: Contacts;
+  private readonly resends = new Map<string, Resend>();
+  private closed = false;
+  /** Resends sent and tasks given up by this process (tests read them). */
+  readonly stats = { resent: 0, gaveUp: 0 };
 
   constructor(private readonly parts: CallerParts) {
     this.contacts = new Contacts(parts.store);
@@ -67,18 +131,18 @@ export class Caller {
   /** Sends a text task (SPEC §9.2); resolves like `call`. */
   send(to: string, text: string, waitMs: number): Promise<TaskRecord> {
     // `working` is an answer too: the task waits for the other side's operator (SPEC §9.2).
-    return this.start(to, CHAT, toBody({ task: '', text }), waitMs, undefined, (r) => r.state === 'working');
+    return this.start(to, CHAT, { text }, waitMs, undefined, (r) => r.state === 'working');
   }
 
   /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
   call(to: string, capability: string, argsText: string, files: { name: string; data_b64: string }[], waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
     // A quote the operator must decide on is an answer too: `anet pay` or `anet reject` goes on from there.
-    return this.start(to, capability, toBody({ task: '', capability, args: argsText, ...(files.length ? { files: files.map((f) => toBody(f)) } : {}) }), waitMs, onUpdate, awaitingOperator);
+    return this.start(to, capability, { capability, args: argsText, ...(files.length ? { files: files.map((f) => ({ name: f.name, data_b64: f.data_b64 })) } : {}) }, waitMs, onUpdate, awaitingOperator);
   }
 
-  private async start(to: string, capability: string, body: Map<string, CborValue>, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough?: (r: TaskRecord) => boolean): Promise<TaskRecord> {
+  private async start(to: string, capability: string, request: Request, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough?: (r: TaskRecord) => boolean): Promise<TaskRecord> {
     const task = randomHex(8);
-    body.set('task', task);
+    const body = wireBody(task, request);
     const now = this.parts.now();
     const record: TaskRecord = {
       task, to, capability, state: 'submitted', sentAt: now, updatedAt: now,
@@ -86,12 +150,14 @@ export class Caller {
     };
     // Known in memory at once, written while the message goes out: grouped writes land in the order
     // they were queued, so a reply's later write always lands over this one.
+    // The request is kept beside it until the provider answers, so it can be sent again (and after a restart).
     this.remember(task, record);
-    const written = this.write(task, record);
+    const written = this.write(task, record, [this.outboxPut(task, { to, request })]);
     const { settled } = this.until(task, waitMs, onUpdate, enough);
+    this.schedule(task, { to, sends: 1, lastSentAt: now, quietSince: now, heard: false, timer: null });
     try {
       const messenger = await this.parts.messenger();
-      await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MAX_MESSAGE_TTL_MS - 60_000 })]);
+      await Promise.all([written, messenger.send(to, TASK_SEND, body, { ttlMs: MESSAGE_TTL_MS })]);
     } catch (err) {
       // A message too large for the relay is said in the caller's terms (its files, arguments or text).
       const failure = err instanceof MessageTooLargeError ? new MessageTooLargeError(err.size, tooLargeLine(err.size, body)) : (err as Error);
@@ -236,24 +302,116 @@ export class Caller {
     // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
     if (!rec || rec.to !== from || FINAL.includes(rec.state)) return;
     const next = await this.apply(rec, body, at);
-    await this.update(id, next);
+    await this.update(id, next, this.heard(id));
     // The auto-pay rule may fetch the provider's extended card (up to 10 s): not on the bus.
     if (next.state === 'input-required' && next.payment && !next.payment.decided) {
       void this.replies.run(id, () => this.decide(id)).catch(() => {});
     }
   }
 
-  private async update(id: string, next: TaskRecord): Promise<void> {
+  private async update(id: string, next: TaskRecord, ops: WriteOp[] = []): Promise<void> {
     this.remember(id, next);
-    const written = this.write(id, next);
+    // Ended, or its quote arrived (a priced task is then recovered by its payment, PROTOCOL §7.3): no more resends.
+    if (FINAL.includes(next.state) || next.payment) ops = [...this.unschedule(id)];
+    const written = this.write(id, next, ops);
     for (const wake of this.waiters.get(id) ?? []) wake(next);
     await written;
     if (FINAL.includes(next.state)) this.live.delete(id);
   }
 
   /** Task records of many calls share writes (Store.writeGrouped), and land in order. */
-  private write(id: string, rec: TaskRecord): Promise<void> {
-    return this.parts.store.writeGrouped([{ type: 'put', sublevel: this.parts.store.tasks, key: id, value: rec }]);
+  private write(id: string, rec: TaskRecord, ops: WriteOp[] = []): Promise<void> {
+    return this.parts.store.writeGrouped([{ type: 'put', sublevel: this.parts.store.tasks, key: id, value: rec }, ...ops]);
+  }
+
+  private outboxPut(task: string, entry: Outbox): WriteOp {
+    return { type: 'put', sublevel: this.parts.store.payloads, key: OUTBOX + task, value: entry };
+  }
+
+  /** Arms a task's next resend: `resendDelay` after its last send. */
+  private schedule(task: string, r: Resend): void {
+    if (this.closed) return;
+    r.timer?.cancel();
+    this.resends.set(task, r);
+    r.timer = (this.parts.clock ?? systemClock).at(r.lastSentAt + resendDelay(r.sends), () => void this.due(task, r).catch(() => {}));
+  }
+
+  /** No more resends of a task; its outbox entry goes (in the write of the record that ends them). */
+  private unschedule(task: string): WriteOp[] {
+    this.resends.get(task)?.timer?.cancel();
+    this.resends.delete(task);
+    return [{ type: 'del', sublevel: this.parts.store.payloads, key: OUTBOX + task }];
+  }
+
+  /** The provider answered: it holds the task, so the request need not be kept or sent again. */
+  private heard(task: string): WriteOp[] {
+    const r = this.resends.get(task);
+    if (!r) return [];
+    r.quietSince = this.parts.now();
+    if (r.heard) return [];
+    r.heard = true;
+    return [this.outboxPut(task, { to: r.to, request: null })];
+  }
+
+  /** A resend is due: the task goes again, or, after too long a silence, ends `outcome_unknown`. */
+  private async due(task: string, r: Resend): Promise<void> {
+    await this.replies.run(task, async () => {
+      if (this.closed || this.resends.get(task) !== r) return;
+      r.timer = null;
+      const rec = await this.raw(task);
+      if (!rec || FINAL.includes(rec.state) || rec.payment) {
+        await this.parts.store.writeGrouped(this.unschedule(task));
+        return;
+      }
+      const now = this.parts.now();
+      if (now - r.quietSince >= (r.heard ? RESEND_SILENT_WORKING_MS : RESEND_SILENT_MS)) {
+        this.stats.gaveUp++;
+        const detail = r.heard ? SILENT_DETAIL : UNANSWERED_DETAIL;
+        await this.update(task, { ...rec, state: 'failed', reason: 'outcome_unknown', explanation: explain('outcome_unknown'), retryAfterMs: null, detail, updatedAt: now });
+        return;
+      }
+      const stored = r.heard ? undefined : ((await this.parts.store.payloads.get(OUTBOX + task)) as Outbox | undefined);
+      r.sends++;
+      r.lastSentAt = now;
+      this.schedule(task, r);
+      this.stats.resent++;
+      const body = wireBody(task, stored?.request ?? null, r.sends - 1);
+      // Not awaited under the task's turn: a reply must not wait for a large upload.
+      void this.parts.messenger().then((m) => m.send(r.to, TASK_SEND, body, { ttlMs: MESSAGE_TTL_MS })).catch(() => {});
+    });
+  }
+
+  /**
+   * At start, once the relay is open: every task that has not ended and was not quoted is sent again on
+   * the schedule, from now (a restart gives the provider the whole schedule again, and a task it said it
+   * holds keeps the silence counted from its last answer). Returns how many.
+   */
+  async resume(): Promise<number> {
+    const now = this.parts.now();
+    let n = 0;
+    for await (const [key, value] of this.parts.store.payloads.iterator({ gte: OUTBOX, lt: `${OUTBOX}\uffff` })) {
+      const task = String(key).slice(OUTBOX.length);
+      if (this.closed) break;
+      if (this.resends.has(task)) continue;
+      const entry = value as Outbox;
+      const rec = await this.raw(task);
+      if (!rec || FINAL.includes(rec.state) || rec.payment) {
+        await this.parts.store.writeGrouped(this.unschedule(task));
+        continue;
+      }
+      const heard = entry.request === null;
+      const quietSince = heard ? Math.max(rec.updatedAt, now - RESEND_SILENT_WORKING_MS + RESEND_SILENT_MS) : now;
+      this.schedule(task, { to: entry.to, sends: 1, lastSentAt: now, quietSince, heard, timer: null });
+      n++;
+    }
+    return n;
+  }
+
+  /** Stops every resend timer (the node is closing). */
+  close(): void {
+    this.closed = true;
+    for (const r of this.resends.values()) r.timer?.cancel();
+    this.resends.clear();
   }
 
   private async decide(id: string): Promise<void> {
