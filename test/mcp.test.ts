@@ -12,6 +12,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startNet, providerConfig, type Net } from './helpers/net.js';
 import { BIN, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/wait.js';
 import { randomBytes } from 'node:crypto';
 import { startSampleService, echoHandler } from '../src/service/sample.js';
 import { explain } from '../src/reasons.js';
@@ -215,3 +216,34 @@ async function closedPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+test('SPEC §12: the stdio transport splits lines across and within chunks, and answers a line over its limit by its top-level id, wherever the id stands', async (t) => {
+  const { PassThrough } = await import('node:stream');
+  const { LineStdioTransport } = await import('../src/mcp/stdio.js');
+  const stdin = new PassThrough();
+  const stdout = new PassThrough();
+  const transport = new LineStdioTransport(stdin, stdout, 1000);
+  const got: unknown[] = [];
+  const refused: unknown[] = [];
+  transport.onmessage = (m) => void got.push(m);
+  transport.onrefused = (bytes, id) => void refused.push([bytes, id]);
+  const out: string[] = [];
+  stdout.on('data', (c: Buffer) => out.push(c.toString()));
+  await transport.start();
+  const ping = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' });
+  const long = (first: boolean) =>
+    first
+      ? JSON.stringify({ jsonrpc: '2.0', id: 'a"b', method: 'tools/call', params: { id: 1, data: 'A'.repeat(2000) } })
+      : JSON.stringify({ method: 'tools/call', params: { id: 1, text: 'x\\"id\\":9'.repeat(300) }, jsonrpc: '2.0', id: 42 });
+  const text = `${ping(1)}\n${ping(2)}\r\n${long(true)}\n${ping(3)}\n${long(false)}\n${JSON.stringify({ jsonrpc: '2.0', method: 'n', params: { s: 'y'.repeat(1500) } })}\n${ping(4)}\n`;
+  const bytes = Buffer.from(text);
+  for (let i = 0; i < bytes.length; i += 7) stdin.write(bytes.subarray(i, i + 7));
+  await until(() => got.length === 4 && out.length >= 2, 'the lines read');
+  t.deepEqual(got.map((m) => (m as { id: number }).id), [1, 2, 3, 4]);
+  t.deepEqual(refused.map((r) => (r as unknown[])[1]), ['a"b', 42, undefined]);
+  const answers = out.join('').trim().split('\n').map((l) => JSON.parse(l));
+  t.deepEqual(answers.map((a) => a.id), ['a"b', 42], 'a notification over the limit is not answered');
+  t.like(answers[0], { error: { code: -32600, data: { limit: 1000 } } });
+  t.regex(answers[0].error.message, /^a request of \d+ bytes is over anet mcp's limit of 1000 bytes/);
+  await transport.close();
+});

@@ -2,13 +2,13 @@
 // the daemon when it runs, else in-process. stdout carries the protocol only; log lines go to stderr.
 import { readFileSync } from 'node:fs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { viaNode } from '../cli/node.js';
 import { dispatch } from '../daemon/daemon.js';
 import { jsonReplacer } from '../cli/output.js';
 import { KeyedSerial } from '../runtime/serial.js';
 import { TOOLS, type Operate } from './tools.js';
+import { LineStdioTransport } from './stdio.js';
 
 const INSTRUCTIONS =
   'Tools of an anet node on an agent network: find agents in the hub directory, read their verified cards and prices, ' +
@@ -54,15 +54,25 @@ export function nodeOperations(dataDir: string): Operate {
   return (op, args) => serial.run('node', () => viaNode(dataDir, op, args, (node) => dispatch(node, op, args)));
 }
 
-/** Serves MCP on stdin/stdout until stdin ends (the client went away) or SIGINT/SIGTERM. */
+/**
+ * Serves MCP on stdin/stdout until stdin ends (the client went away), the transport closes, or
+ * SIGINT/SIGTERM. A request line over the transport's limit is answered with a JSON-RPC error and
+ * the next line is read as usual.
+ */
 export async function serveMcp(dataDir: string): Promise<void> {
   const log = (line: string) => void process.stderr.write(`anet mcp: ${line}\n`);
   keepStdoutForProtocol();
   const server = mcpServer(nodeOperations(dataDir), log);
+  const transport = new LineStdioTransport();
+  transport.onrefused = (bytes, id) =>
+    log(`refused a request of ${bytes} bytes${id !== undefined ? ` (id ${JSON.stringify(id)})` : ''}: over the limit of ${transport.maxLineBytes} bytes; reading on`);
+  server.server.onerror = (err) => log(`protocol: ${err.message.split('\n')[0]}`);
+  // Whatever ends the session ends the process too, never an unsettled wait (Node's exit code 13).
+  const closed = new Promise<void>((resolve) => (server.server.onclose = resolve));
   const ended = untilEnd();
-  await server.connect(new StdioServerTransport());
+  await server.connect(transport);
   log(`serving ${TOOLS.length} tools on stdio for ${dataDir} (through its daemon when it runs)`);
-  await ended;
+  await Promise.race([ended, closed]);
   await server.close();
 }
 

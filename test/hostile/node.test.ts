@@ -4,7 +4,12 @@
 import test, { type ExecutionContext } from 'ava';
 import { chmod, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runBin, runCli } from '../helpers/cli.js';
+import { createHash, randomBytes } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { BIN, runBin, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
 import { startNet, type Net } from '../helpers/net.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../../src/service/sample.js';
@@ -195,4 +200,47 @@ test('SPEC §3 (hostile): file names reach the service as a safe base name (no s
   const cut = got[names.length]!;
   t.true(Buffer.byteLength(cut) <= 255, `${Buffer.byteLength(cut)} bytes`);
   t.true(cut.endsWith('é.png') && long.startsWith(cut.slice(0, -4)), cut);
+});
+
+test('SPEC §12 (hostile): anet mcp serves a call_capability with one 8 MiB file (an 11 MiB stdin line), refuses a line over its limit with a JSON-RPC error naming it, and reads on', async (t) => {
+  t.timeout(120_000);
+  const net = await startNet(t);
+  const digest: SampleHandler = (body) => {
+    const files = (body as { files: { name: string; data_b64: string }[] }).files;
+    const bytes = Buffer.from(files[0]!.data_b64, 'base64');
+    return { name: files[0]!.name, bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') };
+  };
+  // The default files.max_bytes: 8 MiB.
+  const p = await serviceProvider(t, net, 'img.digest', digest, { max_count: 1, media_types: ['*/*'] });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+
+  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--data', c.dir], stderr: 'pipe' });
+  const stderr: string[] = [];
+  transport.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
+  const client = new Client({ name: 'anet-hostile', version: '1.0.0' });
+  await client.connect(transport);
+  t.teardown(() => client.close());
+  const exited = new Promise<number | null>((resolve) => (transport as unknown as { _process: ChildProcess })._process.once('exit', (code) => resolve(code)));
+  const callTool = (args: Record<string, unknown>) =>
+    client.callTool({ name: 'call_capability', arguments: { aid: p.aid, capability: 'img.digest', ...args } }, undefined, { timeout: 55_000 }) as Promise<CallToolResult>;
+
+  const file = randomBytes(8 * 1024 * 1024);
+  const big = await callTool({ args: { size: 'full' }, files: [{ name: 'big.bin', data_b64: file.toString('base64') }] });
+  t.falsy(big.isError, JSON.stringify(big.content).slice(0, 300) + stderr.join(''));
+  t.like(big.structuredContent, { state: 'completed', result: { name: 'big.bin', bytes: file.length, sha256: createHash('sha256').update(file).digest('hex') } });
+
+  // 40 MiB of file: no call that large can cross the relay; the answer is an error naming the limit.
+  const huge = await t.throwsAsync(callTool({ files: [{ name: 'huge.bin', data_b64: Buffer.alloc(30 * 1024 * 1024).toString('base64') }] }));
+  t.regex(huge!.message, /MCP error -32600: .*over anet mcp's limit of \d+ bytes \(32 MiB\)/, huge!.message);
+  t.regex(stderr.join(''), /anet mcp: refused a request of \d+ bytes/);
+
+  // Still serving, on the same stdin.
+  const tasks = (await client.callTool({ name: 'list_tasks', arguments: {} })) as CallToolResult;
+  t.falsy(tasks.isError);
+  t.is((tasks.structuredContent!.tasks as unknown[]).length, 1);
+  t.is((transport as unknown as { _process: ChildProcess })._process.exitCode, null, `anet mcp exited: ${stderr.join('')}`);
+  await client.close();
+  t.is(await exited, 0, stderr.join(''));
 });
