@@ -13,6 +13,7 @@ import { startSampleService, echoHandler, type SampleHandler } from '../src/serv
 import { toBody } from '../src/relay/body.js';
 import { encodeCanonical } from '../src/identity/cbor.js';
 import { TASK_SEND, TASK_RESULT } from '../src/inbound/calls.js';
+import { pricedProvider } from './helpers/payments.js';
 
 async function provider(t: ExecutionContext, net: Net, handler: SampleHandler, caps: Record<string, unknown>[] = [{ id: 'demo.echo' }], policy = 'open') {
   const run = join(net.root, `run-${Math.random().toString(16).slice(2)}`);
@@ -288,4 +289,71 @@ test('SPEC §9.1, §13: a task that cannot be sent at all (the peer has no encry
   const [task] = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout);
   t.like(task, { to: silent.aid, state: 'failed', reason: 'not_delivered' });
   t.regex(task.detail, /encryption keys/);
+});
+
+test('SPEC §9, §9.4, §13: a task id sent again is answered from the journal — the same result and receipt bytes, a refusal with its reason — takes no quota, and a discard call\'s lost result is interrupted', async (t) => {
+  const net = await startNet(t);
+  let runs = 0;
+  const p = await provider(t, net, (body) => {
+    runs++;
+    return { echo: body };
+  }, [{ id: 'keep.echo', per_caller_per_min: 2 }, { id: 'secret.echo', discard: true }]);
+  await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  const send = (task: string, capability: string, resend?: number, args: string | null = '{"n":1}') =>
+    x.messenger.send(p.aid, TASK_SEND, toBody({ task, capability, args: args ?? undefined, resend }));
+  const answers = async (task: string, n: number) => {
+    await until(() => x.received.filter((m) => m.body.task === task && m.type === TASK_RESULT).length >= n, `${n} answer(s) to ${task}`, 250);
+    return x.received.filter((m) => m.body.task === task && m.type === TASK_RESULT).map((m) => m.body);
+  };
+  await send('00000000000000c1', 'keep.echo');
+  const [first] = await answers('00000000000000c1', 1);
+  t.like(first, { state: 'completed', result: '{"echo":{"n":1}}' });
+  t.true(first!.receipt instanceof Uint8Array);
+  // Three marked resends and one unmarked duplicate: the same final answer each time, nothing run again.
+  for (const n of [1, 2, 3, undefined]) await send('00000000000000c1', 'keep.echo', n);
+  const again = await answers('00000000000000c1', 5);
+  for (const a of again) {
+    t.is(a.result, first!.result);
+    t.deepEqual(Buffer.from(a.receipt as Uint8Array), Buffer.from(first!.receipt as Uint8Array), 'the receipt it was answered with');
+  }
+  t.is(runs, 1, 'never run again');
+  // The window allows two calls a minute: had the repeats counted, this one would be refused.
+  await send('00000000000000c2', 'keep.echo');
+  t.like((await answers('00000000000000c2', 1))[0], { state: 'completed' });
+  await send('00000000000000c3', 'keep.echo');
+  const [refused] = await answers('00000000000000c3', 1);
+  t.like(refused, { state: 'rejected', reason: 'quota_caller_per_min' });
+  await send('00000000000000c3', 'keep.echo', 1);
+  const [, refusedAgain] = await answers('00000000000000c3', 2);
+  t.like(refusedAgain, { state: 'rejected', reason: 'quota_caller_per_min' });
+  t.true((refusedAgain!.retry_after_ms as number) <= (refused!.retry_after_ms as number), 'the wait counts from the refusal');
+  // A status poll (a resend without arguments) for a task never seen has nothing to run.
+  await send('00000000000000c4', 'keep.echo', 1, null);
+  // discard: the result is not kept, so a repeat can only say the outcome was lost.
+  await send('00000000000000d1', 'secret.echo');
+  t.like((await answers('00000000000000d1', 1))[0], { state: 'completed' });
+  await send('00000000000000d1', 'secret.echo', 1);
+  const [, lost] = await answers('00000000000000d1', 2);
+  t.like(lost, { state: 'failed', reason: 'interrupted' });
+  t.regex(String(lost!.detail), /discard/);
+  t.is(runs, 3);
+  t.false(x.received.some((m) => m.body.task === '00000000000000c4'), 'no answer to a poll for an unknown task');
+});
+
+test('SPEC §9, §10, §13: a priced call whose quote was lost gets the same signed quote when its task id comes again', async (t) => {
+  const net = await startNet(t);
+  const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }]);
+  await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  const send = (resend?: number) => x.messenger.send(p.aid, TASK_SEND, toBody({ task: '00000000000000e1', capability: 'text.translate', args: '{}', resend }));
+  await send();
+  await until(() => x.received.length >= 1, 'the quote');
+  await send(1);
+  await until(() => x.received.length >= 2, 'the quote again');
+  const [one, two] = x.received.map((m) => m.body);
+  t.like(one, { state: 'input-required', reason: 'payment_required', 'x402.payment.status': 'payment-required' });
+  t.is(two!['x402.payment.required'], one!['x402.payment.required'], 'the same quote id and amount');
+  t.is(two!['anet.quote.signature'], one!['anet.quote.signature']);
+  t.is(p.ran(), 0);
 });

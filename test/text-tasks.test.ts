@@ -3,7 +3,9 @@
 import test from 'ava';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startNet } from './helpers/net.js';
+import { startNet, rawPeer } from './helpers/net.js';
+import { toBody } from '../src/relay/body.js';
+import { TASK_SEND, TASK_STATUS, TASK_RESULT } from '../src/inbound/calls.js';
 import { runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 import { startSampleService } from '../src/service/sample.js';
@@ -60,4 +62,28 @@ test('SPEC §4 rule 3, §9.2: closed policy refuses strangers; a listed peer\'s 
   t.like(task, { state: 'completed', result: { text: 'done: it is fine' } });
   t.deepEqual((await json(['inbox', '--data', p.dir]))[0], undefined, 'answered tasks leave the inbox');
   t.is((await runCli(['reply', waiting.task, 'again', '--data', p.dir])).code, 1);
+});
+
+test('SPEC §9.2, §13: a text task\'s id sent again gets working while it waits in the inbox, then the operator\'s answer, and is never queued twice', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', { inbound: { policy: 'open' } });
+  await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  const task = '00000000000000f1';
+  const send = (resend?: number) => x.messenger.send(p.aid, TASK_SEND, toBody({ task, text: 'are you there?', resend }));
+  await send();
+  await until(() => x.received.length >= 1, 'working');
+  await send(1);
+  await until(() => x.received.length >= 2, 'working again');
+  t.deepEqual(x.received.map((m) => [m.type, m.body.state]), [[TASK_STATUS, 'working'], [TASK_STATUS, 'working']]);
+  const inbox = await json(['inbox', '--data', p.dir]);
+  t.like(inbox, { 0: { task } });
+  t.is(inbox[1], undefined, 'one inbox entry');
+  t.is((await runCli(['reply', task, 'yes', '--data', p.dir])).code, 0);
+  await until(() => x.received.length >= 3, 'the answer');
+  await send(2);
+  await until(() => x.received.length >= 4, 'the answer again');
+  const [, , answered, again] = x.received;
+  t.like(answered, { type: TASK_RESULT, body: { state: 'completed', result: '{"text":"yes"}' } });
+  t.deepEqual(again!.body, answered!.body, 'the kept answer');
 });
