@@ -114,7 +114,7 @@ test('SPEC §12: the local A2A endpoint\'s token file is checked too: readable b
   await chmod(path, 0o644);
   const loose = await runCli(['doctor', '--data', data]);
   t.is(loose.code, 1);
-  t.regex(loose.stdout, /^error: config.json: a2a\.token: .*accessible to other users \(mode 644\); run chmod 600 .*; the local A2A endpoint will not start until it is fixed/m);
+  t.regex(loose.stdout, /^error: a2a\.token: .*accessible to other users \(mode 644\); run chmod 600 .*; the local A2A endpoint will not start until it is fixed/m);
   await chmod(path, 0o600);
   t.is((await runCli(['doctor', '--data', data])).code, 0);
 });
@@ -239,7 +239,7 @@ test('SPEC §2: doctor without config.json uses the defaults; a broken identity 
   await writeFile(join(data, 'keys', 'identity.cbor'), 'garbage');
   const broken = await runBin(['doctor', '--data', data]);
   t.is(broken.code, 1);
-  t.regex(broken.stdout, /^error: config.json: identity: /m);
+  t.regex(broken.stdout, /^error: keys\/identity.cbor: /m);
 });
 
 (isRoot ? test : test.skip)('SPEC §3.2: a socket in a directory owned by another user is an error', async (t) => {

@@ -4,6 +4,8 @@ export interface Problem {
   /** JSON path in config.json, e.g. `inbound.public_capabilities[1].per_caller_inflight`; '' for the file. */
   path: string;
   message: string;
+  /** The data-dir file the problem is in, when it is not config.json (e.g. `keys/identity.cbor`). */
+  file?: string;
 }
 
 export function formatPath(path: ReadonlyArray<PropertyKey>): string {
@@ -16,8 +18,11 @@ export function formatPath(path: ReadonlyArray<PropertyKey>): string {
 }
 
 export function formatProblem(p: Problem, file = 'config.json'): string {
-  return `${p.severity}: ${file}${p.path ? ` ${p.path}` : ''}: ${p.message}`;
+  return `${p.severity}: ${p.file ?? file}${p.path ? ` ${p.path}` : ''}: ${p.message}`;
 }
+
+/** A problem in a data-dir file other than config.json. */
+export const fileError = (file: string, message: string): Problem => ({ severity: 'error', path: '', message, file });
 
 export const error = (path: string, message: string): Problem => ({ severity: 'error', path, message });
 export const warning = (path: string, message: string): Problem => ({ severity: 'warning', path, message });

@@ -4,7 +4,7 @@ import { readConfig } from '../config/load.js';
 import { checkEnvironment, readTokenFile } from '../config/environment.js';
 import { existsSync } from 'node:fs';
 import { tokenPath } from '../a2a/token.js';
-import { error, sortProblems, type Problem } from '../config/problem.js';
+import { fileError, sortProblems, type Problem } from '../config/problem.js';
 import { hasIdentity, loadIdentity, identityModeProblem } from '../identity/store.js';
 import { checkKeyFile } from '../relay/keyset.js';
 
@@ -31,14 +31,14 @@ export async function runDoctor(dataDir: string): Promise<DoctorReport> {
     try {
       aid = (await loadIdentity(dataDir)).aid;
     } catch (err) {
-      problems.push(error('', `identity: ${(err as Error).message}`));
+      problems.push(fileError('keys/identity.cbor', (err as Error).message));
     }
     const loose = await identityModeProblem(dataDir);
-    if (loose) problems.push(error('', `identity: ${loose}`));
+    if (loose) problems.push(fileError('keys/identity.cbor', loose));
   }
   // A damaged encryption key file leaves the node deaf: the daemon refuses to start with it.
   const keys = await checkKeyFile(dataDir);
-  if (keys) problems.push(error('', `encryption keys: ${keys}`));
+  if (keys) problems.push(fileError('keys/enc.cbor', keys));
   return {
     problems,
     errors: problems.filter((p) => p.severity === 'error').length,
@@ -57,5 +57,5 @@ async function checkA2aToken(dataDir: string): Promise<Problem[]> {
   if (!existsSync(path)) return [];
   const read = await readTokenFile(path);
   if (!('error' in read)) return [];
-  return [error('', `a2a.token: ${read.error}; the local A2A endpoint will not start until it is fixed (or deleted: the next start makes a new one)`)];
+  return [fileError('a2a.token', `${read.error}; the local A2A endpoint will not start until it is fixed (or deleted: the next start makes a new one)`)];
 }
