@@ -432,7 +432,7 @@ export class Caller {
       updatedAt: at,
       reason,
       explanation: reason ? explain(reason) : null,
-      retryAfterMs: typeof body.retry_after_ms === 'number' ? body.retry_after_ms : null,
+      retryAfterMs: retryAfterOf(body.retry_after_ms),
       detail: typeof body.detail === 'string' ? body.detail : null,
       message: typeof body.message === 'string' ? body.message : null,
     };
@@ -487,4 +487,13 @@ function tooLargeLine(size: number, body: Map<string, CborValue>): string {
   }
   if (body.has('capability')) return `the call's arguments are ${mib(size)} sealed; ${limit}: send smaller arguments`;
   return `the text is ${mib(size)} sealed; ${limit}: send a shorter text`;
+}
+
+/** Longest wait a provider may ask for; its service's Retry-After is capped alike (src/service/call.ts). */
+const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
+
+/** The provider's `retry_after_ms` as a whole number of ms within a day: a peer's number is not trusted. */
+function retryAfterOf(value: unknown): number | null {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return null;
+  return Math.min(Math.ceil(value), MAX_RETRY_AFTER_MS);
 }

@@ -11,7 +11,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { BIN, runBin, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
-import { startNet, type Net } from '../helpers/net.js';
+import { startNet, rawPeer, type Net } from '../helpers/net.js';
+import { fromBody, toBody } from '../../src/relay/body.js';
+import { TASK_SEND, TASK_RESULT } from '../../src/inbound/calls.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../../src/service/sample.js';
 import { Store } from '../../store/db.js';
 import { startDaemon } from '../../src/daemon/daemon.js';
@@ -243,4 +245,22 @@ test('SPEC §12 (hostile): anet mcp serves a call_capability with one 8 MiB file
   t.is((transport as unknown as { _process: ChildProcess })._process.exitCode, null, `anet mcp exited: ${stderr.join('')}`);
   await client.close();
   t.is(await exited, 0, stderr.join(''));
+});
+
+test('SPEC §4.1, §9.1 (hostile): a provider\'s absurd retry_after_ms reaches the caller\'s record as at most a day, a whole number of ms', async (t) => {
+  const net = await startNet(t);
+  const c = await net.node('c');
+  await net.start(c.dir);
+  const peer = await rawPeer(t, net, 'hostile-provider');
+  const asks = [1e23, 1.5, -5, Number.NaN];
+  peer.messenger.on(TASK_SEND, async (m) => {
+    const task = String(fromBody(m.body)!.task);
+    await peer.messenger.send(m.from, TASK_RESULT, toBody({ task, state: 'failed', reason: 'service_busy', retry_after_ms: asks.shift()! }));
+  });
+  const seen = [];
+  for (let i = 0; i < 4; i++) {
+    const r = await runCli(['call', peer.aid, 'demo.echo', '--args', '{}', '--json', '--data', c.dir]);
+    seen.push(JSON.parse(r.stdout).retryAfterMs);
+  }
+  t.deepEqual(seen, [86_400_000, 2, null, null]);
 });
