@@ -10,15 +10,19 @@ import { HubClient, HubRefusedError } from '../src/hub/client.js';
 import { RelayClient } from '../src/relay/client.js';
 import { sealEnvelope, openEnvelope } from '../src/relay/envelope.js';
 import { generateX25519 } from '../src/relay/hpke.js';
+import { currentKeys, signKeySet } from '../src/relay/keyset.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 
 async function setup(t: any, now?: () => number) {
   const root = await tempDir(t);
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, ...(now ? { now } : {}) });
   t.teardown(() => hub.close());
+  // Registered with encryption keys published, as a daemon leaves a node: the hub queues only for such.
   const mk = async (name: string) => {
     const id = await createIdentity(join(root, name), Date.now());
-    await new HubClient(hub.url, id).register(name, null);
+    const client = new HubClient(hub.url, id);
+    await client.register(name, null);
+    await client.putKeys(signKeySet(id, (await currentKeys(join(root, name), Date.now())).keys));
     return id;
   };
   return { root, hub, alice: await mk('alice'), bob: await mk('bob') };

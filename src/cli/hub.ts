@@ -1,4 +1,5 @@
-// `anet hub start`, `anet hub mint` (the hub's operator) and `anet balance` (a node's ledger account).
+// `anet hub start`, `anet hub mint`, `anet hub invite` (the hub's operator), `anet hub-register --invite`
+// and `anet balance` (a node's ledger account).
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomHex } from '../random.js';
@@ -12,18 +13,36 @@ import { isAid } from '../identity/cid.js';
 import { isAmount } from '../payment/authorization.js';
 import { StoreLockedError } from '../../store/db.js';
 import { ensureDir, isNotFound } from '../fsutil.js';
-import { viaNode } from './node.js';
+import { viaNode, cmdProfileSet } from './node.js';
+import { readConfig } from '../config/load.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 
 const hubDir = (dataFlag: string | undefined) => (dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub'));
 
-export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag: string | undefined): Promise<void> {
+export interface HubStartFlags {
+  requireInvite?: boolean;
+  /** New AIDs per address a minute (0: no limit). */
+  registerLimit?: string;
+  trustProxy?: boolean;
+}
+
+export async function cmdHubStart(io: Io, dataFlag: string | undefined, portFlag: string | undefined, flags: HubStartFlags = {}): Promise<void> {
   const port = portFlag === undefined ? 8710 : Number(portFlag);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw usageError('--port takes a port number (0 picks a free one)');
+  const limit = flags.registerLimit === undefined ? undefined : Number(flags.registerLimit);
+  if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) throw usageError('--register-limit takes a whole number of new AIDs per address a minute (0: no limit)');
   const dataDir = hubDir(dataFlag);
   await ensureDir(dataDir, 0o700);
-  const hub = await startHub({ dataDir, port });
+  const hub = await startHub({
+    dataDir,
+    port,
+    requireInvite: flags.requireInvite ?? false,
+    trustProxy: flags.trustProxy ?? false,
+    ...(limit !== undefined ? { registrationsPerMinute: limit } : {}),
+  });
   io.out(`anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}`);
+  const admission = flags.requireInvite ? 'new AIDs need an invite (`anet hub invite`)' : limit === 0 ? 'new AIDs are not limited' : `at most ${limit ?? 20} new AIDs per address a minute`;
+  io.out(`anet hub: ${admission}${flags.trustProxy ? '; client addresses from X-Forwarded-For' : ''}`);
   await untilSignal();
   await hub.close();
   io.out('anet hub: stopped');
@@ -69,6 +88,51 @@ export async function cmdHubMint(io: Io, dataFlag: string | undefined, aid: stri
   if (json) return printJson(io, { ...answer, via: running ? 'hub' : 'store', ...(running ? { url: running.url } : {}) });
   io.out(`minted ${amount} credits to ${aid}; balance ${answer.balance}`);
   io.out(via);
+}
+
+/** `anet hub invite`: a single-use token that lets one new AID register (through the running hub, else its store). */
+export async function cmdHubInvite(io: Io, dataFlag: string | undefined, json: boolean): Promise<void> {
+  const dataDir = hubDir(dataFlag);
+  if (!(await hasIdentity(dataDir))) throw new CliError(`no hub in ${dataDir}: start one with \`anet hub start --data ${dataDir}\`, or name its directory with --data`);
+  const running = await runningHub(dataDir);
+  let token: string;
+  if (running) token = await new HubClient(running.url, await loadIdentity(dataDir)).invite();
+  else {
+    const store = await openHubStore(dataDir);
+    try {
+      token = await store.mintInvite(Date.now());
+    } finally {
+      await store.close();
+    }
+  }
+  if (json) return printJson(io, { token, via: running ? 'hub' : 'store', ...(running ? { url: running.url } : {}) });
+  io.out(`invite ${token}`);
+  io.out(`single use: the node registers with \`anet hub-register --name NAME --invite ${token}\``);
+}
+
+/**
+ * `anet hub-register --name NAME [--invite TOKEN]`: with an invite, the node first registers itself
+ * (KEL and name) with it, then publishes as `profile set` does; a node already registered needs none.
+ */
+export async function cmdHubRegister(io: Io, dataDir: string, name: string, invite: string | undefined, json: boolean): Promise<void> {
+  if (invite !== undefined) {
+    if (!/^[0-9a-f]{32}$/.test(invite)) throw usageError('--invite takes the 32 hex characters `anet hub invite` printed');
+    const { config, problems } = await readConfig(dataDir);
+    if (!config) throw new CliError(`config.json in ${dataDir} has problems: run \`anet doctor --data ${dataDir}\` (${problems.length} found)`);
+    await new HubClient(config.hub, await loadIdentity(dataDir)).register(name, null, invite);
+  }
+  return cmdProfileSet(io, dataDir, name, undefined, json);
+}
+
+async function openHubStore(dataDir: string): Promise<HubStore> {
+  try {
+    return await HubStore.open(dataDir);
+  } catch (err) {
+    if (err instanceof StoreLockedError) {
+      throw new CliError(`a hub holds the store in ${dataDir} but left no ${hubRunFile(dataDir)}; stop it and try again, or restart it with \`anet hub start --data ${dataDir}\``);
+    }
+    throw err;
+  }
 }
 
 /** With no hub running, the same ledger code on the hub's store (the LevelDB lock is ours for a moment). */

@@ -10,7 +10,7 @@ import { IdentityError } from '../identity/store.js';
 import { StoreLockedError, StoreMissingError } from '../../store/db.js';
 import { cmdReplay } from './replay.js';
 import { cmdDaemon, cmdProfileSet, cmdFind, cmdCard } from './node.js';
-import { cmdHubStart, cmdHubMint, cmdBalance } from './hub.js';
+import { cmdHubStart, cmdHubMint, cmdHubInvite, cmdHubRegister, cmdBalance } from './hub.js';
 import { cmdList } from './lists.js';
 import { cmdAudit } from './audit.js';
 import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply, cmdPay, cmdReject } from './tasks.js';
@@ -28,13 +28,17 @@ const HELP = `usage: anet <command> [options]
   replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]
                        rebuild actor states from the journal; --verify compares them with the snapshots
   daemon               run the node: publish its card, serve the CLI on <data>/control.sock
-  hub start [--port 8710] [--data DIR]
-                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub)
+  hub start [--port 8710] [--data DIR] [--require-invite] [--register-limit N] [--trust-proxy]
+                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub);
+                       new AIDs: only with an invite, or at most N per address a minute (default 20, 0: no limit);
+                       --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy)
   hub mint AID AMOUNT [--data DIR]
                        credit AMOUNT credits to a registered AID (through the running hub, else its store)
+  hub invite [--data DIR]
+                       a single-use token that lets one new AID register (for --require-invite)
   balance              this node's credits on the hub: balance, held, the last 10 ledger entries
-  hub-register --name NAME
-                       set the name on your card and register with the hub
+  hub-register --name NAME [--invite TOKEN]
+                       set the name on your card and register with the hub (with the operator's invite)
   profile set [--name NAME] [--description TEXT]
                        set your card's name and description, and publish
   find [WORDS] [--skill ID] [--tag TAG]
@@ -81,6 +85,10 @@ const OPTIONS = {
   file: { type: 'string', multiple: true },
   kel: { type: 'string' },
   now: { type: 'string' },
+  invite: { type: 'string' },
+  'require-invite': { type: 'boolean', default: false },
+  'register-limit': { type: 'string' },
+  'trust-proxy': { type: 'boolean', default: false },
 } as const;
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
@@ -133,13 +141,14 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return cmdDaemon(io, dataDir);
     case 'hub':
       if (rest[0] === 'mint') return cmdHubMint(io, values.data, rest[1], rest[2], json);
-      if (rest[0] !== 'start') throw usageError('the hub commands are `anet hub start [--port N] [--data DIR]` and `anet hub mint AID AMOUNT [--data DIR]`');
-      return cmdHubStart(io, values.data, values.port);
+      if (rest[0] === 'invite') return cmdHubInvite(io, values.data, json);
+      if (rest[0] !== 'start') throw usageError('the hub commands are `anet hub start [--port N] [--data DIR]`, `anet hub mint AID AMOUNT [--data DIR]` and `anet hub invite [--data DIR]`');
+      return cmdHubStart(io, values.data, values.port, { requireInvite: values['require-invite'], registerLimit: values['register-limit'], trustProxy: values['trust-proxy'] });
     case 'balance':
       return cmdBalance(io, dataDir, json);
     case 'hub-register':
       if (!values.name) throw usageError('hub-register needs --name NAME');
-      return cmdProfileSet(io, dataDir, values.name, undefined, json);
+      return cmdHubRegister(io, dataDir, values.name, values.invite, json);
     case 'profile':
       if (rest[0] !== 'set') throw usageError('the profile command is `anet profile set --name NAME --description TEXT`');
       return cmdProfileSet(io, dataDir, values.name, values.description, json);

@@ -13,12 +13,24 @@ export class HubUnreachableError extends Error {
   }
 }
 
+/**
+ * A refusal from the hub, as one line: `the hub refused: CODE: what the hub said` (its text cut to one line
+ * of 300 characters: a hub's message never spreads over a node's output). Codes a node meets in the normal
+ * course: UNKNOWN_RECIPIENT (the hub holds envelopes only for its registered nodes), INVITE_REQUIRED and
+ * BAD_INVITE (a hub that admits new AIDs by invitation), RATE_LIMITED (too many new AIDs from one
+ * address), BUSY (retry shortly), BODY_TIMEOUT (the request body came too slowly).
+ */
 export class HubRefusedError extends Error {
   override name = 'HubRefusedError';
   constructor(readonly status: number, readonly code: string, message: string) {
-    super(`the hub refused: ${code}: ${message}`);
+    super(`the hub refused: ${oneLine(code, 64)}: ${oneLine(message, 300)}`);
   }
 }
+
+const oneLine = (text: unknown, max: number) => {
+  const line = String(text).replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+};
 
 export interface SearchResult {
   agents: { aid: string; name: string; card: string; kel: string; updatedAt: number }[];
@@ -61,9 +73,15 @@ export class HubClient {
     return res;
   }
 
-  async register(name: string, card: string | null): Promise<void> {
+  /** `invite`: a token from the hub's operator, for a hub that admits new AIDs by invitation (used by the first registration only). */
+  async register(name: string, card: string | null, invite?: string): Promise<void> {
     const kel = Buffer.from(encodeKel(this.identity!.kel.events)).toString('base64');
-    await this.request('POST', '/agents', { kel, name, card }, true);
+    await this.request('POST', '/agents', { kel, name, card, ...(invite ? { invite } : {}) }, true);
+  }
+
+  /** A new single-use invite token; this client must hold the hub's own identity. */
+  async invite(): Promise<string> {
+    return ((await (await this.request('POST', '/invites', {}, true)).json()) as { token: string }).token;
   }
 
   async updateKel(): Promise<void> {

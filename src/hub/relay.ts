@@ -49,8 +49,12 @@ export interface RelayLimits {
    * recipient bounds alone let one sender fill the hub's memory by inventing recipients.
    */
   totalBytes: number;
-  /** Send bodies being received at once, in bytes. */
+  /** Send bodies (POSTs and upstream frames) being received at once, in bytes, counted as they arrive. */
   uploadBytes: number;
+  /** Of those, what one client (an address, an IPv6 /64) may hold: a few clients cannot starve the rest. */
+  uploadBytesPerClient: number;
+  /** Of the queued bytes, what one client's sends may hold (sends are anonymous; the address is all there is). */
+  queuedBytesPerClient: number;
   ttlMs: number;
   /** Upstream connections at once (each is anonymous and may idle for as long as its node runs). */
   upstreams: number;
@@ -67,6 +71,8 @@ export const DEFAULT_LIMITS: RelayLimits = {
   perRecipientBytes: 2 * MAX_ENVELOPE,
   totalBytes: 512 * MIB,
   uploadBytes: 256 * MIB,
+  uploadBytesPerClient: 64 * MIB,
+  queuedBytesPerClient: 256 * MIB,
   ttlMs: 10 * 60_000,
   upstreams: 4096,
   frameTimeoutMs: 30_000,
@@ -92,6 +98,41 @@ export type RelayAnswer = { outcome: 'delivered' | 'queued' } | { error: { statu
 interface Queued {
   bytes: Uint8Array;
   expires: number;
+  /** Who sent it (an address key, in memory only, while it waits): the per-client share of the queue. */
+  client: string;
+}
+
+/**
+ * Bytes held for clients, in all and per client, taken as they arrive: the bytes of request bodies being
+ * received (a body that declares 16 MiB and sends nothing holds nothing), and no client more than its
+ * share however many connections it opens.
+ */
+export class Budget {
+  used = 0;
+  private readonly clients = new Map<string, number>();
+
+  constructor(readonly total: number, readonly perClient: number) {}
+
+  take(client: string, bytes: number): boolean {
+    const mine = this.clients.get(client) ?? 0;
+    if (this.used + bytes > this.total || mine + bytes > this.perClient) return false;
+    this.used += bytes;
+    if (bytes > 0) this.clients.set(client, mine + bytes);
+    return true;
+  }
+
+  give(client: string, bytes: number): void {
+    if (bytes <= 0) return;
+    this.used -= bytes;
+    const left = (this.clients.get(client) ?? 0) - bytes;
+    if (left > 0) this.clients.set(client, left);
+    else this.clients.delete(client);
+  }
+
+  /** What `client` holds now. */
+  of(client: string): number {
+    return this.clients.get(client) ?? 0;
+  }
 }
 
 /** One frame on a stream: 4-byte big-endian length, then the envelope. */
@@ -108,19 +149,31 @@ export class Relay {
   private readonly queues = new Map<string, Queued[]>();
   /** Bytes in all queues (expired entries count until they are swept). */
   private queued = 0;
+  /** The same, per client that sent them. */
+  private readonly queuedBy = new Map<string, number>();
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
 
   private readonly limits: RelayLimits;
   /** Open upstream connections (see upstream()). */
   private readonly upstreams = new Set<Socket>();
+  /** Send bodies and upstream frames being received: see Budget. */
+  readonly uploads: Budget;
 
-  /** `limits`: DEFAULT_LIMITS where not given. */
-  constructor(private readonly now: () => number, limits: Partial<RelayLimits> = {}) {
+  /**
+   * `limits`: DEFAULT_LIMITS where not given. `recipient`: whether an offline AID may have envelopes
+   * queued for it (the hub: registered, with encryption keys published); anyone may otherwise name any
+   * string as a recipient and fill the queue for everyone.
+   */
+  constructor(private readonly now: () => number, limits: Partial<RelayLimits> = {}, private readonly recipient: (aid: string) => boolean = () => true) {
     this.limits = { ...DEFAULT_LIMITS, ...limits };
+    this.uploads = new Budget(this.limits.uploadBytes, this.limits.uploadBytesPerClient);
   }
 
-  /** Accepts one envelope: 'delivered' (pushed), 'queued' (recipient offline), or 'full'. */
-  accept(bytes: Uint8Array): 'delivered' | 'queued' | 'full' {
+  /**
+   * Accepts one envelope from `client`: 'delivered' (pushed), 'queued' (recipient offline), 'full', or
+   * 'unknown' (offline and not one the hub queues for).
+   */
+  accept(bytes: Uint8Array, client = ''): 'delivered' | 'queued' | 'full' | 'unknown' {
     const to = envelopeRecipient(bytes);
     const stream = this.streams.get(to);
     if (stream && !stream.writableEnded) {
@@ -130,27 +183,40 @@ export class Relay {
       this.stats.delivered++;
       return 'delivered';
     }
+    if (!this.recipient(to)) return 'unknown';
     const queue = this.live(to);
     if (queue.length >= this.limits.perRecipient || queuedBytes(queue) + bytes.length > this.limits.perRecipientBytes) return this.drop();
-    if (this.queued + bytes.length > this.limits.totalBytes) this.sweep();
-    if (this.queued + bytes.length > this.limits.totalBytes) return this.drop();
-    queue.push({ bytes, expires: this.now() + this.limits.ttlMs });
+    const room = () => this.queued + bytes.length <= this.limits.totalBytes && (this.queuedBy.get(client) ?? 0) + bytes.length <= this.limits.queuedBytesPerClient;
+    if (!room()) this.sweep();
+    if (!room()) return this.drop();
+    queue.push({ bytes, expires: this.now() + this.limits.ttlMs, client });
     this.queues.set(to, queue);
     this.queued += bytes.length;
+    this.queuedBy.set(client, (this.queuedBy.get(client) ?? 0) + bytes.length);
     this.stats.queued++;
     return 'queued';
   }
 
+  /** An envelope leaves its queue (pushed or expired): its bytes leave the counts. */
+  private forget(q: Queued): void {
+    this.queued -= q.bytes.length;
+    const left = (this.queuedBy.get(q.client) ?? 0) - q.bytes.length;
+    if (left > 0) this.queuedBy.set(q.client, left);
+    else this.queuedBy.delete(q.client);
+  }
+
   /** accept(), as the sender is answered: the outcome, or why the envelope was refused. */
-  answer(bytes: Uint8Array): RelayAnswer {
+  answer(bytes: Uint8Array, client = ''): RelayAnswer {
     let outcome: ReturnType<Relay['accept']>;
     try {
-      outcome = this.accept(bytes);
+      outcome = this.accept(bytes, client);
     } catch (err) {
       if (err instanceof EnvelopeRefused || err instanceof CborError) return refused(400, 'BAD_ENVELOPE', err.message);
       throw err;
     }
-    return outcome === 'full' ? refused(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full') : { outcome };
+    if (outcome === 'full') return refused(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full');
+    if (outcome === 'unknown') return refused(404, 'UNKNOWN_RECIPIENT', 'the recipient is not a node of this hub (registered, with encryption keys published): the hub holds envelopes only for its own nodes');
+    return { outcome };
   }
 
   /** Whether another upstream may be opened now. */
@@ -158,9 +224,9 @@ export class Relay {
     return this.upstreams.size < this.limits.upstreams;
   }
 
-  /** Serves one upstream connection, after the upgrade (`head`: bytes that came with the request). */
-  upstream(socket: Socket, head: Buffer): void {
-    const connection = new UpstreamConnection(this, socket, this.limits.frameTimeoutMs);
+  /** Serves one upstream connection of `client`, after the upgrade (`head`: bytes that came with the request). */
+  upstream(socket: Socket, head: Buffer, client = socket.remoteAddress ?? ''): void {
+    const connection = new UpstreamConnection(this, socket, this.limits.frameTimeoutMs, client);
     this.upstreams.add(socket);
     socket.once('close', () => {
       this.upstreams.delete(socket);
@@ -187,7 +253,7 @@ export class Relay {
     const kept = queue.filter((q) => q.expires > now);
     if (kept.length < queue.length) {
       this.stats.expired += queue.length - kept.length;
-      this.queued -= queuedBytes(queue) - queuedBytes(kept);
+      for (const q of queue) if (q.expires <= now) this.forget(q);
       if (kept.length) this.queues.set(aid, kept);
       else this.queues.delete(aid);
     }
@@ -199,22 +265,13 @@ export class Relay {
     for (const aid of [...this.queues.keys()]) this.live(aid);
   }
 
-  /** Request bodies being received now (declared sizes): see `startUpload`. */
-  private uploading = 0;
-
-  /**
-   * Reserves room for one send's body before it is read: false when the bodies being received would pass
-   * `limits.uploadBytes` (each may be 16 MiB, and anyone may send). A body of unknown size counts as the
-   * largest envelope.
-   */
-  startUpload(declared: number): boolean {
-    if (this.uploading + declared > this.limits.uploadBytes) return false;
-    this.uploading += declared;
-    return true;
+  /** Takes `bytes` of the upload budget for `client` (see Budget): false when there is no room. */
+  startUpload(bytes: number, client = ''): boolean {
+    return this.uploads.take(client, bytes);
   }
 
-  endUpload(declared: number): void {
-    this.uploading -= declared;
+  endUpload(bytes: number, client = ''): void {
+    this.uploads.give(client, bytes);
   }
 
   /** Bytes queued for offline recipients, in all. */
@@ -231,7 +288,7 @@ export class Relay {
     this.streams.set(aid, res);
     for (const q of this.live(aid)) {
       res.write(frame(q.bytes));
-      this.queued -= q.bytes.length;
+      this.forget(q);
       this.stats.delivered++;
     }
     this.queues.delete(aid);
@@ -249,25 +306,28 @@ export class Relay {
     this.streams.clear();
     this.queues.clear();
     this.queued = 0;
+    this.queuedBy.clear();
   }
 }
 
 const refused = (status: number, code: string, message: string): RelayAnswer => ({ error: { status, code, message } });
 
 /**
- * One upstream's frames in, answers out. Each frame's length is reserved in the relay's upload budget
- * when its header arrives, as a POST's declared length is, and the frame is copied into a buffer of its
- * own (a view into the socket's chunk would keep the whole chunk alive in the queue). A frame the budget
- * has no room for is read and dropped, and answered BUSY. From its header, a frame has `frameTimeoutMs`
- * to arrive whole, however it trickles in; one over UPSTREAM_MAX ends the connection. Reading pauses while
- * answers wait to be written, so a client that does not read them costs the hub one socket buffer, and
- * one that reads none for `frameTimeoutMs` is disconnected.
+ * One upstream's frames in, answers out. A frame's bytes are taken from the relay's upload budget as they
+ * arrive (as a POST's are), under the client's share, each piece copied into a buffer of its own (a view
+ * into the socket's chunk would keep the whole chunk alive in the queue): a header that promises 256 KiB
+ * and is followed by nothing holds nothing. A frame the budget has no room for is read on and dropped, and
+ * answered BUSY. From its header, a frame has `frameTimeoutMs` to arrive whole, however it trickles in; one
+ * over UPSTREAM_MAX ends the connection. Reading pauses while answers wait to be written, so a client that
+ * does not read them costs the hub one socket buffer, and one that reads none for `frameTimeoutMs` is
+ * disconnected.
  */
 class UpstreamConnection {
   private readonly head = Buffer.alloc(4);
   private headFilled = 0;
-  /** The frame being received (its length held in the upload budget), and how much of it has come. */
-  private body: Buffer | null = null;
+  /** The length of the frame being received (-1 between frames), its pieces so far and their bytes (held in the budget). */
+  private expect = -1;
+  private pieces: Buffer[] = [];
   private filled = 0;
   /** Bytes of a frame answered BUSY still to be read and dropped. */
   private skipping = 0;
@@ -276,7 +336,7 @@ class UpstreamConnection {
   private ended = false;
   private deadline: NodeJS.Timeout | null = null;
 
-  constructor(private readonly relay: Relay, private readonly socket: Socket, private readonly frameTimeoutMs: number) {}
+  constructor(private readonly relay: Relay, private readonly socket: Socket, private readonly frameTimeoutMs: number, private readonly client: string) {}
 
   received(chunk: Buffer): void {
     if (this.ended) return;
@@ -289,25 +349,36 @@ class UpstreamConnection {
   }
 
   closed(): void {
-    if (this.body) this.relay.endUpload(this.body.length);
-    this.body = null;
+    this.relay.uploads.give(this.client, this.filled);
+    this.filled = 0;
+    this.pieces = [];
+    this.expect = -1;
     this.stopDeadline();
   }
 
   private read(chunk: Buffer): void {
     let at = 0;
-    while (at < chunk.length || (this.body && this.filled === this.body.length)) {
-      if (this.pending || this.ended || this.socket.destroyed) break;
+    while (!(this.pending || this.ended || this.socket.destroyed)) {
       if (this.skipping) {
+        if (at === chunk.length) break;
         const n = Math.min(this.skipping, chunk.length - at);
         at += n;
         if ((this.skipping -= n) === 0) this.stopDeadline();
-      } else if (this.body) {
-        const n = Math.min(this.body.length - this.filled, chunk.length - at);
-        chunk.copy(this.body, this.filled, at, at + n);
-        at += n;
-        if ((this.filled += n) === this.body.length) this.complete();
+      } else if (this.expect >= 0) {
+        if (this.filled === this.expect) this.complete();
+        else {
+          if (at === chunk.length) break;
+          const n = Math.min(this.expect - this.filled, chunk.length - at);
+          if (this.relay.uploads.take(this.client, n)) {
+            const piece = Buffer.allocUnsafeSlow(n); // not from the shared pool: a queued envelope keeps only its own bytes
+            chunk.copy(piece, 0, at, at + n);
+            this.pieces.push(piece);
+            this.filled += n;
+            at += n;
+          } else this.busy();
+        }
       } else {
+        if (at === chunk.length) break;
         const n = Math.min(4 - this.headFilled, chunk.length - at);
         chunk.copy(this.head, this.headFilled, at, at + n);
         at += n;
@@ -316,7 +387,7 @@ class UpstreamConnection {
       if (this.pending === null && this.blocked()) this.pending = chunk.subarray(at);
     }
     // A frame begun and not yet whole runs against its deadline; between frames a connection may idle.
-    if ((this.body || this.skipping) && !this.deadline) {
+    if ((this.expect >= 0 || this.skipping) && !this.deadline) {
       this.deadline = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
       this.deadline.unref();
     }
@@ -334,23 +405,39 @@ class UpstreamConnection {
       setTimeout(() => this.socket.destroy(), 1000).unref();
       return;
     }
-    if (!this.relay.startUpload(length)) {
-      this.skipping = length;
-      this.answer(refused(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly'));
-      return;
-    }
-    this.body = Buffer.allocUnsafeSlow(length); // not from the shared pool: a queued envelope keeps only its own bytes
+    this.expect = length;
+    this.pieces = [];
     this.filled = 0;
   }
 
+  /** No room for the next piece: what the frame holds goes back, the rest of it is read and dropped. */
+  private busy(): void {
+    this.skipping = this.expect - this.filled;
+    this.relay.uploads.give(this.client, this.filled);
+    this.expect = -1;
+    this.pieces = [];
+    this.filled = 0;
+    this.answer(refused(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly'));
+  }
+
   private complete(): void {
-    const body = this.body!;
-    this.body = null;
-    this.relay.endUpload(body.length);
+    const pieces = this.pieces;
+    const length = this.filled;
+    this.expect = -1;
+    this.pieces = [];
+    this.filled = 0;
+    this.relay.uploads.give(this.client, length);
     this.stopDeadline();
+    let body: Buffer;
+    if (pieces.length === 1) body = pieces[0]!;
+    else {
+      body = Buffer.allocUnsafeSlow(length);
+      let at = 0;
+      for (const p of pieces) at += p.copy(body, at);
+    }
     let answer: RelayAnswer;
     try {
-      answer = this.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length));
+      answer = this.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), this.client);
     } catch (err) {
       answer = refused(500, 'INTERNAL', (err as Error).message);
     }

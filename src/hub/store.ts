@@ -3,6 +3,8 @@
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { randomHex } from '../random.js';
 import { msgpack } from '../../store/codec.js';
 import { openLevel } from '../../store/db.js';
 
@@ -22,6 +24,21 @@ export interface AgentRecord {
   updatedAt: number;
 }
 
+/**
+ * An operator's invitation to register one new AID (`anet hub invite`, PROTOCOL §8.4), kept under the
+ * digest of its token: the store holds no token anyone could use.
+ */
+export interface Invite {
+  createdAt: number;
+  /** The AID whose first registration used it, and when; null while unused. */
+  usedBy: string | null;
+  usedAt: number | null;
+}
+
+/** An invite token: 16 random bytes, hex. */
+export const isInviteToken = (token: unknown): token is string => typeof token === 'string' && /^[0-9a-f]{32}$/.test(token);
+export const inviteKey = (token: string) => Buffer.from(sha256(Buffer.from(token, 'utf8'))).toString('hex');
+
 export class HubStore {
   readonly agents: Sub;
   readonly nonces: Sub;
@@ -36,6 +53,8 @@ export class HubStore {
   readonly expiries: Sub;
   /** Ledger, per op nonce: the digest of the op's body and the answer it gave (idempotency). */
   readonly ops: Sub;
+  /** Invites, by the digest of their token (see Invite). */
+  readonly invites: Sub;
 
   private constructor(readonly db: Level<string, unknown>) {
     const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
@@ -47,6 +66,7 @@ export class HubStore {
     this.holds = sub('holds');
     this.expiries = sub('expiries');
     this.ops = sub('ops');
+    this.invites = sub('invites');
   }
 
   static async open(dataDir: string): Promise<HubStore> {
@@ -55,6 +75,14 @@ export class HubStore {
 
   async agent(aid: string): Promise<AgentRecord | undefined> {
     return (await this.agents.get(aid)) as AgentRecord | undefined;
+  }
+
+  /** Mints an invite (synced): the token, which only its holder will know. */
+  async mintInvite(now: number): Promise<string> {
+    const token = randomHex(16);
+    const invite: Invite = { createdAt: now, usedBy: null, usedAt: null };
+    await this.invites.put(inviteKey(token), invite, { sync: true } as never);
+    return token;
   }
 
   async close(): Promise<void> {
