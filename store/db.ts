@@ -3,9 +3,11 @@
 // deadline index, and meta (the checkpoint seq). Only one process may own it.
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { msgpack, pack } from './codec.js';
+import { checkWriteAheadLog, type WalDamage } from './wal.js';
+import { linkHash, ZERO_HASH, type Link } from './chain.js';
 
 export class StoreLockedError extends Error {
   override name = 'StoreLockedError';
@@ -18,6 +20,22 @@ export class StoreMissingError extends Error {
   override name = 'StoreMissingError';
   constructor(readonly dir: string) {
     super(`no journal in ${dir}: this node has not run yet`);
+  }
+}
+
+/**
+ * A record of LevelDB's write-ahead log is damaged (store/wal.ts): the store is not opened, since LevelDB
+ * would drop the record and the rest of its block without a word. One line: the data dir, what the record
+ * holds (the first journal seq), what to do.
+ */
+export class StoreDamagedError extends Error {
+  override name = 'StoreDamagedError';
+  constructor(readonly dataDir: string, readonly file: string, readonly damage: WalDamage) {
+    super(
+      `the store of ${dataDir} is damaged: ${damage.problem} in LevelDB's write-ahead log (${file}, byte ${damage.offset})` +
+        `${damage.holds ? `, holding ${damage.holds} onwards` : ''}; LevelDB would drop it and what follows it silently, so nothing was opened or changed: ` +
+        `restore ${dataDir} from a backup made before the damage (\`anet replay --verify --data ${dataDir}\` stops at the same record)`,
+    );
   }
 }
 
@@ -78,8 +96,16 @@ export class Store {
   readonly inbox: Sub;
   /** Payments we authorized whose task has not ended (so a restart sends them again, same bytes). */
   readonly paying: Sub;
+  /** The journal's hash chain (store/chain.ts): per event batch, keyed by its last seq, `{from, h}`. */
+  readonly chain: Sub;
 
-  private constructor(readonly db: Level<string, unknown>, readonly dir: string) {
+  /** The newest link (what the next batch chains from), its last seq, and meta `chain`: the first seq chained. */
+  private chainHead: Uint8Array = ZERO_HASH;
+  private chainTo: number | undefined;
+  private chainFrom: number | undefined;
+  private linking = false;
+
+  private constructor(readonly db: Level<string, unknown>, readonly dir: string, readonly dataDir: string) {
     const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
     this.journal = sub('journal');
     this.snapshots = sub('snapshots');
@@ -95,6 +121,7 @@ export class Store {
     this.tasks = sub('tasks');
     this.inbox = sub('inbox');
     this.paying = sub('paying');
+    this.chain = sub('chain');
   }
 
   static path(dataDir: string): string {
@@ -105,7 +132,38 @@ export class Store {
     const dir = Store.path(dataDir);
     const create = opts.create ?? true;
     if (!create && !existsSync(dir)) throw new StoreMissingError(dataDir);
-    return new Store(await openLevel(dir, dataDir, create), dir);
+    const store = new Store(await openLevel(dir, dataDir, create), dir, dataDir);
+    try {
+      store.chainFrom = (await store.meta.get('chain')) as number | undefined;
+      for await (const [key, value] of store.chain.iterator({ reverse: true, limit: 1 })) {
+        store.chainHead = (value as { h: Uint8Array }).h;
+        store.chainTo = Number(key);
+      }
+    } catch (err) {
+      await store.db.close();
+      throw err;
+    }
+    return store;
+  }
+
+  /** The first seq covered by the hash chain (meta `chain`); undefined while the journal has none. */
+  get chainStart(): number | undefined {
+    return this.chainFrom;
+  }
+
+  /** The links of the hash chain with last seq in (after, …], in pages (for ChainCheck). */
+  links(after: number): () => Promise<Link[]> {
+    const it = this.chain.iterator({ gt: seqKey(after) });
+    let done = false;
+    return async () => {
+      if (done) return [];
+      const page = (await it.nextv(1024)) as [string, { from: number; h: Uint8Array }][];
+      if (page.length === 0) {
+        done = true;
+        await it.close();
+      }
+      return page.map(([key, v]) => ({ from: v.from, to: Number(key), h: v.h }));
+    };
   }
 
   /** The seq the next journal entry gets: one past the last one written. */
@@ -120,20 +178,61 @@ export class Store {
    * its sublevel; with the host's mix of journal, snapshot, deadline and meta ops that loop was
    * deoptimised again and again and cost more than the write itself (bench/runtime).
    */
-  async write(ops: WriteOp[], opts: { sync?: boolean } = {}): Promise<void> {
+  async write(ops: WriteOp[], opts: { sync?: boolean; link?: boolean } = {}): Promise<void> {
     const raw = new Array<RawOp>(ops.length);
+    const journal = opts.link ? this.journal : null;
+    const values: Buffer[] = [];
+    let first = '';
+    let last = '';
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
       const key = op.sublevel.prefixKey(op.key, 'utf8');
-      raw[i] = op.type === 'put' ? { type: 'put', key, value: pack(op.value) } : { type: 'del', key };
+      if (op.type === 'put') {
+        const value = pack(op.value);
+        raw[i] = { type: 'put', key, value };
+        if (op.sublevel === journal) {
+          values.push(value);
+          if (first === '') first = op.key;
+          last = op.key;
+        }
+      } else raw[i] = { type: 'del', key };
     }
+    if (values.length > 0) return this.writeLinked(raw, values, Number(first), Number(last), opts.sync ?? false);
+    await this.rawBatch(raw, opts.sync ?? false);
+  }
+
+  /**
+   * A batch of journal entries with its link (store/chain.ts). The host writes them one batch after the
+   * other; the head moves only once the batch is written, so a failed write leaves it on the last one
+   * that landed.
+   */
+  private async writeLinked(raw: RawOp[], values: Buffer[], from: number, to: number, sync: boolean): Promise<void> {
+    if (this.linking) throw new Error('journal batches are written one at a time');
+    if (to - from + 1 !== values.length || (this.chainTo !== undefined && from !== this.chainTo + 1)) {
+      throw new Error(`journal batch #${from}–#${to} of ${values.length} entries does not continue the chain at #${(this.chainTo ?? from - 1) + 1}`);
+    }
+    const h = linkHash(this.chainHead, values);
+    raw.push({ type: 'put', key: this.chain.prefixKey(seqKey(to), 'utf8'), value: pack({ from, h }) });
+    if (this.chainFrom === undefined) raw.push({ type: 'put', key: this.meta.prefixKey('chain', 'utf8'), value: pack(from) });
+    this.linking = true;
+    try {
+      await this.rawBatch(raw, sync);
+    } finally {
+      this.linking = false;
+    }
+    this.chainHead = h;
+    this.chainTo = to;
+    this.chainFrom ??= from;
+  }
+
+  private async rawBatch(raw: RawOp[], sync: boolean): Promise<void> {
     // Handed to classic-level's own _batch (abstract-level's API for implementations): the public batch()
     // clones each op, resolves its encodings and checks it again, ~9 µs an op here, more than LevelDB's
     // own work (a 13-op batch cost 230 µs of CPU that way, 100 µs this way). The keys and values are
     // already in their stored form, and the store uses no hooks or write events. The native side makes
     // close() wait for batches under way; a batch after close is refused here, as batch() would.
     if (this.db.status !== 'open') throw Object.assign(new Error('Database is not open'), { code: 'LEVEL_DATABASE_NOT_OPEN' });
-    await (this.db as unknown as ImplementationBatch)._batch(raw, { sync: opts.sync ?? false });
+    await (this.db as unknown as ImplementationBatch)._batch(raw, { sync });
   }
 
   /** Ops queued for the next grouped write, the grouped write under way (settles, never rejects), and the next one. */
@@ -183,8 +282,13 @@ export class Store {
   }
 }
 
-/** Opens a LevelDB directory with the msgpackr codec; a second process gets StoreLockedError. */
+/**
+ * Opens a LevelDB directory with the msgpackr codec; a second process gets StoreLockedError, a damaged
+ * write-ahead log StoreDamagedError (checked first: LevelDB's own open would drop the damaged record).
+ */
 export async function openLevel(dir: string, dataDir: string, create = true): Promise<Level<string, unknown>> {
+  const damage = await checkWriteAheadLog(dir);
+  if (damage) throw new StoreDamagedError(dataDir, relative(dataDir, join(dir, damage.file)), damage);
   const db = new Level<string, unknown>(dir, { valueEncoding: msgpack, createIfMissing: create });
   try {
     await db.open();

@@ -48,7 +48,7 @@ test('SPEC §14: replay prints each transition, filtered by actor and seq range'
   t.is((await runCli(['replay', '--from', 'x', '--data', dir])).code, 2);
 });
 
-test('SPEC §14: replay --verify fails on a tampered journal', async (t) => {
+test('SPEC §14: replay --verify fails on a tampered journal, naming the entry the hash chain no longer matches', async (t) => {
   const dir = await tempDir(t);
   await journalWithTraffic(dir);
   const store = await Store.open(dir);
@@ -63,8 +63,9 @@ test('SPEC §14: replay --verify fails on a tampered journal', async (t) => {
   await store.close();
   const r = await runCli(['replay', '--verify', '--data', dir]);
   t.is(r.code, 1);
+  t.regex(r.stdout, new RegExp(`^damaged: the journal from #${target!.seq}: entry #${target!.seq} does not match its hash; restore ${dir} from a backup`, 'm'));
   t.regex(r.stdout, /^differs: b:1 at #\d+: /m);
-  t.regex(r.stdout, /FAILED: .* 1 difference\(s\)$/);
+  t.regex(r.stdout, new RegExp(`FAILED: .* 1 difference\\(s\\); the journal is damaged from #${target!.seq}$`));
 });
 
 test('SPEC §14: a deleted journal entry is caught too', async (t) => {
@@ -77,6 +78,7 @@ test('SPEC §14: a deleted journal entry is caught too', async (t) => {
   await store.close();
   const r = await runBin(['replay', '--verify', '--data', dir]);
   t.is(r.code, 1);
+  t.regex(r.stdout, new RegExp(`^damaged: the journal from #${last!.seq}: entry #${last!.seq} is missing`, 'm'));
   t.regex(r.stdout, /differs: .* at #\d+: /);
 });
 

@@ -11,6 +11,8 @@ import { step, initial } from './pure.js';
 import { Store, seqKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord, type WriteOp } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { systemClock, type Clock } from './clock.js';
+import { decodeValue } from './journal-decode.js';
+import { ChainCheck, JournalDamagedError, ZERO_HASH, lostChainStart, type Anchor } from '../../store/chain.js';
 
 export interface HostOptions {
   clock?: Clock;
@@ -136,21 +138,46 @@ export class ActorHost {
     return host;
   }
 
+  /**
+   * Applies the journal past the checkpoint, checking it as it goes (store/chain.ts): seq continuity and
+   * the hash chain from the link that ends at the checkpoint to the last entry, and nothing past the last
+   * link. That is every event whose effect is not yet in a snapshot; what the checkpoint already holds is
+   * checked in full by `anet replay --verify`. A damaged journal refuses the start (JournalDamagedError).
+   */
   private async recover(): Promise<void> {
     const checkpoint = ((await this.store.meta.get('checkpoint')) as number | undefined) ?? 0;
+    const check = await startCheck(this.store, checkpoint);
     let applied = 0;
-    for await (const value of this.store.journal.values({ gt: seqKey(checkpoint) })) {
-      const entry = value as JournalEntry;
-      const actor = await this.load(entry.actor, entry.kind, entry.input);
-      this.touch(actor, entry.kind);
-      if (entry.seq <= actor.seq) continue;
-      const kind = this.kinds[actor.kind]!;
-      actor.state = step(kind.machine, actor.state, entry.event);
-      actor.seq = entry.seq;
-      actor.deadline = kind.deadline(actor.state);
-      this.dirty.add(actor.id);
-      applied++;
+    const values = this.store.journal.values({ gt: seqKey(check.from - 1), valueEncoding: 'buffer', highWaterMarkBytes: 1 << 20 } as object);
+    try {
+      for (let page = (await values.nextv(1024)) as Buffer[]; page.length > 0; page = (await values.nextv(1024)) as Buffer[]) {
+        await check.chain.prepare(page.length);
+        for (const bytes of page) {
+          let entry: JournalEntry | undefined;
+          try {
+            entry = decodeValue(bytes) as JournalEntry;
+          } catch {
+            entry = undefined;
+          }
+          check.chain.entry(entry?.seq, bytes);
+          if (check.chain.damage) throw new JournalDamagedError(this.store.dataDir, check.chain.damage);
+          if (entry!.seq <= checkpoint) continue;
+          const actor = await this.load(entry!.actor, entry!.kind, entry!.input);
+          this.touch(actor, entry!.kind);
+          if (entry!.seq <= actor.seq) continue;
+          const kind = this.kinds[actor.kind]!;
+          actor.state = step(kind.machine, actor.state, entry!.event);
+          actor.seq = entry!.seq;
+          actor.deadline = kind.deadline(actor.state);
+          this.dirty.add(actor.id);
+          applied++;
+        }
+      }
+    } finally {
+      await values.close();
     }
+    const damage = await check.chain.end();
+    if (damage) throw new JournalDamagedError(this.store.dataDir, damage);
     if (applied > 0 || checkpoint < this.seq - 1) await this.checkpoint();
     await this.passivate();
   }
@@ -386,7 +413,7 @@ export class ActorHost {
   /** Writes one batch, forgets the actors it passivated, and answers its senders; false when the write failed. */
   private async commit({ ops, done, evict, snapshotted }: Batch): Promise<boolean> {
     try {
-      if (ops.length) await this.store.write(ops, { sync: this.sync });
+      if (ops.length) await this.store.write(ops, { sync: this.sync, link: true });
     } catch (err) {
       // Memory is now ahead of the store; the drain loop rebuilds it once nothing is computing.
       this.reloadPending();
@@ -600,6 +627,27 @@ export class ActorHost {
     await Promise.all(sends);
     await this.rearm();
   }
+}
+
+/**
+ * Where the start check begins: after the last link that ends at or before the checkpoint (a checkpoint
+ * falls between batches, so that link ends at it), or at the chain's first entry when the checkpoint is
+ * older (a journal written before the chain existed). Links missing at the anchor, or links without the
+ * meta record of where the chain starts, are damage too.
+ */
+async function startCheck(store: Store, checkpoint: number): Promise<{ from: number; chain: ChainCheck }> {
+  const chainFrom = store.chainStart;
+  let anchor: Anchor = { to: checkpoint, h: ZERO_HASH };
+  if (chainFrom === undefined) {
+    const lost = await lostChainStart(store);
+    if (lost) throw new JournalDamagedError(store.dataDir, lost);
+  } else if (checkpoint >= chainFrom) {
+    let found: Anchor | null = null;
+    for await (const [key, v] of store.chain.iterator({ lte: seqKey(checkpoint), reverse: true, limit: 1 })) found = { to: Number(key), h: (v as { h: Uint8Array }).h };
+    if (!found || found.to < chainFrom - 1) throw new JournalDamagedError(store.dataDir, { seq: chainFrom, problem: `the hash chain's links up to the checkpoint (#${checkpoint}) are lost` });
+    anchor = found;
+  } else anchor = { to: checkpoint, h: ZERO_HASH };
+  return { from: anchor.to + 1, chain: new ChainCheck(anchor, chainFrom, store.links(anchor.to)) };
 }
 
 /** Inputs are small plain records (limits from config); the same object is the common case. */

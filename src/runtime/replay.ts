@@ -8,6 +8,7 @@ import { Store, seqKey, type JournalEntry, type SnapshotRecord } from '../../sto
 import { pack, unpack } from '../../store/codec.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { decodeValue } from './journal-decode.js';
+import { fullCheck, type Damage } from '../../store/chain.js';
 
 export interface ReplayStep {
   entry: JournalEntry;
@@ -211,9 +212,18 @@ export interface VerifyResult {
   snapshots: number;
   checked: number;
   differences: Difference[];
+  /**
+   * The first damage to the journal itself (store/chain.ts): a missing seq, an entry that does not
+   * decode, a batch whose bytes do not match the hash chain. Null when every entry is there and intact.
+   */
+  damage: Damage | null;
 }
 
-/** Rebuilds each actor and checks that its state at the snapshot's seq equals the snapshot. */
+/**
+ * Checks the whole journal (seq continuity from 1 and the hash chain, store/chain.ts), rebuilds each actor
+ * and checks that its state at the snapshot's seq equals the snapshot. An entry that does not decode is
+ * reported as damage and skipped.
+ */
 export async function verify(store: Store, actor?: string, kinds: Record<string, ActorKind> = KINDS): Promise<VerifyResult> {
   const snapshots = new Map<string, SnapshotRecord>();
   if (actor) {
@@ -239,10 +249,19 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
   const differences: Difference[] = [];
   const reached = new Set<string>();
   const rebuild = new Rebuild(kinds);
+  const chain = await fullCheck(store);
   let events = 0;
   for await (const page of batches(store, {})) {
+    await chain.prepare(page.length);
     for (let i = 0; i < page.length; i++) {
-      const entry = decodeValue(page[i]!) as JournalEntry;
+      let entry: JournalEntry;
+      try {
+        entry = decodeValue(page[i]!) as JournalEntry;
+      } catch {
+        chain.entry(undefined, page[i]!);
+        continue;
+      }
+      chain.entry(entry.seq, page[i]!);
       if (actor && entry.actor !== actor) continue;
       rebuild.apply(entry);
       events++;
@@ -259,7 +278,7 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
   for (const [id, rec] of snapshots) {
     if (!reached.has(id)) differences.push({ actor: id, seq: rec.seq, problem: `the journal has no entry ${rec.seq} for this actor` });
   }
-  return { events, snapshots: snapshots.size, checked: reached.size, differences };
+  return { events, snapshots: snapshots.size, checked: reached.size, differences, damage: await chain.end() };
 }
 
 /** A persisted snapshot in the form verify compares (snapshots written by earlier versions included). */
