@@ -1,5 +1,10 @@
-// `anet replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]` (SPEC §14).
+// `anet replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]` (SPEC §14). On a hub's data dir,
+// `--verify` checks the ledger's history (every account's seqs and hash chain, src/hub/ledger.ts).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { Store } from '../../store/db.js';
+import { HubStore } from '../hub/store.js';
+import { checkLedger, LedgerDamagedError } from '../hub/ledger.js';
 import { replay, verify } from '../runtime/replay.js';
 import { CliError, printJson, usageError, jsonReplacer, type Io } from './output.js';
 
@@ -21,6 +26,7 @@ const show = (value: unknown) => (typeof value === 'string' ? value : JSON.strin
 
 export async function cmdReplay(io: Io, dataDir: string, args: ReplayArgs): Promise<void> {
   const filter = { actor: args.actor, from: seqArg('from', args.from), to: seqArg('to', args.to) };
+  if (!existsSync(Store.path(dataDir)) && existsSync(join(dataDir, 'hub-store'))) return verifyHub(io, dataDir, args);
   const store = await Store.open(dataDir, { create: false });
   try {
     if (args.verify) return await report(io, store, args);
@@ -39,11 +45,38 @@ export async function cmdReplay(io: Io, dataDir: string, args: ReplayArgs): Prom
 
 async function report(io: Io, store: Store, args: ReplayArgs): Promise<void> {
   const result = await verify(store, args.actor);
+  const failed = result.differences.length > 0 || result.damage !== null;
   if (args.json) printJson(io, result);
   else {
+    // The journal's own damage first: a rebuilt state past it is not the node's history.
+    if (result.damage) io.out(`damaged: the journal from #${result.damage.seq}: ${result.damage.problem}; restore ${store.dataDir} from a backup made before the damage`);
     for (const d of result.differences) io.out(`differs: ${d.actor} at #${d.seq}: ${d.problem}`);
-    io.out(`${result.differences.length === 0 ? 'ok' : 'FAILED'}: ${result.checked} of ${result.snapshots} snapshots rebuilt from ${result.events} events, ${result.differences.length} difference(s)`);
+    const damage = result.damage ? `; the journal is damaged from #${result.damage.seq}` : '';
+    io.out(`${failed ? 'FAILED' : 'ok'}: ${result.checked} of ${result.snapshots} snapshots rebuilt from ${result.events} events, ${result.differences.length} difference(s)${damage}`);
   }
-  if (result.differences.length > 0) throw new CliError('', 1);
+  if (failed) throw new CliError('', 1);
+}
+
+/** `anet replay --verify` on a hub's data dir: every entry of the ledger's history. */
+async function verifyHub(io: Io, dataDir: string, args: ReplayArgs): Promise<void> {
+  if (!args.verify || args.actor !== undefined || args.from !== undefined || args.to !== undefined) {
+    throw usageError(`${dataDir} is a hub's data dir: \`anet replay --verify --data ${dataDir}\` checks its ledger (there is no journal to replay)`);
+  }
+  const store = await HubStore.open(dataDir);
+  try {
+    const r = await checkLedger(store, 'full');
+    if (args.json) printJson(io, { ledger: r, damage: null });
+    else io.out(`ok: the ledger's history, ${r.entries} entries of ${r.accounts} accounts, each in order and matching its hash chain`);
+  } catch (err) {
+    if (!(err instanceof LedgerDamagedError)) throw err;
+    if (args.json) printJson(io, { ledger: null, damage: { aid: err.aid, seq: err.seq, problem: err.problem } });
+    else {
+      io.out(`damaged: the history of ${err.aid} from seq ${err.seq}: ${err.problem}; restore ${dataDir} from a backup made before the damage`);
+      io.out(`FAILED: the ledger's history is damaged`);
+    }
+    throw new CliError('', 1);
+  } finally {
+    await store.close();
+  }
 }
 

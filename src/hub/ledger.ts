@@ -10,10 +10,21 @@
 // so msgpackr never meets a bigint and JSON never a float. Each op is one LevelDB batch (accounts, hold,
 // history, nonce record), and ops run one at a time, so each read-modify-write sees the one before it.
 // The ledger never learns what a payment bought: an authorization names no skill, and nothing here does.
+//
+// Integrity (issue 18, item 2): each account's history is a hash chain. An entry stores `prev`, the
+// sha256 of the stored bytes of the entry before it (null for seq 1), and the account record `head`, that
+// of its newest entry; entries are packed here so the hash is over the exact bytes stored (msgpackr is not
+// canonical: this is a local check of our own bytes, never a signature). The hub checks every account's
+// newest entry at start (`checkLedger` fast: present, nothing past it, its hash the head) and refuses to
+// run on a damaged ledger; `anet replay --verify --data <hubdir>` checks every entry (seq continuity per
+// account and the chain). Entries written before the chain existed have no `prev`: the chain of an
+// account starts at its first entry written by this version, whose `prev` hashes the old newest entry.
 import { randomHex } from '../random.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { HubStore } from './store.js';
 import { timeKey } from '../../store/db.js';
+import { pack, unpack } from '../../store/codec.js';
+import { dirname } from 'node:path';
 import { KeyedSerial } from '../runtime/serial.js';
 import { validateKel } from '../identity/kel.js';
 import { MAX_AMOUNT, isAmount, peekAuthorization, readAuthorization } from '../payment/authorization.js';
@@ -97,6 +108,22 @@ interface AccountRecord {
   balance: string;
   held: string;
   seq: number;
+  /** sha256 (hex) of the stored bytes of the entry at `seq`; absent while only older versions wrote. */
+  head?: string;
+}
+
+/** A history entry as stored: `prev` links it to the entry before (absent in entries of older versions). */
+type StoredEntry = HistoryEntry & { prev?: string | null };
+
+/** The hub refuses to run on a damaged ledger: one line with the data dir, the account and seq, what to do. */
+export class LedgerDamagedError extends Error {
+  override name = 'LedgerDamagedError';
+  constructor(readonly dataDir: string, readonly aid: string, readonly seq: number, readonly problem: string) {
+    super(
+      `the ledger in ${dataDir} is damaged: the history of ${aid} from seq ${seq} (${problem}); acknowledged ledger entries are lost or altered, so the hub will not run on it: ` +
+        `restore ${dataDir} from a backup made before the damage (\`anet replay --verify --data ${dataDir}\` checks every entry)`,
+    );
+  }
 }
 
 type HoldState = 'held' | 'captured' | 'released' | 'expired' | 'void';
@@ -118,7 +145,7 @@ interface OpRecord {
   answer: unknown;
 }
 
-type Write = { type: 'put'; sublevel: unknown; key: string; value: unknown } | { type: 'del'; sublevel: unknown; key: string };
+type Write = { type: 'put'; sublevel: unknown; key: string; value: unknown; valueEncoding?: 'buffer' } | { type: 'del'; sublevel: unknown; key: string };
 
 const MINTED = 'ledger-minted';
 const newTx = () => `tx_${randomHex(16)}`;
@@ -132,15 +159,15 @@ const expiryKey = (expires: number, hold: string) => `${timeKey(expires)}!${hold
 class Change {
   readonly tx = newTx();
   readonly writes: Write[] = [];
-  private readonly accounts = new Map<string, { balance: bigint; held: bigint; seq: number }>();
+  private readonly accounts = new Map<string, { balance: bigint; held: bigint; seq: number; head: string | undefined }>();
 
   constructor(private readonly store: HubStore, readonly at: number) {}
 
-  async account(aid: string): Promise<{ balance: bigint; held: bigint; seq: number }> {
+  async account(aid: string): Promise<{ balance: bigint; held: bigint; seq: number; head: string | undefined }> {
     let a = this.accounts.get(aid);
     if (!a) {
       const rec = (await this.store.accounts.get(aid)) as AccountRecord | undefined;
-      a = { balance: BigInt(rec?.balance ?? '0'), held: BigInt(rec?.held ?? '0'), seq: rec?.seq ?? 0 };
+      a = { balance: BigInt(rec?.balance ?? '0'), held: BigInt(rec?.held ?? '0'), seq: rec?.seq ?? 0, head: rec?.head };
       this.accounts.set(aid, a);
     }
     return a;
@@ -149,9 +176,13 @@ class Change {
   /** A history entry for `aid`, with the balance its account has now (make the balance change first). */
   async entry(aid: string, kind: HistoryKind, amount: string, counterparty: string | null, hold: string | null): Promise<void> {
     const a = await this.account(aid);
+    // An account only older versions wrote to has no head yet: its chain starts by hashing its newest entry.
+    const prev = a.seq === 0 ? null : (a.head ?? hex(sha256(await storedEntry(this.store, aid, a.seq))));
     a.seq += 1;
-    const e: HistoryEntry = { seq: a.seq, tx: this.tx, at: this.at, kind, amount, counterparty, hold, balance: a.balance.toString() };
-    this.put(this.store.history, historyKey(aid, a.seq), e);
+    const e: StoredEntry = { seq: a.seq, tx: this.tx, at: this.at, kind, amount, counterparty, hold, balance: a.balance.toString(), prev };
+    const bytes = pack(e);
+    a.head = hex(sha256(bytes));
+    this.writes.push({ type: 'put', sublevel: this.store.history, key: historyKey(aid, a.seq), value: bytes, valueEncoding: 'buffer' });
   }
 
   put(sublevel: unknown, key: string, value: unknown): void {
@@ -166,7 +197,9 @@ class Change {
   async commit(op?: { key: string; digest: string; answer: unknown }): Promise<void> {
     for (const [aid, a] of this.accounts) {
       if (a.balance < 0n || a.held < 0n) throw new Error(`ledger bug: account ${aid} would go negative`);
-      this.put(this.store.accounts, aid, { balance: a.balance.toString(), held: a.held.toString(), seq: a.seq } satisfies AccountRecord);
+      const rec: AccountRecord = { balance: a.balance.toString(), held: a.held.toString(), seq: a.seq };
+      if (a.head !== undefined) rec.head = a.head;
+      this.put(this.store.accounts, aid, rec);
     }
     if (op) this.put(this.store.ops, op.key, { digest: op.digest, answer: op.answer } satisfies OpRecord);
     // An acknowledged payment must survive power loss, as the node's journal does.
@@ -176,8 +209,18 @@ class Change {
 
 export class Ledger {
   private readonly serial = new KeyedSerial();
+  private checked: Promise<void> | null = null;
 
   constructor(private readonly store: HubStore, private readonly hubAid: string, private readonly now: () => number = Date.now) {}
+
+  /**
+   * The start check (`checkLedger` fast), once: every op waits for it, and a damaged ledger refuses them
+   * all with LedgerDamagedError. The hub calls it at start so it refuses to start.
+   */
+  check(): Promise<void> {
+    this.checked ??= this.serial.run('ledger', async () => void (await checkLedger(this.store, 'fast')));
+    return this.checked;
+  }
 
   /** Credits `amount` to a registered AID (the hub's operator only; the server checks the signer). */
   async mint(aid: string, amount: string, nonce: string): Promise<MintAnswer> {
@@ -259,19 +302,22 @@ export class Ledger {
 
   /** An AID's balance, open holds and recent history (a registered AID; none of it yet is all zeros). */
   account(aid: string): Promise<Account> {
-    return this.serial.run('ledger', async () => {
+    return this.check().then(() => this.serial.run('ledger', async () => {
       await this.expireDue();
       if (!(await this.store.agent(aid))) throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first (\`anet hub-register --name NAME\`)`);
       const rec = (await this.store.accounts.get(aid)) as AccountRecord | undefined;
       const history: HistoryEntry[] = [];
-      for await (const e of this.store.history.values({ gt: `${aid}!`, lt: `${aid}!~`, reverse: true, limit: HISTORY_LIMIT })) history.push(e as HistoryEntry);
+      for await (const e of this.store.history.values({ gt: `${aid}!`, lt: `${aid}!~`, reverse: true, limit: HISTORY_LIMIT })) {
+        const { prev: _, ...entry } = e as StoredEntry;
+        history.push(entry);
+      }
       return { aid, balance: rec?.balance ?? '0', held: rec?.held ?? '0', history: history.reverse() };
-    });
+    }));
   }
 
   /** Releases to their payers the holds older than 24 h (at hub start, every minute, and before each op). */
   sweep(): Promise<number> {
-    return this.serial.run('ledger', () => this.expireDue());
+    return this.check().then(() => this.serial.run('ledger', () => this.expireDue()));
   }
 
   /** What was minted, the sum of all balances and of all open holds: the first is always the other two's sum. */
@@ -295,7 +341,8 @@ export class Ledger {
    * it did (same body) or is refused (another body); otherwise `fn` decides, and its writes and answer are
    * committed together.
    */
-  private op<T>(key: string, digest: string, fn: (c: Change) => Promise<T>, guard?: () => Promise<void>): Promise<T> {
+  private async op<T>(key: string, digest: string, fn: (c: Change) => Promise<T>, guard?: () => Promise<void>): Promise<T> {
+    await this.check();
     return this.serial.run('ledger', async () => {
       await this.expireDue();
       await guard?.();
@@ -345,6 +392,87 @@ export class Ledger {
   private async minted(): Promise<bigint> {
     return BigInt(((await this.store.meta.get(MINTED)) as string | undefined) ?? '0');
   }
+}
+
+/** The stored bytes of an account's history entry (a missing one is damage: the account counts it). */
+async function storedEntry(store: HubStore, aid: string, seq: number): Promise<Buffer> {
+  const bytes = (await store.history.get(historyKey(aid, seq), { valueEncoding: 'buffer' })) as Buffer | undefined;
+  if (bytes === undefined) throw damaged(store, aid, seq, `entry ${seq} is missing though the account counts it`);
+  return bytes;
+}
+
+const damaged = (store: HubStore, aid: string, seq: number, problem: string) => new LedgerDamagedError(dirname(store.db.location), aid, seq, problem);
+
+/**
+ * Checks the ledger's history; throws LedgerDamagedError at the first damage. `fast` (every hub start):
+ * each account's newest entry is there, nothing is past it, and its hash is the account's head — a few
+ * point reads per account. `full` (`anet replay --verify` on a hub's data dir): every entry of every
+ * account, in key order: seqs from 1 without a gap, each `prev` the hash of the entry before, the last
+ * the account's seq and head, and no history without an account. Returns the entries checked.
+ */
+export async function checkLedger(store: HubStore, depth: 'fast' | 'full'): Promise<{ accounts: number; entries: number }> {
+  const accounts = new Map<string, AccountRecord>();
+  for await (const [aid, rec] of store.accounts.iterator()) accounts.set(aid, rec as AccountRecord);
+  if (depth === 'fast') {
+    const aids = [...accounts.keys()].filter((aid) => accounts.get(aid)!.seq > 0);
+    for (let i = 0; i < aids.length; i += 512) {
+      const page = aids.slice(i, i + 512);
+      const keys = page.flatMap((aid) => [historyKey(aid, accounts.get(aid)!.seq), historyKey(aid, accounts.get(aid)!.seq + 1)]);
+      const values = (await store.history.getMany(keys, { valueEncoding: 'buffer' })) as (Buffer | undefined)[];
+      page.forEach((aid, j) => {
+        const rec = accounts.get(aid)!;
+        const newest = values[2 * j];
+        if (newest === undefined) throw damaged(store, aid, rec.seq, `its newest entry, ${rec.seq}, is missing`);
+        if (values[2 * j + 1] !== undefined) throw damaged(store, aid, rec.seq + 1, `an entry past the account's newest (${rec.seq}) is there`);
+        if (rec.head !== undefined && hex(sha256(newest)) !== rec.head) throw damaged(store, aid, rec.seq, `entry ${rec.seq} does not match its hash`);
+      });
+    }
+    return { accounts: accounts.size, entries: aids.length };
+  }
+  let aid: string | null = null;
+  let expected = 1;
+  let prevHash: string | null = null;
+  let chained = false;
+  let entries = 0;
+  const seen = new Set<string>();
+  const close = () => {
+    if (aid === null) return;
+    const rec = accounts.get(aid);
+    if (!rec) throw damaged(store, aid, 1, 'its account record is missing');
+    if (rec.seq !== expected - 1) throw damaged(store, aid, Math.min(rec.seq, expected - 1) + 1, rec.seq > expected - 1 ? `entries ${expected}–${rec.seq} are missing` : `entries past the account's newest (${rec.seq}) are there`);
+    if (rec.head !== undefined && rec.head !== prevHash) throw damaged(store, aid, rec.seq, `entry ${rec.seq} does not match the account's hash`);
+  };
+  for await (const [key, bytes] of store.history.iterator({ valueEncoding: 'buffer' })) {
+    const bang = key.lastIndexOf('!');
+    const owner = key.slice(0, bang);
+    const seq = Number(key.slice(bang + 1));
+    if (owner !== aid) {
+      close();
+      aid = owner;
+      seen.add(aid);
+      expected = 1;
+      prevHash = null;
+      chained = false;
+    }
+    if (seq !== expected) throw damaged(store, aid, expected, seq > expected ? `entry ${expected} is missing` : `entry ${seq} is out of order`);
+    let entry: StoredEntry;
+    try {
+      entry = unpack(bytes as Buffer) as StoredEntry;
+    } catch {
+      throw damaged(store, aid, seq, `entry ${seq} does not decode`);
+    }
+    if (entry.seq !== seq) throw damaged(store, aid, seq, `entry ${seq} holds seq ${entry.seq}`);
+    if ('prev' in entry) {
+      chained = true;
+      if (entry.prev !== (seq === 1 ? null : prevHash)) throw damaged(store, aid, seq - 1, `entry ${seq - 1} does not match the hash entry ${seq} holds`);
+    } else if (chained) throw damaged(store, aid, seq, `entry ${seq} has no link to the entry before it`);
+    prevHash = hex(sha256(bytes as Buffer));
+    expected++;
+    entries++;
+  }
+  close();
+  for (const [owner, rec] of accounts) if (rec.seq > 0 && !seen.has(owner)) throw damaged(store, owner, 1, `all ${rec.seq} entries are missing`);
+  return { accounts: accounts.size, entries };
 }
 
 function checkNonce(nonce: unknown): void {

@@ -111,6 +111,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   for await (const value of store.agents.values()) if ((value as AgentRecord).keys) recipients.add((value as AgentRecord).aid);
   const relay = new Relay(now, opts.limits, (aid) => recipients.has(aid));
   const ledger = new Ledger(store, identity.aid, now);
+  // A damaged ledger history refuses the start (LedgerDamagedError: one line, what to do).
+  await ledger.check().catch(async (err) => { await store.close(); throw err; });
   const perMinute = opts.registrationsPerMinute ?? REGISTRATIONS_PER_MINUTE;
   const ctx: Ctx = {
     store,
