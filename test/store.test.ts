@@ -1,7 +1,9 @@
 // SPEC §14 (the store): grouped unsynced writes — the replay guard's mids and the caller's task records
-// share LevelDB batches, land in the order they were queued, and a failed batch fails only its own ops.
+// share LevelDB batches, land in the order they were queued, and a failed batch fails only its own ops;
+// the journal's hash chain (store/chain.ts) as Store.write links event batches.
 import test from 'ava';
-import { Store } from '../store/db.js';
+import { Store, seqKey } from '../store/db.js';
+import { linkHash, ZERO_HASH } from '../store/chain.js';
 import { tempDir } from './helpers/tmp.js';
 
 async function openCounting(t: Parameters<typeof tempDir>[0]) {
@@ -66,4 +68,32 @@ test('SPEC §14: a batch under way when the store closes lands; a write after th
   t.teardown(() => again.close());
   t.deepEqual(await again.journal.get('0199'), { i: 199, pad: 'x'.repeat(500) });
   t.is((await again.journal.keys().all()).length, 200);
+});
+
+test('SPEC §14: linked journal batches chain by their stored bytes; a batch that does not continue the chain is refused, and a failed write leaves the head where it was', async (t) => {
+  const dir = await tempDir(t);
+  let store = await Store.open(dir);
+  const entry = (seq: number) => ({ type: 'put' as const, sublevel: store.journal, key: seqKey(seq), value: { seq, actor: 'a', kind: 'bucket', event: { type: 'ADMIT', at: seq } } });
+  await store.write([entry(1), entry(2)], { link: true });
+  t.is(store.chainStart, 1);
+  await t.throwsAsync(store.write([entry(4)], { link: true }), { message: /does not continue the chain at #3/ });
+  await t.throwsAsync(store.write([entry(3), entry(5)], { link: true }), { message: /does not continue the chain/ });
+  const db = store.db as unknown as { _batch: (ops: unknown, o: unknown) => Promise<void> };
+  const real = db._batch.bind(db);
+  db._batch = () => Promise.reject(new Error('disk full'));
+  await t.throwsAsync(store.write([entry(3)], { link: true }), { message: 'disk full' });
+  db._batch = real;
+  await store.write([entry(3)], { link: true });
+  await store.close();
+
+  store = await Store.open(dir);
+  t.teardown(() => store.close());
+  const bytes = (await store.journal.values({ valueEncoding: 'buffer' }).all()) as Buffer[];
+  const links = (await store.chain.iterator().all()) as [string, { from: number; h: Uint8Array }][];
+  const first = linkHash(ZERO_HASH, bytes.slice(0, 2));
+  t.deepEqual(links.map(([key, v]) => [key, v.from, Buffer.from(v.h).toString('hex')]), [
+    [seqKey(2), 1, first.toString('hex')],
+    [seqKey(3), 3, linkHash(first, bytes.slice(2)).toString('hex')],
+  ]);
+  t.is(await store.meta.get('chain'), 1);
 });
