@@ -4,7 +4,8 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import { Store, type JournalEntry } from '../store/db.js';
+import { Store, seqKey, type JournalEntry } from '../store/db.js';
+import { JournalDamagedError } from '../store/chain.js';
 import { ActorHost } from '../src/runtime/host.js';
 import { ManualClock } from '../src/runtime/clock.js';
 import { verify } from '../src/runtime/replay.js';
@@ -322,6 +323,28 @@ test('SPEC §14: a failed journal write refuses its events and leaves memory equ
   t.is(ctx(await node.host.send('a', 'bucket', input, { type: 'ADMIT' })).stamps.length, 2);
   await node.close();
   await verifiesClean(t, dir);
+});
+
+test('SPEC §14: damage found while memory is rebuilt after a failed write stops the host: every later event is refused, never computed on a half-rebuilt memory', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  const input = { limit: 5, windowMs: 600_000 };
+  const node = await open(dir, clock);
+  for (let i = 0; i < 3; i++) await node.host.send('a', 'bucket', input, { type: 'ADMIT' });
+  // An acknowledged entry disappears (as a damaged table would lose it), then a write fails.
+  await node.store.journal.del(seqKey(2));
+  const db = node.store.db as unknown as { _batch: (ops: unknown, o: unknown) => Promise<void> };
+  const real = db._batch.bind(db);
+  db._batch = async () => {
+    db._batch = real;
+    throw new Error('simulated write failure');
+  };
+  const errors: unknown[] = [];
+  (node.host as unknown as { onError: (e: unknown) => void }).onError = (e) => errors.push(e);
+  await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), { message: 'simulated write failure' });
+  await until(() => errors.some((e) => e instanceof JournalDamagedError && e.damage.seq === 2), 'the rebuild to report the gap');
+  await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), { instanceOf: JournalDamagedError, message: /damaged from seq #2 \(entry #2 is missing\)/ });
+  await node.store.close();
 });
 
 /**

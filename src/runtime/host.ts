@@ -114,6 +114,8 @@ export class ActorHost {
   private firing: Promise<void> | null = null;
   private reloading: Promise<void> | null = null;
   private reloaded: () => void = () => {};
+  /** Damage found while rebuilding memory from the store: every event is refused from then on. */
+  private damaged: JournalDamagedError | null = null;
 
   private constructor(readonly store: Store, opts: HostOptions) {
     this.clock = opts.clock ?? systemClock;
@@ -185,6 +187,7 @@ export class ActorHost {
   /** Sends an event to an actor (created from `input` on first use); resolves once its batch is written. */
   send(actor: string, kind: string, input: unknown, event: Event, opts: SendOptions = {}): Promise<AnyMachineSnapshot> {
     if (this.closed) return Promise.reject(new Error('the actor host is closed'));
+    if (this.damaged) return Promise.reject(this.damaged);
     checkActorId(actor);
     if (!this.kinds[kind]) return Promise.reject(new Error(`unknown actor kind "${kind}"`));
     this.sent++;
@@ -295,6 +298,10 @@ export class ActorHost {
     let writing: Promise<boolean> | null = null;
     try {
       while (this.queue.length > 0) {
+        if (this.damaged) {
+          for (const item of this.queue.splice(0)) this.refuse(item, this.damaged);
+          break;
+        }
         const batch = await this.compute(this.queue.splice(0, this.maxBatch));
         if (writing && !(await writing)) {
           // The previous write failed and this batch was computed on top of it: refuse it too, then
@@ -464,7 +471,13 @@ export class ActorHost {
     this.checkpointing = null;
     this.sinceCheckpoint = 0;
     this.seq = await this.store.nextSeq();
-    await this.recover();
+    try {
+      await this.recover();
+    } catch (err) {
+      // The journal read back after a failed write is damaged: never run on (memory is half rebuilt).
+      if (err instanceof JournalDamagedError) this.damaged = err;
+      throw err;
+    }
     this.armAt(Infinity);
     await this.rearm();
   }
