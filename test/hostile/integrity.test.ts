@@ -5,7 +5,7 @@
 // (store/wal.ts, store/chain.ts, src/hub/ledger.ts); a torn, never acknowledged last write is not damage.
 import test, { type ExecutionContext } from 'ava';
 import { execFile } from 'node:child_process';
-import { cp, readFile, readdir, truncate, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, readdir, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Store, StoreDamagedError, seqKey } from '../../store/db.js';
@@ -20,6 +20,11 @@ import { createIdentity, loadIdentity } from '../../src/identity/store.js';
 import { randomHex } from '../../src/random.js';
 import { BIN, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
+import { until } from '../helpers/wait.js';
+import { startNet, rawPeer } from '../helpers/net.js';
+import { startSampleService } from '../../src/service/sample.js';
+import { toBody } from '../../src/relay/body.js';
+import { TASK_SEND, TASK_RESULT } from '../../src/inbound/calls.js';
 
 const T0 = Date.UTC(2026, 11, 1);
 const BUCKET = { limit: 1_000_000, windowMs: 60_000 };
@@ -301,4 +306,38 @@ test('SPEC §11 (hostile): one flipped byte in the hub\'s write-ahead log after 
   t.is(verified.code, 1);
   t.is(verified.stderr.trim(), line);
   t.deepEqual(await readFile(log), bytes, 'nothing was replayed or rewritten');
+});
+
+test('SPEC §9.5, §14 (hostile): the same envelope delivered again after its mid record was lost is answered from the journal, not run again', async (t) => {
+  const net = await startNet(t);
+  let runs = 0;
+  const run = join(net.root, 'run');
+  await mkdir(run, { mode: 0o700 });
+  const service = await startSampleService(join(run, 'svc.sock'), (body) => {
+    runs++;
+    return { echo: body };
+  });
+  t.teardown(() => service.close());
+  const p = await net.node('p', {
+    inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
+    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
+  });
+  let daemon = await net.start(p.dir);
+  const x = await rawPeer(t, net, 'x');
+  const task = '00000000000000e1';
+  const results = () => x.received.filter((m) => m.body.task === task && m.type === TASK_RESULT).map((m) => m.body);
+  const sealed = await x.messenger.seal(p.aid, TASK_SEND, toBody({ task, capability: 'demo.echo', args: '{"n":1}' }));
+  await x.messenger.deliver(sealed);
+  await until(() => results().length === 1, 'the result', 250);
+  t.is(runs, 1);
+  await daemon.close();
+  // The replay guard's records are unsynced: lose them all, as a crash or a damaged table could.
+  const store = await Store.open(p.dir);
+  await store.mids.clear();
+  await store.close();
+  daemon = await net.start(p.dir);
+  await x.messenger.deliver(sealed); // the very same bytes, mid and all
+  await until(() => results().length === 2, 'the answer to the copy', 250);
+  t.is(runs, 1, 'the call actor\'s RECEIVED (journaled, checked at start) answers it; nothing ran again');
+  t.deepEqual(results()[1], results()[0]);
 });
