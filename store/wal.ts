@@ -113,7 +113,7 @@ export function scan(buf: Buffer): Omit<WalDamage, 'file'> | null {
         return damaged(off, 'a zero record header inside written data', n);
       }
       if (end > blockEnd) {
-        if (end <= n || blockEnd < n) return damaged(off, 'a record length that runs past its block', blockEnd);
+        if (blockEnd < n) return damaged(off, 'a record length that runs past its block', blockEnd);
         // Runs past the end of the file: a write cut short, unless a shorter length matches the checksum.
         if (shorterMatch(buf, off, stored)) return damaged(off, 'a damaged record length', n);
         return null;
