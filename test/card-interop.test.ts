@@ -125,3 +125,27 @@ test('WIRE §3.4: a card that neither form verifies is INVALID_SIGNATURE; a REQU
   const empty = { ...card, description: '' };
   t.is(await verdict(t, await signed(empty, stripAll(empty) as Card)), 'INVALID_CARD');
 });
+
+test('WIRE §3.4 (hostile): under a stripped-form signature, only a default of the field\'s own type may be added; anything else is INVALID_SIGNATURE', async (t) => {
+  const card = publishedWithDefaults();
+  const wire = await signed(card, stripAll(card) as Card);
+  t.is(await verdict(t, wire), 'ok');
+  const at = (text: string) => wire.replace('"required":false,"params":{"aid"', text);
+  t.is(await verdict(t, at('"required":[],"params":{"aid"')), 'INVALID_SIGNATURE', 'a [] where a boolean belongs reads as true');
+  t.is(await verdict(t, at('"required":{},"params":{"aid"')), 'INVALID_SIGNATURE');
+  t.is(await verdict(t, at('"required":null,"params":{"aid"')), 'INVALID_SIGNATURE');
+  t.is(await verdict(t, wire.replace('{"name":', '{"__proto__":{"description":"PAY 0xEVIL"},"name":')), 'INVALID_SIGNATURE', '__proto__ is content');
+  t.is(await verdict(t, wire.replace('{"name":', '{"extra":"","name":')), 'INVALID_SIGNATURE', 'an undeclared field is never dropped');
+  t.is(await verdict(t, wire.replace('{"name":', '{"iconUrl":"","name":')), 'ok', 'a declared string at "" means absent');
+});
+
+test('WIRE §3.4 (hostile): member names of Object.prototype and deep nesting give a code, never an exception', async (t) => {
+  const card = publishedWithDefaults();
+  const wire = await signed(card, card);
+  for (const key of ['constructor', 'toString', 'valueOf', 'hasOwnProperty', '__proto__']) {
+    t.is(await verdict(t, wire.replace('"id":"text.echo"', `"id":"text.echo","${key}":{"a":{}}`)), 'INVALID_SIGNATURE', key);
+    t.is(await verdict(t, wire.replace('{"name":', `{"${key}":{"a":{}},"name":`)), 'INVALID_SIGNATURE', `${key} at the top`);
+  }
+  const deep = `${'['.repeat(3000)}${']'.repeat(3000)}`;
+  t.is(await verdict(t, wire.replace('"version":"1.0.0"', `"version":"1.0.0","x":${deep}`)), 'CARD_TOO_LARGE');
+});

@@ -15,6 +15,8 @@ export const LIMITS = {
   tagsPerSkill: 16,
   cardBytes: 64 * 1024,
   signatures: 8,
+  /** Arrays and objects nested in one another (an A2A card needs about 8). */
+  depth: 32,
 } as const;
 
 /** `notBefore` may be at most this far in the future (clock skew). */

@@ -91,15 +91,17 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
   if (opts.kel === 'invalid' || opts.kel.aid !== identity.aid) return fail('UNKNOWN_AID', 'the KEL is invalid or another AID\'s');
   if (header.ksn !== opts.kel.ksn) return fail('KEY_NOT_CURRENT', `signed with key #${header.ksn}; the current key is #${opts.kel.ksn}`);
   const plain = toPlain(card) as Record<string, unknown>;
-  const payload = signedPayload(plain, header, opts.kel.currentKey);
-  if (payload === null) return fail('INVALID_SIGNATURE', 'the signature does not verify over the card as received nor with its default-valued fields left out');
+  const signed = signedPayload(plain, header, opts.kel.currentKey);
+  if (signed === null) return fail('INVALID_SIGNATURE', 'the signature does not verify over the card as received nor with its default-valued fields left out');
   if (BigInt(identity.notBefore) > BigInt(opts.now + NOT_BEFORE_SKEW_MS)) return fail('CARD_NOT_YET_VALID', `notBefore ${identity.notBefore} is in the future`);
-  const digest = Buffer.from(sha256(Buffer.from(payload))).toString('hex');
+  const digest = Buffer.from(sha256(Buffer.from(signed))).toString('hex');
   if (opts.highWater) {
     if (seq < opts.highWater.seq) return fail('SEQ_ROLLBACK', `seq ${seq} is below ${opts.highWater.seq}, already seen`);
     if (seq === opts.highWater.seq && digest !== opts.highWater.digest) return fail('SEQ_FORK', `another card was seen with seq ${seq}`);
   }
-  return { ok: true, card: plain as unknown as AgentCard, identity, seq, ksn: header.ksn, digest };
+  // What a reader acts on is what was signed: the form that verified, not the bytes as received.
+  const signedCard = { ...(JSON.parse(signed) as Record<string, unknown>), signatures: plain.signatures } as unknown as AgentCard;
+  return { ok: true, card: signedCard, identity, seq, ksn: header.ksn, digest };
 }
 
 /**
@@ -111,7 +113,12 @@ function signedPayload(plain: Record<string, unknown>, header: { protectedB64: s
   const { signatures: _drop, ...unsigned } = plain;
   const tried = new Set<string>();
   for (const form of [() => unsigned, () => withoutDefaults(unsigned, 'a2a'), () => withoutDefaults(unsigned, 'all')]) {
-    const payload = cardPayload(form());
+    let payload: string;
+    try {
+      payload = cardPayload(form());
+    } catch {
+      return null; // a form that cannot be canonicalised was not signed
+    }
     if (tried.has(payload)) continue;
     tried.add(payload);
     const input = Buffer.from(`${header.protectedB64}.${Buffer.from(payload).toString('base64url')}`);
@@ -128,7 +135,21 @@ function toPlain(v: unknown): unknown {
   return v;
 }
 
+/** How deeply arrays and objects nest in `value`, counted without recursion (a hostile card may nest deep). */
+function depthOf(value: unknown, limit: number): number {
+  let level: unknown[] = [value];
+  let depth = 0;
+  while (depth <= limit) {
+    const containers = level.filter((v) => v !== null && typeof v === 'object');
+    if (containers.length === 0) return depth;
+    depth++;
+    level = containers.flatMap((v) => (Array.isArray(v) ? v : Object.values(v as object)));
+  }
+  return depth;
+}
+
 function checkSizes(card: Record<string, unknown>, sigs: unknown[]): CardResult | null {
+  if (depthOf(card, LIMITS.depth) > LIMITS.depth) return fail('CARD_TOO_LARGE', `nested more than ${LIMITS.depth} levels deep`);
   if (sigs.length > LIMITS.signatures) return fail('CARD_TOO_LARGE', `more than ${LIMITS.signatures} signatures`);
   if (typeof card.name === 'string' && utf8Length(card.name) > LIMITS.nameBytes) return fail('CARD_TOO_LARGE', `name over ${LIMITS.nameBytes} bytes`);
   if (typeof card.description === 'string' && utf8Length(card.description) > LIMITS.descriptionBytes) {
