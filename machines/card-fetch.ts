@@ -16,7 +16,8 @@ export const WAIT_MS = 10_000;
 export const CACHE_MS = 24 * 3_600_000;
 export const GUARD_MS = 60_000;
 
-export type Answer = { kind: 'ok'; wire: string; fetchedAt: number } | { kind: 'not_configured'; fetchedAt: number };
+/** A verified answer; a card keeps the digest of what was signed (the audit names it). */
+export type Answer = { kind: 'ok'; wire: string; fetchedAt: number; digest?: string } | { kind: 'not_configured'; fetchedAt: number };
 
 export type Outcome = Answer | { kind: 'card_unavailable' } | { kind: 'card_signature_invalid' };
 
@@ -46,7 +47,8 @@ export interface CardFetchContext {
 
 export type CardFetchEvent =
   | { type: 'NEED'; at: number; publicSeq: string; requestId: string }
-  | { type: 'REPLY'; at: number; requestId: string; result: 'ok' | 'not_configured' | 'invalid' | 'unreachable'; wire?: string }
+  // `seq`: the public seq the card extends, when newer than the one asked for (the provider moved on).
+  | { type: 'REPLY'; at: number; requestId: string; result: 'ok' | 'not_configured' | 'invalid' | 'unreachable'; wire?: string; digest?: string; seq?: string }
   | { type: 'PUBLIC_SEQ'; at: number; publicSeq: string }
   | { type: 'TICK'; at: number };
 
@@ -102,8 +104,10 @@ export const cardFetchMachine = setup({
     }),
     store: assign(({ context, event }) => {
       assertEvent(event, 'REPLY');
-      const answer: Answer = event.result === 'ok' ? { kind: 'ok', wire: event.wire ?? '', fetchedAt: event.at } : { kind: 'not_configured', fetchedAt: event.at };
-      const held: Held = { answer, publicSeq: context.publicSeq!, expiresAt: event.at + CACHE_MS };
+      const answer: Answer =
+        event.result === 'ok' ? { kind: 'ok', wire: event.wire ?? '', fetchedAt: event.at, ...(event.digest ? { digest: event.digest } : {}) } : { kind: 'not_configured', fetchedAt: event.at };
+      const publicSeq = event.seq !== undefined && newer(event.seq, context.publicSeq) ? event.seq : context.publicSeq!;
+      const held: Held = { answer, publicSeq, expiresAt: event.at + CACHE_MS };
       return { outcome: answer, held, requestId: null, waitUntil: null, deadline: held.expiresAt };
     }),
     // A failed attempt starts the 60 s guard, counted from the attempt (not from its end).

@@ -26,6 +26,7 @@ export const REASONS = {
   not_configured: 'The agent has nothing to add to its public card for you: no prices and no extra skills.',
   card_unavailable: 'The agent\'s extended card could not be obtained (busy, no answer within 10 s, or unreachable): this is its public card.',
   card_signature_invalid: 'The agent\'s extended card failed its signature or key check and was not used: this is its public card.',
+  card_stale: 'The agent\'s newest extended card could not be obtained, so this is the last one it signed for you, for an older version of its public card; quotes are not paid automatically under it.',
   UNSIGNED: 'The card carries no signature.',
   MALFORMED_JSON: 'The card is not valid JSON (or repeats a member).',
   INVALID_CARD: 'The card does not match the Agent Card schema or its ANet fields are not canonical.',

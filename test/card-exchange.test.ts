@@ -372,9 +372,9 @@ test('SPEC §6.2, §6.3, §14: when the newest card cannot be had, the last sign
   await until(() => net.envelopes() - before === 1, 'the request for the new card');
   net.clock.advance(10_000);
   const stale = await pending;
-  t.like(stale, { extended: 'ok', reason: null, stale: true, nextAttemptAt: null });
+  t.like(stale, { extended: 'ok', reason: 'card_stale', stale: true, nextAttemptAt: null });
   t.deepEqual(stale.prices, [{ skillId: 'text.translate', amount: '3' }], 'what the provider last signed for us');
-  t.regex(stale.explanation, /^Prices are signed by the other side, fetched .*This is the last answer the agent signed for you \(seq 1; the agent now publishes seq 2\): its newest could not be obtained\.$/);
+  t.regex(stale.explanation, /^The agent's newest extended card could not be obtained, so this is the last one it signed for you.* It extends seq 1; the agent now publishes seq 2\.$/);
   const text = await runCli(['card', p.aid, '--data', c.dir]);
   t.regex(text.stdout, /text\.translate {2}3 credits\n.*Not asked again now: the agent was last asked 1\d s ago/s);
   t.is(net.envelopes() - before, 1, 'inside the guard: nothing asked');

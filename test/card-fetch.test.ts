@@ -129,3 +129,14 @@ test('SPEC §6.2: a provider answers one sender at most 6 card requests in any 6
   await host.close();
   await store.close();
 });
+
+test('SPEC §6.2: a reply for a newer public seq than asked (the provider published since) is held as that seq', (t) => {
+  const asked = need(initialTransition(cardFetchMachine)[0], T, 'q', '2');
+  const got = send(asked, { type: 'REPLY', at: T + 1, requestId: 'q', result: 'ok', wire: '{}', digest: 'd', seq: '3' });
+  t.is(got.value, 'cached');
+  t.like(c(got).held, { publicSeq: '3', answer: { digest: 'd' } });
+  t.is(c(need(got, T + 2, 'r', '2')).decision, 'cached', 'a look at the older public card is served');
+  t.is(c(need(got, T + 2, 'r', '4')).decision, 'fetch');
+  const older = send(asked, { type: 'REPLY', at: T + 1, requestId: 'q', result: 'ok', wire: '{}', seq: '1' });
+  t.like(c(older).held, { publicSeq: '2' }, 'a seq below the asked one never lowers it');
+});

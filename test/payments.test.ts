@@ -70,7 +70,7 @@ test('SPEC §10: a quote above the signed price waits for the operator (quote_ab
   const look = runCli(['card', p.aid, '--data', c.dir]);
   await until(() => net.envelopes() - before === 1, 'the request for the new card');
   net.clock.advance(10_000);
-  t.regex((await look).stdout, /translate\s+3 credits[\s\S]*its newest could not be obtained/);
+  t.regex((await look).stdout, /translate\s+3 credits[\s\S]*newest extended card could not be obtained/);
   provider = await net.start(p.dir);
   const waiting = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
   t.is(waiting.code, 1);
@@ -139,6 +139,27 @@ test('SPEC §10: without the credits the hold is refused: the call never runs an
   t.is((await balanceOf(c.dir)).balance, '4');
   const totals = await net.hub.ledger.totals();
   t.is(totals.held, 0n);
+});
+
+test('SPEC §6.2, §10 (hostile): a quote within the price of a superseded card is not paid automatically (the provider may have taken that price back)', async (t) => {
+  const { net, p, c, provider: started } = await market(t, [{ id: 'text.translate', price: 5 }], { credits: '100' });
+  t.regex((await runCli(['card', p.aid, '--data', c.dir])).stdout, /translate\s+5 credits/);
+  await started.close();
+  p.config.modules.service.capabilities[0]!.price = 3;
+  await net.configure(p.dir, p.config);
+  t.is((await runCli(['hub-register', '--name', 'p', '--data', p.dir])).code, 0);
+  const before = net.envelopes();
+  const look = runCli(['card', p.aid, '--json', '--data', c.dir]);
+  await until(() => net.envelopes() - before === 1, 'the request for the new card');
+  net.clock.advance(10_000);
+  t.like(JSON.parse((await look).stdout), { stale: true, reason: 'card_stale' });
+  await net.start(p.dir);
+  const r = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
+  t.is(r.code, 1);
+  const task = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout)[0];
+  t.like(task, { state: 'input-required', reason: 'payment_required', payment: { auto: false, price: { seq: '1', stale: true, publicSeq: '2' } } });
+  t.regex(task.payment.why, /newest signed prices could not be obtained/);
+  t.is((await balanceOf(c.dir)).balance, '100');
 });
 
 test('SPEC §10: only a price the provider signed counts: a quote not signed by the provider is refused and cannot be paid; a price the hub forged is never a reason to pay', async (t) => {

@@ -86,6 +86,12 @@ async function getExtendedAgentCard(node: A2aNode, aid: string): Promise<unknown
   const view = await node.card(aid);
   // A public card that does not verify (or whose KEL fails) is an invalid answer from that agent.
   if (!view.verified) throw reasoned(CODES.invalidAgentResponse, view.reason ?? 'card_signature_invalid');
+  // Only the newest extended card is an answer: an older one held in its place (SPEC §6.3 "unavailable")
+  // is an error that still carries that signed card and when the provider may be asked again.
+  if (view.stale) {
+    const data = { reason: 'card_stale', explanation: view.explanation, stale: true, card: view.card, lastAttemptAt: view.lastAttemptAt, nextAttemptAt: view.nextAttemptAt };
+    throw new RpcError(CODES.internal, explain('card_stale'), data);
+  }
   if (view.extended === 'ok') return view.card; // the signed card as the provider sent it
   switch (view.reason) {
     case 'not_applicable':

@@ -232,7 +232,8 @@ export class Node {
     const read = await this.reader.publicCard(aid);
     const ext: ExtendedResult = read.verified ? await this.fetcher.extended(read) : NOT_READ;
     const card = ext.card ?? read.card;
-    const reason = !read.verified ? read.code! : ext.reason;
+    // An older card shown in place of the newest has its own reason, so no surface mistakes it for current.
+    const reason = !read.verified ? read.code! : ext.stale ? 'card_stale' : ext.reason;
     const explanation = [
       reason ? explain(reason) : pricesSentence(ext.fetchedAt!),
       ext.stale ? staleSentence(publicSeqOf(ext.card), publicSeqOf(read.card)) : '',
@@ -270,8 +271,10 @@ export class Node {
     if ('error' in prices) return { why: prices.error };
     const price = prices.prices.find((p) => p.skillId === skillId);
     if (!price) return { why: `its signed extended card has no price for ${skillId}` };
-    const digest = Buffer.from(sha256(Buffer.from(cardPayload(ext.card)))).toString('hex');
-    return { amount: price.amount, network: prices.network, asset: prices.asset, seq: publicSeqOf(ext.card) ?? '', digest, fetchedAt: ext.fetchedAt! };
+    // The digest of what the provider signed (kept since the fetch), so the audit names a card it holds.
+    const digest = ext.digest ?? Buffer.from(sha256(Buffer.from(cardPayload(ext.card)))).toString('hex');
+    const seq = publicSeqOf(ext.card) ?? '';
+    return { amount: price.amount, network: prices.network, asset: prices.asset, seq, digest, fetchedAt: ext.fetchedAt!, ...(ext.stale ? { stale: true, publicSeq: publicSeqOf(read.card) ?? '' } : {}) };
   }
 
   async close(): Promise<void> {
@@ -294,10 +297,9 @@ export function pricesSentence(fetchedAt: number): string {
   return `Prices are signed by the other side, fetched ${when}; payment follows the quote in the task, and a quote above these prices is not paid automatically.`;
 }
 
-/** Said of an answer kept from an older public card, when the newest could not be obtained. */
+/** Which versions a stale answer is between (the reason's sentence says the rest). */
 function staleSentence(heldSeq: string | null, publicSeq: string | null): string {
-  const which = heldSeq && publicSeq ? ` (seq ${heldSeq}; the agent now publishes seq ${publicSeq})` : '';
-  return `This is the last answer the agent signed for you${which}: its newest could not be obtained.`;
+  return heldSeq && publicSeq ? `It extends seq ${heldSeq}; the agent now publishes seq ${publicSeq}.` : '';
 }
 
 /** Said when the 60 s guard kept the node from asking (SPEC §6.2): nothing was asked now. */

@@ -32,6 +32,9 @@ export interface SignedPrice {
   seq: string;
   digest: string;
   fetchedAt: number;
+  /** The card is older than the provider's public card now (its newest could not be had); that seq. */
+  stale?: boolean;
+  publicSeq?: string;
 }
 
 export interface PaymentRecord {
@@ -119,6 +122,8 @@ export class Payer {
     const no = (why: string, priceSeen: SignedPrice | null = null): PaymentRecord => ({ ...p, decided: true, auto: false, why, price: priceSeen });
     if ('why' in price) return no(`no signed price to check the quote against: ${price.why}`);
     if (BigInt(q.amount) > BigInt(price.amount)) return no(`the quote (${q.amount}) is above the signed price (${price.amount})`, price);
+    // A superseded card's price may be one the provider has since taken back: the operator decides.
+    if (price.stale) return no(`its newest signed prices could not be obtained (the price held is of card seq ${price.seq}; its public card is at seq ${price.publicSeq})`, price);
     if (BigInt(q.amount) > this.parts.payments.auto_max) return no(`the quote (${q.amount}) is above payments.auto_max (${this.parts.payments.auto_max})`, price);
     const ours = `hub:${await this.parts.hubAid()}`;
     if (q.network !== price.network || q.network !== ours || q.asset !== price.asset || q.payTo !== t.to) {

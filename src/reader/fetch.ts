@@ -33,6 +33,8 @@ export interface ExtendedResult {
   fetchedAt: number | null;
   /** The answer shown extends an older public card than the one published now (its newest failed). */
   stale: boolean;
+  /** sha2-256 of the signed payload of the card shown (what the audit and a payment name). */
+  digest?: string;
   /** The last time the provider was asked, when nothing was asked now; and when it may be asked again. */
   lastAttemptAt: number | null;
   nextAttemptAt: number | null;
@@ -61,7 +63,7 @@ function answered(answer: Answer): Omit<ExtendedResult, 'stale' | 'lastAttemptAt
   if (answer.kind === 'not_configured') return { extended: 'not_configured', reason: 'not_configured', card: null, prices: null, fetchedAt: answer.fetchedAt };
   const card = JSON.parse(answer.wire) as AgentCard;
   const prices = pricesOf(card);
-  return { extended: 'ok', reason: null, card, prices: 'error' in prices ? [] : prices.prices, fetchedAt: answer.fetchedAt };
+  return { extended: 'ok', reason: null, card, prices: 'error' in prices ? [] : prices.prices, fetchedAt: answer.fetchedAt, ...(answer.digest ? { digest: answer.digest } : {}) };
 }
 
 function unanswered(reason: 'card_unavailable' | 'card_signature_invalid'): Omit<ExtendedResult, 'stale' | 'lastAttemptAt' | 'nextAttemptAt'> {
@@ -104,7 +106,7 @@ export class CardFetcher {
     const ctx = snap.context as CardFetchContext;
     if (ctx.decision === 'fetch') snap = await this.request(pub.aid, actor, requestId, kind, ctx.waitUntil!);
     else if (snap.value === 'waiting') snap = await this.await(actor, ctx.requestId!, ctx.waitUntil!);
-    return this.result(snap);
+    return this.result(snap, seq);
   }
 
   private async event(actor: string, event: CardFetchEvent): Promise<AnyMachineSnapshot> {
@@ -160,11 +162,14 @@ export class CardFetcher {
     this.waiters.delete(rid);
   }
 
-  private result(snap: AnyMachineSnapshot): ExtendedResult {
+  /** What `seq` (the public card's, as this look saw it) gets from the machine's state. */
+  private result(snap: AnyMachineSnapshot, seq: string): ExtendedResult {
     const ctx = snap.context as CardFetchContext;
     // Nothing was asked by this NEED: say when the provider was last asked and when it may be again.
     const attempt = ctx.decision === 'guarded' ? { lastAttemptAt: ctx.lastAttemptAt, nextAttemptAt: ctx.guardUntil } : { lastAttemptAt: null, nextAttemptAt: null };
-    if (snap.value === 'cached') return { ...answered(ctx.held!.answer), stale: false, ...attempt };
+    // Cached, yet older than this look's seq: a request for the newer card was already out (its reply
+    // answered the older one).
+    if (snap.value === 'cached') return { ...answered(ctx.held!.answer), stale: BigInt(ctx.held!.publicSeq) < BigInt(seq), ...attempt };
     if (ctx.outcome?.kind === 'card_signature_invalid') return { ...unanswered('card_signature_invalid'), stale: false, ...attempt };
     // Unavailable now: what the provider signed for us within the last 24 h, though for an older seq.
     if (ctx.held) return { ...answered(ctx.held.answer), stale: true, ...attempt };
@@ -183,7 +188,8 @@ export class CardFetcher {
         const ctx = state?.context as CardFetchContext | undefined;
         if (state?.value !== 'waiting' || ctx?.requestId !== rid) continue;
         await this.takeCredential(m.from, body.credential);
-        const result = await this.judge(m.from, ctx.publicSeq!, body);
+        // Whatever goes wrong judging a reply, it was not a card we can use: never an unjudged wait.
+        const result = await this.judge(m.from, ctx.publicSeq!, body).catch(() => ({ result: 'invalid' as const }));
         await this.event(actor, { type: 'REPLY', at: m.at, requestId: rid, ...result });
         this.wake(rid);
         return;
@@ -206,13 +212,17 @@ export class CardFetcher {
     if (kel && checkCredential(credential, { iss: from, sub: this.parts.me, kel, now: this.parts.now() }).ok) await this.contacts.keep(from, credential);
   }
 
-  private async judge(from: string, publicSeq: string, body: Record<string, unknown>): Promise<{ result: 'ok' | 'not_configured' | 'invalid'; wire?: string }> {
+  private async judge(from: string, publicSeq: string, body: Record<string, unknown>): Promise<{ result: 'ok' | 'not_configured' | 'invalid'; wire?: string; digest?: string; seq?: string }> {
     if (body.not_configured === true && body.card === undefined) return { result: 'not_configured' };
     if (typeof body.card !== 'string') return { result: 'invalid' };
     const kel = await this.parts.reader.kel(from);
     const check = verifyCard(body.card, { kel, now: this.parts.now() });
-    if (!check.ok || check.identity.aid !== from || check.seq.toString() !== publicSeq || 'error' in pricesOf(check.card)) return { result: 'invalid' };
-    await recordCard(this.parts.store, { aid: from, seq: publicSeq, digest: check.digest, wire: body.card, source: 'peer (extended card)', obtainedAt: this.parts.now() });
-    return { result: 'ok', wire: body.card };
+    // Its seq may be above the public card we read (the provider published since): a newer card it
+    // signed is as good; an older one would let it take back a price, so it counts as invalid.
+    if (!check.ok || check.identity.aid !== from || check.seq < BigInt(publicSeq) || 'error' in pricesOf(check.card)) return { result: 'invalid' };
+    const seq = check.seq.toString();
+    await recordCard(this.parts.store, { aid: from, seq, digest: check.digest, wire: body.card, source: 'peer (extended card)', obtainedAt: this.parts.now() });
+    return { result: 'ok', wire: body.card, digest: check.digest, ...(seq !== publicSeq ? { seq } : {}) };
   }
+
 }
