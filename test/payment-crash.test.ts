@@ -3,31 +3,10 @@
 // started again on the same data dir. The caller must end charged at most once, and the hub's balances
 // plus holds must always equal what was minted.
 import test, { type ExecutionContext } from 'ava';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { startNet, type Net } from './helpers/net.js';
-import { runCli, BIN } from './helpers/cli.js';
+import { runCli } from './helpers/cli.js';
+import { childDaemon } from './helpers/proc.js';
 import { mint, balanceOf, pricedProvider } from './helpers/payments.js';
-
-/** Starts `anet daemon` as a child process and waits until its relay stream is open. */
-async function childDaemon(t: ExecutionContext, dir: string, crashAt?: string): Promise<{ child: ChildProcess; exited: Promise<number | null>; log: string[] }> {
-  const child = spawn(process.execPath, [BIN, 'daemon', '--data', dir], { env: { ...process.env, ANET_CRASH_AT: crashAt ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => void child.kill('SIGKILL'));
-  const log: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ? -1 : code)));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the daemon did not open its relay stream:\n${log.join('')}`)), 20_000);
-    const take = (chunk: Buffer) => {
-      log.push(chunk.toString());
-      if (log.join('').includes('relay stream open')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', take);
-    child.stderr!.on('data', take);
-  });
-  return { child, exited, log };
-}
 
 async function setup(t: ExecutionContext): Promise<{ net: Net; p: Awaited<ReturnType<typeof pricedProvider>>; c: { dir: string; aid: string } }> {
   const net = await startNet(t);

@@ -3,7 +3,7 @@
 // release by outcome, receipts naming amount and hub transaction, and ledger totals that always equal
 // what was minted.
 import test from 'ava';
-import { startNet } from './helpers/net.js';
+import { startNet, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 import { mint, balanceOf, market } from './helpers/payments.js';
@@ -55,6 +55,22 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
   t.regex(caller.stdout, /QUOTE: new -> quoted[\s\S]*AUTHORIZE: quoted -> authorized[\s\S]*SETTLED: authorized -> completed/);
 });
 
+/**
+ * The stopped provider `p` changes its price and publishes that new card version without its daemon, so
+ * the caller's next look asks and gets no answer (10 s on the test clock): what that look printed.
+ */
+async function supersede(net: Net, p: { dir: string; aid: string; config: { modules: { service: { capabilities: { price?: number }[] } } } }, callerDir: string, price: number, flags: string[]) {
+  p.config.modules.service.capabilities[0]!.price = price;
+  await net.configure(p.dir, p.config);
+  const published = await runCli(['hub-register', '--name', 'p', '--data', p.dir]);
+  if (published.code !== 0) throw new Error(published.stderr);
+  const before = net.envelopes();
+  const look = runCli(['card', p.aid, ...flags, '--data', callerDir]);
+  await until(() => net.envelopes() - before === 1, 'the request for the new card');
+  net.clock.advance(10_000);
+  return look;
+}
+
 test('SPEC §10: a quote above the signed price waits for the operator (quote_above_price); anet pay then pays it', async (t) => {
   const { net, p, c, provider: started } = await market(t, [{ id: 'text.translate', price: 3 }], { credits: '100' });
   let provider = started;
@@ -63,14 +79,8 @@ test('SPEC §10: a quote above the signed price waits for the operator (quote_ab
   // within the 60 s guard the caller judges quotes by the last card the provider signed for it (3).
   t.regex((await runCli(['card', p.aid, '--data', c.dir])).stdout, /translate\s+3 credits/);
   await provider.close();
-  p.config.modules.service.capabilities[0]!.price = 5;
-  await net.configure(p.dir, p.config);
-  t.is((await runCli(['hub-register', '--name', 'p', '--data', p.dir])).code, 0);
-  const before = net.envelopes();
-  const look = runCli(['card', p.aid, '--data', c.dir]);
-  await until(() => net.envelopes() - before === 1, 'the request for the new card');
-  net.clock.advance(10_000);
-  t.regex((await look).stdout, /translate\s+3 credits[\s\S]*newest extended card could not be obtained/);
+  const look = await supersede(net, p, c.dir, 5, []);
+  t.regex(look.stdout, /translate\s+3 credits[\s\S]*newest extended card could not be obtained/);
   provider = await net.start(p.dir);
   const waiting = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
   t.is(waiting.code, 1);
@@ -145,14 +155,8 @@ test('SPEC §6.2, §10 (hostile): a quote within the price of a superseded card 
   const { net, p, c, provider: started } = await market(t, [{ id: 'text.translate', price: 5 }], { credits: '100' });
   t.regex((await runCli(['card', p.aid, '--data', c.dir])).stdout, /translate\s+5 credits/);
   await started.close();
-  p.config.modules.service.capabilities[0]!.price = 3;
-  await net.configure(p.dir, p.config);
-  t.is((await runCli(['hub-register', '--name', 'p', '--data', p.dir])).code, 0);
-  const before = net.envelopes();
-  const look = runCli(['card', p.aid, '--json', '--data', c.dir]);
-  await until(() => net.envelopes() - before === 1, 'the request for the new card');
-  net.clock.advance(10_000);
-  t.like(JSON.parse((await look).stdout), { stale: true, reason: 'card_stale' });
+  const look = await supersede(net, p, c.dir, 3, ['--json']);
+  t.like(JSON.parse(look.stdout), { stale: true, reason: 'card_stale' });
   await net.start(p.dir);
   const r = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
   t.is(r.code, 1);

@@ -44,3 +44,27 @@ export function startBin(t: ExecutionContext, args: string[]): Proc {
   t.teardown(() => proc.stop());
   return proc;
 }
+
+/**
+ * Starts `anet daemon` as a child process, crashing at `crashAt` (ANET_CRASH_AT, src/payment/crash.ts)
+ * if given, and waits until its relay stream is open; killed when the test ends.
+ */
+export async function childDaemon(t: ExecutionContext, dir: string, crashAt?: string): Promise<{ child: ChildProcess; exited: Promise<number | null>; log: string[] }> {
+  const child = spawn(process.execPath, [BIN, 'daemon', '--data', dir], { env: { ...process.env, ANET_CRASH_AT: crashAt ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => void child.kill('SIGKILL'));
+  const log: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ? -1 : code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the daemon did not open its relay stream:\n${log.join('')}`)), 20_000);
+    const take = (chunk: Buffer) => {
+      log.push(chunk.toString());
+      if (log.join('').includes('relay stream open')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', take);
+    child.stderr!.on('data', take);
+  });
+  return { child, exited, log };
+}

@@ -4,37 +4,15 @@
 // task id it knows from its journal and never runs it twice. Time is the test clock (net.clock, shared by
 // the hub and the in-process caller); waits are on states and counters, never fixed sleeps.
 import test, { type ExecutionContext } from 'ava';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startNet, type Net } from '../helpers/net.js';
-import { BIN } from '../helpers/cli.js';
+import { childDaemon } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 import { startSampleService } from '../../src/service/sample.js';
 import type { Daemon } from '../../src/daemon/daemon.js';
 import type { TaskRecord } from '../../src/tasks/outbound.js';
 import { resendDelay, RESEND_SILENT_MS, UNANSWERED_DETAIL } from '../../src/tasks/outbound.js';
-
-/** Starts `anet daemon` as a child process (crashing at `crashAt`) and waits until its relay stream is open. */
-async function childDaemon(t: ExecutionContext, dir: string, crashAt = ''): Promise<{ child: ChildProcess; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, 'daemon', '--data', dir], { env: { ...process.env, ANET_CRASH_AT: crashAt }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => void child.kill('SIGKILL'));
-  const log: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ? -1 : code)));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the daemon did not open its relay stream:\n${log.join('')}`)), 20_000);
-    const take = (chunk: Buffer) => {
-      log.push(chunk.toString());
-      if (log.join('').includes('relay stream open')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', take);
-    child.stderr!.on('data', take);
-  });
-  return { child, exited };
-}
 
 /**
  * A provider whose service (`demo.echo`, `{"slow": true}` takes 800 ms) and local agent count their runs,
