@@ -29,10 +29,10 @@ import { TASK_SEND, TASK_RESULT } from '../../src/inbound/calls.js';
 const T0 = Date.UTC(2026, 11, 1);
 const BUCKET = { limit: 1_000_000, windowMs: 60_000 };
 
-/** Runs the built `anet` (which must exit by itself: a process that starts is killed after 20 s). */
+/** Runs the built `anet` (which must exit by itself: a process that starts is killed after 50 s, long enough for a loaded CI machine to start and refuse). */
 function runExit(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string; killed: boolean }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { timeout: 20_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [BIN, ...args], { timeout: 50_000 }, (err, stdout, stderr) => {
       const e = err as (Error & { code?: number; killed?: boolean }) | null;
       resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, stdout, stderr, killed: e?.killed ?? false });
     });
