@@ -659,7 +659,7 @@ async function startCheck(store: Store, checkpoint: number): Promise<{ from: num
     for await (const [key, v] of store.chain.iterator({ lte: seqKey(checkpoint), reverse: true, limit: 1 })) found = { to: Number(key), h: (v as { h: Uint8Array }).h };
     if (!found || found.to < chainFrom - 1) throw new JournalDamagedError(store.dataDir, { seq: chainFrom, problem: `the hash chain's links up to the checkpoint (#${checkpoint}) are lost` });
     anchor = found;
-  } else anchor = { to: checkpoint, h: ZERO_HASH };
+  }
   return { from: anchor.to + 1, chain: new ChainCheck(anchor, chainFrom, store.links(anchor.to)) };
 }
 

@@ -106,6 +106,9 @@ interface Resend {
   timer: { cancel(): void } | null;
 }
 
+/** A task needs no more resends once it has ended or been quoted (its payment takes over). */
+const resendsOver = (rec: TaskRecord): boolean => FINAL.includes(rec.state) || Boolean(rec.payment);
+
 /** `task.send`'s body; with `resend` (the how-many-th) it is a repeat, and without a request a status poll. */
 function wireBody(task: string, request: Request | null, resend?: number): Map<string, CborValue> {
   const r = request ?? {};
@@ -312,7 +315,7 @@ export class Caller {
   private async update(id: string, next: TaskRecord, ops: WriteOp[] = []): Promise<void> {
     this.remember(id, next);
     // Ended, or its quote arrived (a priced task is then recovered by its payment, PROTOCOL §7.3): no more resends.
-    if (FINAL.includes(next.state) || next.payment) ops = [...this.unschedule(id)];
+    if (resendsOver(next)) ops = [...this.unschedule(id)];
     const written = this.write(id, next, ops);
     for (const wake of this.waiters.get(id) ?? []) wake(next);
     await written;
@@ -359,7 +362,7 @@ export class Caller {
       if (this.closed || this.resends.get(task) !== r) return;
       r.timer = null;
       const rec = await this.raw(task);
-      if (!rec || FINAL.includes(rec.state) || rec.payment) {
+      if (!rec || resendsOver(rec)) {
         await this.parts.store.writeGrouped(this.unschedule(task));
         return;
       }
@@ -395,7 +398,7 @@ export class Caller {
       if (this.resends.has(task)) continue;
       const entry = value as Outbox;
       const rec = await this.raw(task);
-      if (!rec || FINAL.includes(rec.state) || rec.payment) {
+      if (!rec || resendsOver(rec)) {
         await this.parts.store.writeGrouped(this.unschedule(task));
         continue;
       }
