@@ -13,7 +13,7 @@ import { createInterface } from 'node:readline';
 import { startHub } from '../src/hub/server.js';
 import { createIdentity } from '../src/identity/store.js';
 import { startSampleService, echoHandler } from '../src/service/sample.js';
-import { Node } from '../src/daemon/node.js';
+import { Node } from '../src/node/node.js';
 
 const BIN = fileURLToPath(new URL('../src/cli/bin.js', import.meta.url));
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;

@@ -13,10 +13,10 @@ import { startNet, providerConfig, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 import { startSampleService, echoHandler } from '../src/service/sample.js';
-import { HubClient } from '../src/hub/client.js';
+import { HubClient } from '../src/hub-client/client.js';
 import { loadIdentity } from '../src/identity/store.js';
 import { parseListen, A2aAddressError } from '../src/a2a/address.js';
-import { EXT_PRICE } from '../src/card/constants.js';
+import { EXT_PRICE } from '../src/protocol/card/constants.js';
 import type { Daemon } from '../src/daemon/daemon.js';
 
 /** Every node in these tests takes a free loopback port for its endpoint. */

@@ -10,9 +10,9 @@ import { until } from './helpers/wait.js';
 import { startNet, rawPeer, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
-import { toBody } from '../src/relay/body.js';
+import { toBody } from '../src/protocol/body.js';
 import { encodeCanonical } from '../src/identity/cbor.js';
-import { TASK_SEND, TASK_RESULT } from '../src/inbound/calls.js';
+import { TASK_SEND, TASK_RESULT } from '../src/protocol/messages.js';
 import { pricedProvider } from './helpers/payments.js';
 
 async function provider(t: ExecutionContext, net: Net, handler: SampleHandler, caps: Record<string, unknown>[] = [{ id: 'demo.echo' }], policy = 'open') {

@@ -5,7 +5,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startNet, providerConfig } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
-import { HubClient } from '../src/hub/client.js';
+import { HubClient } from '../src/hub-client/client.js';
 
 test('SPEC §12, WIRE §3.4: anet card verify checks a saved card against a saved KEL, offline', async (t) => {
   const net = await startNet(t);

@@ -4,8 +4,8 @@
 import test from 'ava';
 import { encode } from 'cborg';
 import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identity/cbor.js';
-import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/relay/envelope.js';
-import { generateX25519, seal } from '../src/relay/hpke.js';
+import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/protocol/envelope.js';
+import { generateX25519, seal } from '../src/protocol/hpke.js';
 import { testIdentity } from './helpers/identity.js';
 import { codeOfAsync } from './helpers/errors.js';
 

@@ -3,10 +3,10 @@ import test from 'ava';
 import { validateConfig } from '../src/config/load.js';
 import { buildPublicCard } from '../src/card/build.js';
 import { buildExtendedCard, pricesOf } from '../src/card/extended.js';
-import { signCard } from '../src/card/jws.js';
-import { verifyCard } from '../src/card/verify.js';
-import { EXT_CARD, EXT_PRICE } from '../src/card/constants.js';
-import type { AgentCard } from '../src/card/types.js';
+import { signCard } from '../src/protocol/card/jws.js';
+import { verifyCard } from '../src/protocol/card/verify.js';
+import { EXT_CARD, EXT_PRICE } from '../src/protocol/card/constants.js';
+import type { AgentCard } from '../src/protocol/card/types.js';
 import { testIdentity } from './helpers/identity.js';
 
 const id = testIdentity('ext');

@@ -4,13 +4,13 @@ import test from 'ava';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { startHub } from '../src/hub/server.js';
-import { HubClient, HubRefusedError } from '../src/hub/client.js';
+import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import { createIdentity, rotateIdentity, loadIdentity, type Identity } from '../src/identity/store.js';
-import { signRequest } from '../src/hub/auth.js';
+import { signRequest } from '../src/protocol/hub-auth.js';
 import { encodeKel } from '../src/identity/kel.js';
 import { validateConfig } from '../src/config/load.js';
 import { buildPublicCard } from '../src/card/build.js';
-import { signCard } from '../src/card/jws.js';
+import { signCard } from '../src/protocol/card/jws.js';
 import { Store } from '../store/db.js';
 import { Reader } from '../src/reader/reader.js';
 import type { HubStore, AgentRecord } from '../src/hub/store.js';
@@ -134,7 +134,7 @@ test('SPEC §6.4: after a rotation, a card signed with the old key is refused by
 
 test('SPEC §5.1: a node with nothing offered withdraws its card; seen and published cards go to the history store', async (t) => {
   const { hub, node, root } = await setup(t);
-  const { Node } = await import('../src/daemon/node.js');
+  const { Node } = await import('../src/node/node.js');
   const { cardHistory } = await import('../src/card/history.js');
   const { writeFile } = await import('node:fs/promises');
   const offering = { hub: hub.url, inbound: { public_capabilities: [{ id: 'echo' }] }, modules: { service: { capabilities: [{ id: 'echo', url: 'unix:///run/echo.sock' }] } } };
@@ -162,7 +162,7 @@ test('SPEC §5.1: a node with nothing offered withdraws its card; seen and publi
 
 test('SPEC §5: every card the node emits passes the A2A v1.0 required-field check and verifies', async (t) => {
   const fc = (await import('fast-check')).default;
-  const { verifyCard } = await import('../src/card/verify.js');
+  const { verifyCard } = await import('../src/protocol/card/verify.js');
   const id = await loadIdentity((await setup(t)).node);
   fc.assert(
     fc.property(

@@ -7,7 +7,7 @@ import { tempDir } from './helpers/tmp.js';
 import { currentKeys, signKeySet, verifyKeySet, NEW_KEY_EVERY_MS, KEY_VALID_MS } from '../src/relay/keyset.js';
 import { createIdentity, rotateIdentity } from '../src/identity/store.js';
 import { startHub } from '../src/hub/server.js';
-import { HubClient, HubRefusedError } from '../src/hub/client.js';
+import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 
 const T = 1_800_000_000_000;
 

@@ -15,12 +15,13 @@ import { until } from './helpers/wait.js';
 import { startSampleService, type SampleHandler } from '../src/service/sample.js';
 import { validateConfig } from '../src/config/load.js';
 import { formatProblem } from '../src/config/problem.js';
-import { Relay, DEFAULT_LIMITS, MAX_ENVELOPE, MAX_MESSAGE, fileBytesThatFit } from '../src/hub/relay.js';
+import { Relay, DEFAULT_LIMITS } from '../src/hub/relay.js';
+import { MAX_ENVELOPE, MAX_MESSAGE, fileBytesThatFit } from '../src/protocol/relay.js';
 import { RelayClient } from '../src/relay/client.js';
-import { HubClient, HubRefusedError } from '../src/hub/client.js';
+import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import { currentKeys, signKeySet } from '../src/relay/keyset.js';
-import { sealEnvelope } from '../src/relay/envelope.js';
-import { generateX25519 } from '../src/relay/hpke.js';
+import { sealEnvelope } from '../src/protocol/envelope.js';
+import { generateX25519 } from '../src/protocol/hpke.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 
 const MIB = 1024 * 1024;

@@ -14,14 +14,16 @@ import { startBin } from './helpers/proc.js';
 import { startNet } from './helpers/net.js';
 import { filesContaining } from './helpers/files.js';
 import { startHub } from '../src/hub/server.js';
-import { HubClient, HubRefusedError, type HoldAnswer, type SettleAnswer } from '../src/hub/client.js';
-import { HOLD_TTL_MS, LedgerDamagedError, checkLedger, type HistoryEntry } from '../src/hub/ledger.js';
+import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
+import type { HoldAnswer, SettleAnswer } from '../src/protocol/hub-api.js';
+import { HOLD_TTL_MS, LedgerDamagedError, checkLedger } from '../src/hub/ledger.js';
+import { type HistoryEntry } from '../src/protocol/hub-api.js';
 import { HubStore } from '../src/hub/store.js';
 import { seqKey } from '../store/db.js';
 import { pack, unpack } from '../store/codec.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { createIdentity, loadIdentity, type Identity } from '../src/identity/store.js';
-import { signAuthorization, peekAuthorization, type Authorization } from '../src/payment/authorization.js';
+import { signAuthorization, peekAuthorization, type Authorization } from '../src/protocol/authorization.js';
 
 const nonce = () => randomBytes(16).toString('hex');
 

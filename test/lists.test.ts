@@ -5,7 +5,7 @@ import { writeFile, readFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { runCli } from './helpers/cli.js';
-import { standing } from '../src/inbound/lists.js';
+import { standing } from '../src/contacts/lists.js';
 import { validateConfig } from '../src/config/load.js';
 import { testIdentity } from './helpers/identity.js';
 

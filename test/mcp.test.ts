@@ -15,8 +15,8 @@ import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
 import { randomBytes } from 'node:crypto';
 import { startSampleService, echoHandler } from '../src/service/sample.js';
-import { explain } from '../src/reasons.js';
-import { HubClient } from '../src/hub/client.js';
+import { explain } from '../src/protocol/reasons.js';
+import { HubClient } from '../src/hub-client/client.js';
 import { loadIdentity } from '../src/identity/store.js';
 
 const TOOLS = ['call_capability', 'find_agents', 'get_agent_card', 'get_balance', 'get_task', 'list_tasks', 'pay_task', 'reject_task', 'send_text'];

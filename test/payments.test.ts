@@ -10,12 +10,12 @@ import { mint, balanceOf, market } from './helpers/payments.js';
 import { join } from 'node:path';
 import { rawPeer } from './helpers/net.js';
 import { createIdentity, loadIdentity } from '../src/identity/store.js';
-import { HubClient } from '../src/hub/client.js';
-import { fromBody, toBody } from '../src/relay/body.js';
-import { TASK_SEND, TASK_STATUS } from '../src/inbound/calls.js';
-import { paymentRequired, signQuote } from '../src/payment/quote.js';
-import { X402_STATUS, X402_REQUIRED, QUOTE_SIGNATURE } from '../src/payment/provider.js';
-import { EXT_PRICE } from '../src/card/constants.js';
+import { HubClient } from '../src/hub-client/client.js';
+import { fromBody, toBody } from '../src/protocol/body.js';
+import { TASK_SEND, TASK_STATUS } from '../src/protocol/messages.js';
+import { paymentRequired, signQuote } from '../src/protocol/quote.js';
+import { X402_STATUS, X402_REQUIRED, QUOTE_SIGNATURE } from '../src/protocol/messages.js';
+import { EXT_PRICE } from '../src/protocol/card/constants.js';
 
 const call = async (dir: string, aid: string, cap: string, args = '{}') => {
   const r = await runCli(['call', aid, cap, '--args', args, '--json', '--data', dir]);

@@ -1,7 +1,7 @@
 // SPEC §9.4, WIRE §5: receipts — CoreDet, signed by the provider's current key, bound to the task, the
 // capability, the caller and the result; anything else is refused.
 import test from 'ava';
-import { signReceipt, checkReceipt, resultHash } from '../src/tasks/receipt.js';
+import { signReceipt, checkReceipt, resultHash } from '../src/protocol/receipt.js';
 import { testIdentity } from './helpers/identity.js';
 import { encodeCanonical } from '../src/identity/cbor.js';
 

@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
 import { startHub } from '../src/hub/server.js';
-import { HubClient, HubRefusedError, HubUnreachableError } from '../src/hub/client.js';
+import { HubClient, HubRefusedError, HubUnreachableError } from '../src/hub-client/client.js';
 import { RelayClient } from '../src/relay/client.js';
-import { Relay, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, type RelayLimits as RelayLimitsT } from '../src/hub/relay.js';
-import { sealEnvelope } from '../src/relay/envelope.js';
-import { generateX25519 } from '../src/relay/hpke.js';
+import { Relay, type RelayLimits as RelayLimitsT } from '../src/hub/relay.js';
+import { UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame } from '../src/protocol/relay.js';
+import { sealEnvelope } from '../src/protocol/envelope.js';
+import { generateX25519 } from '../src/protocol/hpke.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 
 async function setup(t: any) {

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { startNet } from './helpers/net.js';
 import { startHub } from '../src/hub/server.js';
-import { HubClient, HubRefusedError } from '../src/hub/client.js';
+import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import { RelayClient } from '../src/relay/client.js';
-import { sealEnvelope, openEnvelope } from '../src/relay/envelope.js';
-import { generateX25519 } from '../src/relay/hpke.js';
+import { sealEnvelope, openEnvelope } from '../src/protocol/envelope.js';
+import { generateX25519 } from '../src/protocol/hpke.js';
 import { currentKeys, signKeySet } from '../src/relay/keyset.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 

@@ -1,8 +1,8 @@
 // The public card of a remote agent as a standard A2A client needs it (SPEC §12): the card verified
 // like `anet card` does, with its interface pointing at this endpoint instead of the hub relay.
-import type { AgentCard } from '../card/types.js';
-import { HubRefusedError } from '../hub/client.js';
-import { explain } from '../reasons.js';
+import type { AgentCard } from '../protocol/card/types.js';
+import { HubRefusedError } from '../hub-client/client.js';
+import { explain } from '../protocol/reasons.js';
 import type { A2aNode } from './rpc.js';
 
 export type CardAnswer = { status: 200; card: AgentCard } | { status: 404 | 502; error: string; reason?: string; explanation?: string };

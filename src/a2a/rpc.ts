@@ -4,10 +4,10 @@
 // transport, which also speaks the v0.3 shapes, so answering them with v1.0 shapes would mislead).
 import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import type { Parsed } from './parse.js';
-import type { Node } from '../daemon/node.js';
-import { explain } from '../reasons.js';
+import type { Node } from '../node/node.js';
+import { explain } from '../protocol/reasons.js';
 import { readMessage, toTask, MessageError } from './tasks.js';
-import { PaymentError } from '../payment/caller.js';
+import { PaymentError } from '../node/caller/payment.js';
 
 /** What the endpoint needs of the node. */
 export type A2aNode = Pick<Node, 'card' | 'caller' | 'reader'>;

@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { chmod, unlink } from 'node:fs/promises';
 import { stringify as stringifyLossless } from 'lossless-json';
-import { MAX_ENVELOPE } from '../hub/relay.js';
+import { MAX_ENVELOPE } from '../protocol/relay.js';
 import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches, tokenPath } from './token.js';

@@ -3,7 +3,7 @@
 // an operator who wants a new one deletes the file and restarts the daemon.
 import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
 import { join } from 'node:path';
-import { writeFileExclusive } from '../fsutil.js';
+import { writeFileExclusive } from '../util/fsutil.js';
 import { readTokenFile } from '../config/environment.js';
 
 export const tokenPath = (dataDir: string) => join(dataDir, 'a2a.token');

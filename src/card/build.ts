@@ -2,8 +2,8 @@
 // offered and the policy is not open. Same content gives the same card (the caller decides on seq).
 import type { Config } from '../config/schema.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
-import { EXT_CARD, EXT_EVIDENCE, EXT_X402, EXT_PREVIEW, RELAY_BINDING, CHAT_SKILL_ID } from './constants.js';
-import type { AgentCard, AgentSkill, AgentExtension } from './types.js';
+import { EXT_CARD, EXT_EVIDENCE, EXT_X402, EXT_PREVIEW, RELAY_BINDING, CHAT_SKILL_ID } from '../protocol/card/constants.js';
+import type { AgentCard, AgentSkill, AgentExtension } from '../protocol/card/types.js';
 import canonicalize from 'canonicalize';
 
 export interface Profile {

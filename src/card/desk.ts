@@ -5,23 +5,20 @@
 import { REPLY_LIMIT } from '../runtime/kinds.js';
 import type { BucketContext } from '../../machines/bucket.js';
 import type { MessageHandler } from '../relay/messenger.js';
-import { fromBody, toBody } from '../relay/body.js';
-import { standing } from '../inbound/lists.js';
+import { fromBody, toBody } from '../protocol/body.js';
+import { standing } from '../contacts/lists.js';
 import { issueAndRecord, issueCredential, recordIssued, signedByOldKey } from '../contacts/credential.js';
-import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
+import { MAX_MESSAGE_TTL_MS } from '../protocol/envelope.js';
 import { buildExtendedCard, type ExtendedKind } from './extended.js';
 import { readProfile, type OwnCard } from './publish.js';
-import { signCard } from './jws.js';
-import { EXT_CARD } from './constants.js';
-import type { AgentCard } from './types.js';
+import { signCard } from '../protocol/card/jws.js';
+import { EXT_CARD } from '../protocol/card/constants.js';
+import type { AgentCard } from '../protocol/card/types.js';
 import type { CardStamp } from './build.js';
 import type { CborValue } from '../identity/cbor.js';
-import type { NodeParts } from '../daemon/parts.js';
+import type { NodeParts } from '../node/parts.js';
+import { CARD_REPLY, CONTACT_CREDENTIAL } from '../protocol/messages.js';
 
-export const CARD_REQUEST = 'card.request';
-export const CARD_REPLY = 'card.reply';
-/** A renewed contact credential, sent unasked after a key rotation (SPEC §7). */
-export const CONTACT_CREDENTIAL = 'contact.credential';
 /** A card request or reply older than this is useless: the reader waits 10 s. */
 export const CARD_MESSAGE_TTL_MS = 30_000;
 

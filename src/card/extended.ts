@@ -4,9 +4,9 @@
 import type { Config } from '../config/schema.js';
 import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
 import { buildPublicCard, skillOf, isPriced, byId, type Profile, type CardStamp } from './build.js';
-import { EXT_PRICE } from './constants.js';
+import { EXT_PRICE } from '../protocol/card/constants.js';
 import { MAX_CREDITS } from '../config/schema.js';
-import type { AgentCard } from './types.js';
+import type { AgentCard } from '../protocol/card/types.js';
 import canonicalize from 'canonicalize';
 import { sha256 } from '@noble/hashes/sha2.js';
 

@@ -8,12 +8,12 @@ import type { Config } from '../config/schema.js';
 import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
 import { buildPublicCard, cardContentKey, type Profile } from './build.js';
-import { signCard } from './jws.js';
+import { signCard } from '../protocol/card/jws.js';
 import { extendedContentDigest } from './extended.js';
-import { verifyCard } from './verify.js';
+import { verifyCard } from '../protocol/card/verify.js';
 import { recordCard } from './history.js';
-import { HubClient } from '../hub/client.js';
-import { writeFileAtomic, isNotFound } from '../fsutil.js';
+import { HubClient } from '../hub-client/client.js';
+import { writeFileAtomic, isNotFound } from '../util/fsutil.js';
 
 export interface OwnCard {
   seq: string;

@@ -2,17 +2,18 @@
 // and `anet balance` (a node's ledger account).
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { randomHex } from '../random.js';
+import { randomHex } from '../util/random.js';
 import { readFile } from 'node:fs/promises';
 import { startHub, hubRunFile } from '../hub/server.js';
 import { HubStore } from '../hub/store.js';
-import { Ledger, LedgerRefused, type Account, type MintAnswer } from '../hub/ledger.js';
-import { HubClient } from '../hub/client.js';
+import { Ledger, LedgerRefused } from '../hub/ledger.js';
+import { type Account, type MintAnswer } from '../protocol/hub-api.js';
+import { HubClient } from '../hub-client/client.js';
 import { hasIdentity, loadIdentity } from '../identity/store.js';
 import { isAid } from '../identity/cid.js';
-import { isAmount } from '../payment/authorization.js';
+import { isAmount } from '../protocol/authorization.js';
 import { StoreLockedError } from '../../store/db.js';
-import { ensureDir, isNotFound } from '../fsutil.js';
+import { ensureDir, isNotFound } from '../util/fsutil.js';
 import { viaNode, cmdProfileSet } from './node.js';
 import { readConfig } from '../config/load.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';

@@ -2,13 +2,13 @@
 import { writeFile, readFile, chmod } from 'node:fs/promises';
 import { createIdentity, loadIdentity, rotateIdentity, hasIdentity } from '../identity/store.js';
 import { encodeKel, validateKel, KelError, type KelState } from '../identity/kel.js';
-import { verifyCard } from '../card/verify.js';
+import { verifyCard } from '../protocol/card/verify.js';
 import { configPath } from '../config/load.js';
 import { EXAMPLE_CONFIG } from '../config/example.js';
-import { ensureDir, isNotFound } from '../fsutil.js';
+import { ensureDir, isNotFound } from '../util/fsutil.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { callDaemon } from '../daemon/control.js';
-import { Node } from '../daemon/node.js';
+import { Node } from '../node/node.js';
 import { Store } from '../../store/db.js';
 
 export async function cmdInit(io: Io, dataDir: string, json: boolean): Promise<void> {

@@ -1,6 +1,6 @@
 // `anet allow|trust|deny add|rm|ls [AID]` (SPEC §12). The files are read on every decision: no restart.
 import { readConfig } from '../config/load.js';
-import { listPath, readList, editList, type ListName } from '../inbound/lists.js';
+import { listPath, readList, editList, type ListName } from '../contacts/lists.js';
 import { isAid } from '../identity/cid.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 

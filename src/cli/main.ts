@@ -15,8 +15,8 @@ import { cmdList } from './lists.js';
 import { cmdAudit } from './audit.js';
 import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply, cmdPay, cmdReject } from './tasks.js';
 import { serveMcp } from '../mcp/server.js';
-import { ConfigInvalidError } from '../daemon/node.js';
-import { HubUnreachableError, HubRefusedError } from '../hub/client.js';
+import { ConfigInvalidError } from '../node/node.js';
+import { HubUnreachableError, HubRefusedError } from '../hub-client/client.js';
 
 const HELP = `usage: anet <command> [options]
 

@@ -1,6 +1,6 @@
 // CLI commands that need the node: through the running daemon's control socket, else in-process.
 import { callDaemon, ControlError } from '../daemon/control.js';
-import { Node, type CardView } from '../daemon/node.js';
+import { Node, type CardView } from '../node/node.js';
 import { startDaemon } from '../daemon/daemon.js';
 import { readProfile, writeProfile } from '../card/publish.js';
 import type { ReadCard } from '../reader/reader.js';

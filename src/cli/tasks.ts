@@ -4,8 +4,9 @@ import { basename } from 'node:path';
 import { viaNode } from './node.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
-import type { TaskRecord } from '../tasks/outbound.js';
-import { CHAT, type InboxEntry } from '../inbound/text.js';
+import type { TaskRecord } from '../node/caller/tasks.js';
+import { type InboxEntry } from '../node/provider/text.js';
+import { CHAT } from '../protocol/messages.js';
 
 /** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
 const WAIT_MS = 150_000;

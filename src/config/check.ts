@@ -4,7 +4,7 @@ import type { Config, PublicCapability, ServiceCapability } from './schema.js';
 import { error, warning, type Problem } from './problem.js';
 import { noFaults, type Faulty } from './repair.js';
 import { parseServiceUrl } from '../service/url.js';
-import { MAX_MESSAGE, filesFit, fileBytesThatFit, mib } from '../hub/relay.js';
+import { MAX_MESSAGE, filesFit, fileBytesThatFit, mib } from '../protocol/relay.js';
 
 export const RESERVED_IDS = new Set(['chat']);
 

@@ -11,7 +11,7 @@ import { configSchema, type Config } from './schema.js';
 import { checkConfig } from './check.js';
 import { noFaults, repairConfig, type Checkable } from './repair.js';
 import { error, formatPath, sortProblems, type Problem } from './problem.js';
-import { isNotFound } from '../fsutil.js';
+import { isNotFound } from '../util/fsutil.js';
 
 export interface ConfigResult {
   /** Present when the file parsed and matched the schema (it may still have cross-field errors). */

@@ -3,10 +3,10 @@
 // endpoint (src/a2a/).
 import type { Server } from 'node:http';
 import { unlink } from 'node:fs/promises';
-import { Node } from './node.js';
+import { Node } from '../node/node.js';
 import { auditCards, auditPrices } from '../audit/audit.js';
 import { serveControl, controlPath } from './control.js';
-import { HubUnreachableError } from '../hub/client.js';
+import { HubUnreachableError } from '../hub-client/client.js';
 import type { Clock } from '../runtime/clock.js';
 import { startA2a, type A2aEndpoint } from '../a2a/server.js';
 import { checkKeyFile } from '../relay/keyset.js';

@@ -19,7 +19,7 @@
 // run on a damaged ledger; `anet replay --verify --data <hubdir>` checks every entry (seq continuity per
 // account and the chain). Entries written before the chain existed have no `prev`: the chain of an
 // account starts at its first entry written by this version, whose `prev` hashes the old newest entry.
-import { randomHex } from '../random.js';
+import { randomHex } from '../util/random.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { HubStore } from './store.js';
 import { timeKey } from '../../store/db.js';
@@ -27,7 +27,8 @@ import { pack, unpack } from '../../store/codec.js';
 import { dirname } from 'node:path';
 import { KeyedSerial } from '../runtime/serial.js';
 import { validateKel } from '../identity/kel.js';
-import { MAX_AMOUNT, isAmount, peekAuthorization, readAuthorization } from '../payment/authorization.js';
+import { MAX_AMOUNT, isAmount, peekAuthorization, readAuthorization } from '../protocol/authorization.js';
+import type { MintAnswer, HoldAnswer, SettleAnswer, HistoryKind, HistoryEntry, Account } from '../protocol/hub-api.js';
 
 /** A hold not settled within this is released to the payer. */
 export const HOLD_TTL_MS = 24 * 3_600_000;
@@ -42,60 +43,6 @@ export class LedgerRefused extends Error {
   constructor(readonly status: number, readonly code: string, message: string) {
     super(message);
   }
-}
-
-export interface MintAnswer {
-  tx: string;
-  aid: string;
-  amount: string;
-  /** The account's balance after the mint. */
-  balance: string;
-}
-
-export interface HoldAnswer {
-  tx: string;
-  /** The authorization's nonce: the hold's id for settle. */
-  hold: string;
-  from: string;
-  to: string;
-  amount: string;
-  state: 'held';
-  at: number;
-}
-
-export interface SettleAnswer {
-  tx: string;
-  hold: string;
-  action: 'capture' | 'release';
-  /** "0" for a release of a hold the hub never saw (state `void`). */
-  amount: string;
-  state: 'captured' | 'released' | 'void';
-  at: number;
-}
-
-export type HistoryKind = 'mint' | 'hold' | 'capture' | 'release' | 'expire' | 'credit';
-
-export interface HistoryEntry {
-  /** 1, 2, ... per account. */
-  seq: number;
-  tx: string;
-  at: number;
-  kind: HistoryKind;
-  amount: string;
-  /** The other party: the payee of a hold, capture, release or expire; the payer of a credit; null for a mint. */
-  counterparty: string | null;
-  hold: string | null;
-  /** The account's balance after this entry. */
-  balance: string;
-}
-
-export interface Account {
-  aid: string;
-  balance: string;
-  /** The sum of this AID's open holds as payer. */
-  held: string;
-  /** The newest HISTORY_LIMIT entries, newest last. */
-  history: HistoryEntry[];
 }
 
 export interface Totals {

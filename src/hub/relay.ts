@@ -3,41 +3,9 @@
 // is known only inside the ciphertext — and nothing about who talked to whom is ever written to disk.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { envelopeRecipient, EnvelopeRefused } from '../relay/envelope.js';
+import { envelopeRecipient, EnvelopeRefused } from '../protocol/envelope.js';
 import { CborError } from '../identity/cbor.js';
-
-const MIB = 1024 * 1024;
-
-/**
- * The largest padded inner message the relay carries. SPEC §2.1 promises files of up to 8 MiB by default
- * (`files.max_bytes`); as base64 such a file is ~10.7 MiB and envelope.ts `padded` rounds every message up
- * to the next power of two, so one call with one default-sized file is a 16 MiB message. Anything lower
- * breaks that promise; 32 MiB would double what every queued or in-flight envelope may cost the hub.
- */
-export const MAX_MESSAGE = 16 * MIB;
-
-/** Room for the outer CBOR map around the ciphertext: recipient AID, kid, enc, AEAD tag, heads (~150 bytes). */
-const OUTER_ROOM = 4096;
-
-/** The one envelope limit: the hub's send body, the client's stream frames, the local A2A body all use it. */
-export const MAX_ENVELOPE = MAX_MESSAGE + OUTER_ROOM;
-
-/**
- * Room in a message for everything but the files: arguments are counted apart; this covers the sender's
- * KEL and key set, file names and CBOR heads, with a margin for a KEL that grew with rotations.
- */
-const MESSAGE_ROOM = 64 * 1024;
-
-/** Whether `count` files of `bytes` bytes each, with `argsBytes` of arguments, fit in one relay message. */
-export function filesFit(count: number, bytes: number, argsBytes: number): boolean {
-  return count * 4 * Math.ceil(bytes / 3) + argsBytes + MESSAGE_ROOM <= MAX_MESSAGE;
-}
-
-/** How many file bytes in all one message carries besides `argsBytes` of arguments (base64 is 4/3). */
-export const fileBytesThatFit = (argsBytes: number) => Math.floor((MAX_MESSAGE - MESSAGE_ROOM - argsBytes) / 4) * 3;
-
-/** Sizes in the lines people read: `16 MiB`, `57.3 MiB`. */
-export const mib = (bytes: number) => `${Number((bytes / MIB).toFixed(1))} MiB`;
+import { MIB, MAX_ENVELOPE, UPSTREAM_MAX, frame, type RelayAnswer } from '../protocol/relay.js';
 
 export interface RelayLimits {
   /** Envelopes queued for one offline recipient. */
@@ -78,22 +46,6 @@ export const DEFAULT_LIMITS: RelayLimits = {
   frameTimeoutMs: 30_000,
 };
 
-/**
- * The upstream (`GET /relay/v2/upstream`, `Upgrade: anet-relay-upstream`): one anonymous connection on
- * which a node sends envelopes as frames and reads one answer frame per envelope, in order — a JSON
- * RelayAnswer, as the body of a POST send would be. It saves each send an HTTP request and response (on
- * both sides, the larger part of a send's cost). A hub that does not upgrade gets POSTs instead.
- */
-export const UPSTREAM_PROTOCOL = 'anet-relay-upstream';
-
-/**
- * The largest envelope sent on an upstream; larger ones are POSTed. Answers come in order, so a 16 MiB
- * upload there would hold up every small message behind it; this also bounds what one connection holds.
- */
-export const UPSTREAM_MAX = 256 * 1024;
-
-/** What a sender learns of one envelope: taken (pushed or queued), or refused with an HTTP status and code. */
-export type RelayAnswer = { outcome: 'delivered' | 'queued' } | { error: { status: number; code: string; message: string } };
 
 interface Queued {
   bytes: Uint8Array;
@@ -135,12 +87,6 @@ export class Budget {
   }
 }
 
-/** One frame on a stream: 4-byte big-endian length, then the envelope. */
-export function frame(bytes: Uint8Array): Buffer {
-  const head = Buffer.alloc(4);
-  head.writeUInt32BE(bytes.length);
-  return Buffer.concat([head, bytes]);
-}
 
 const queuedBytes = (queue: Queued[]) => queue.reduce((sum, q) => sum + q.bytes.length, 0);
 

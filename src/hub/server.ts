@@ -5,19 +5,20 @@
 // new AIDs are admitted by invite or within a per-client rate (PROTOCOL §8.1, §8.4).
 import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../fsutil.js';
+import { writeFileAtomic } from '../util/fsutil.js';
 import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import { isIP, isIPv4, isIPv6, type Socket } from 'node:net';
 import { HubStore, isInviteToken, inviteKey, type AgentRecord, type Invite } from './store.js';
-import { Relay, Budget, MAX_ENVELOPE, UPSTREAM_PROTOCOL, type RelayLimits } from './relay.js';
+import { Relay, Budget, type RelayLimits } from './relay.js';
+import { MAX_ENVELOPE, UPSTREAM_PROTOCOL } from '../protocol/relay.js';
 import { Ledger, LedgerRefused } from './ledger.js';
 import { verifyKeySet } from '../relay/keyset.js';
-import { authMessage, AUTH_WINDOW_MS } from './auth.js';
-import { verifyCard } from '../card/verify.js';
+import { authMessage, AUTH_WINDOW_MS } from '../protocol/hub-auth.js';
+import { verifyCard } from '../protocol/card/verify.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import { hasIdentity, createIdentity, loadIdentity } from '../identity/store.js';
-import type { AgentCard } from '../card/types.js';
+import type { AgentCard } from '../protocol/card/types.js';
 
 export interface HubOptions {
   dataDir: string;

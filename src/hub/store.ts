@@ -4,7 +4,7 @@ import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { randomHex } from '../random.js';
+import { randomHex } from '../util/random.js';
 import { msgpack } from '../../store/codec.js';
 import { openLevel } from '../../store/db.js';
 

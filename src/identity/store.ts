@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { encodeCanonical, decodeCanonical, bytesEqual, type CborValue } from './cbor.js';
 import { newSeed, signerFromSeed, type Signer } from './ed25519.js';
 import { incept, rotate, validateKel, encodeKel, digestOfKey, type KelState } from './kel.js';
-import { writeFileAtomic, writeFileExclusive, ensureDir, isNotFound, syncDir } from '../fsutil.js';
+import { writeFileAtomic, writeFileExclusive, ensureDir, isNotFound, syncDir } from '../util/fsutil.js';
 
 export class IdentityError extends Error {
   override name = 'IdentityError';

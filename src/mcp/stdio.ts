@@ -7,7 +7,7 @@ import process from 'node:process';
 import type { Readable, Writable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { MAX_MESSAGE, fileBytesThatFit, mib } from '../hub/relay.js';
+import { MAX_MESSAGE, fileBytesThatFit, mib } from '../protocol/relay.js';
 
 /**
  * The longest request line read: twice what one relay message carries. A call or text that can be sent

@@ -1,9 +1,9 @@
 // The MCP tools of `anet mcp` (SPEC §12). Each tool is one operation of the node's control socket, run
 // through the daemon when it runs (else in-process), so MCP, the CLI and the daemon always agree.
 import { z } from 'zod';
-import type { CardView } from '../daemon/node.js';
+import type { CardView } from '../node/node.js';
 import type { ReadCard } from '../reader/reader.js';
-import type { TaskRecord } from '../tasks/outbound.js';
+import type { TaskRecord } from '../node/caller/tasks.js';
 import { cardData, findData } from '../cli/node.js';
 import { isAid } from '../identity/cid.js';
 

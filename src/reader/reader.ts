@@ -3,13 +3,13 @@
 // and against the highest card seq seen (SEQ_ROLLBACK / SEQ_FORK survive restarts). `find` never
 // contacts an agent: only the hub.
 import type { Store } from '../../store/db.js';
-import { HubClient } from '../hub/client.js';
+import { HubClient } from '../hub-client/client.js';
 import { validateKel, compareKel, type KelState } from '../identity/kel.js';
-import { verifyCard, type CardResult, type HighWater } from '../card/verify.js';
+import { verifyCard, type CardResult, type HighWater } from '../protocol/card/verify.js';
 import { recordCard } from '../card/history.js';
 import { KeyedSerial } from '../runtime/serial.js';
-import { EXT_X402 } from '../card/constants.js';
-import type { AgentCard } from '../card/types.js';
+import { EXT_X402 } from '../protocol/card/constants.js';
+import type { AgentCard } from '../protocol/card/types.js';
 
 export const KEL_FRESH_MS = 24 * 3_600_000;
 

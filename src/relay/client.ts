@@ -2,10 +2,10 @@
 // sends on one upstream connection (POSTs for large envelopes and for hubs that do not upgrade).
 import { request, Agent, type ClientRequest } from 'node:http';
 import type { Socket } from 'node:net';
-import { signRequest } from '../hub/auth.js';
+import { signRequest } from '../protocol/hub-auth.js';
 import type { Identity } from '../identity/store.js';
-import { HubRefusedError, HubUnreachableError } from '../hub/client.js';
-import { MAX_ENVELOPE, MAX_MESSAGE, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, mib, type RelayAnswer } from '../hub/relay.js';
+import { HubRefusedError, HubUnreachableError } from '../hub-client/client.js';
+import { MAX_ENVELOPE, MAX_MESSAGE, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, mib, type RelayAnswer } from '../protocol/relay.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const KEEPALIVE_MS = 30_000;

@@ -8,8 +8,8 @@ import { encodeCanonical, decodeCanonical, bytesEqual, type CborValue } from '..
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import type { Identity } from '../identity/store.js';
 import type { KelState } from '../identity/kel.js';
-import { generateX25519, x25519PublicOf, type X25519KeyPair } from './hpke.js';
-import { writeFileAtomic, isNotFound, ensureDir } from '../fsutil.js';
+import { generateX25519, x25519PublicOf, type X25519KeyPair } from '../protocol/hpke.js';
+import { writeFileAtomic, isNotFound, ensureDir } from '../util/fsutil.js';
 
 export const NEW_KEY_EVERY_MS = 7 * 24 * 3_600_000;
 export const KEY_VALID_MS = 14 * 24 * 3_600_000;

@@ -6,15 +6,15 @@ import type { CborValue } from '../identity/cbor.js';
 import { encodeKel } from '../identity/kel.js';
 import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
-import type { HubClient } from '../hub/client.js';
-import { HubRefusedError } from '../hub/client.js';
+import type { HubClient } from '../hub-client/client.js';
+import { HubRefusedError } from '../hub-client/client.js';
 import type { Reader } from '../reader/reader.js';
 import { Bus } from '../bus/bus.js';
 import { RelayClient, checkEnvelopeSize } from './client.js';
-import { sealEnvelope, openEnvelope, EnvelopeRefused, MAX_MESSAGE_TTL_MS, type Received } from './envelope.js';
+import { sealEnvelope, openEnvelope, EnvelopeRefused, MAX_MESSAGE_TTL_MS, type Received } from '../protocol/envelope.js';
 import { currentKeys, signKeySet, verifyKeySet, type PublicEncryptionKey } from './keyset.js';
 import { ReplayGuard } from './replay-guard.js';
-import type { X25519KeyPair } from './hpke.js';
+import type { X25519KeyPair } from '../protocol/hpke.js';
 
 /** A message's lifetime unless the sender says otherwise: long enough for the hub's offline queue. */
 export const DEFAULT_TTL_MS = 60_000;

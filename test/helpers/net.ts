@@ -10,12 +10,12 @@ import { startHub, type Hub } from '../../src/hub/server.js';
 import { startDaemon, type Daemon } from '../../src/daemon/daemon.js';
 import { createIdentity, loadIdentity } from '../../src/identity/store.js';
 import { Store } from '../../store/db.js';
-import { HubClient } from '../../src/hub/client.js';
+import { HubClient } from '../../src/hub-client/client.js';
 import { Reader } from '../../src/reader/reader.js';
 import { Messenger } from '../../src/relay/messenger.js';
-import { fromBody } from '../../src/relay/body.js';
-import { CARD_REPLY } from '../../src/card/desk.js';
-import { TASK_STATUS, TASK_RESULT } from '../../src/inbound/calls.js';
+import { fromBody } from '../../src/protocol/body.js';
+import { CARD_REPLY } from '../../src/protocol/messages.js';
+import { TASK_STATUS, TASK_RESULT } from '../../src/protocol/messages.js';
 
 export interface Net {
   root: string;

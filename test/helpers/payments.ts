@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { startNet, type Net } from './net.js';
 import { runCli } from './cli.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../../src/service/sample.js';
-import { HubClient } from '../../src/hub/client.js';
+import { HubClient } from '../../src/hub-client/client.js';
 import { loadIdentity } from '../../src/identity/store.js';
 
 export async function mint(net: Net, aid: string, amount: string): Promise<void> {

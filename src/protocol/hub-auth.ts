@@ -2,7 +2,7 @@
 // method, path, time, a nonce and the body digest. The hub allows a bounded clock window and refuses a
 // nonce it has seen, so a captured request cannot be replayed.
 import { sha256 } from '@noble/hashes/sha2.js';
-import { randomHex } from '../random.js';
+import { randomHex } from '../util/random.js';
 import type { Signer } from '../identity/ed25519.js';
 
 export const AUTH_WINDOW_MS = 120_000;

@@ -1,10 +1,9 @@
 // The node's side of the hub API. Reads need nothing; writes are signed with the node's current key.
-import { signRequest } from './auth.js';
+import { signRequest } from '../protocol/hub-auth.js';
 import type { Identity } from '../identity/store.js';
 import { encodeKel } from '../identity/kel.js';
-import type { MintAnswer, HoldAnswer, SettleAnswer, Account } from './ledger.js';
+import type { MintAnswer, HoldAnswer, SettleAnswer, Account } from '../protocol/hub-api.js';
 
-export type { MintAnswer, HoldAnswer, SettleAnswer, Account, HistoryEntry, HistoryKind } from './ledger.js';
 
 export class HubUnreachableError extends Error {
   override name = 'HubUnreachableError';

@@ -5,34 +5,33 @@
 // back, so an answer lost on the way, or a task lost before it was journaled, is not lost for good). A
 // call still running when the node stops is ended `interrupted` at the next start and the caller is told
 // (§9.5). Completed calls carry a receipt.
-import { randomHex } from '../random.js';
+import { randomHex } from '../../util/random.js';
 import { sha256 } from '@noble/hashes/sha2.js';
-import type { CallContext } from '../../machines/call.js';
-import type { Config } from '../config/schema.js';
-import type { SendOptions } from '../runtime/host.js';
-import type { MessageHandler } from '../relay/messenger.js';
-import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
-import { fromBody, toBody } from '../relay/body.js';
-import type { CborValue } from '../identity/cbor.js';
+import type { CallContext } from '../../../machines/call.js';
+import type { Config } from '../../config/schema.js';
+import type { SendOptions } from '../../runtime/host.js';
+import type { MessageHandler } from '../../relay/messenger.js';
+import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
+import { fromBody, toBody } from '../../protocol/body.js';
+import type { CborValue } from '../../identity/cbor.js';
 import { precheck, takeSlots, admitWith, actors, type FileIn, type FileOut, type Refusal } from './admission.js';
-import { standing } from './lists.js';
-import { issueAndRecord } from '../contacts/credential.js';
-import { callService, checkTarget, type ServiceOutcome } from '../service/call.js';
-import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
-import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
-import { isPriced } from '../card/build.js';
-import { signReceipt, resultHash } from '../tasks/receipt.js';
-import { textTask, CHAT } from './text.js';
-import { offerQuote, roomToQuote, X402_STATUS, X402_REQUIRED, QUOTE_SIGNATURE } from '../payment/provider.js';
-import { paymentRequired, signQuote } from '../payment/quote.js';
-import { crashPoint } from '../payment/crash.js';
-import type { ActorHost } from '../runtime/host.js';
-import type { NodeParts } from '../daemon/parts.js';
+import { standing } from '../../contacts/lists.js';
+import { issueAndRecord } from '../../contacts/credential.js';
+import { callService, checkTarget, type ServiceOutcome } from '../../service/call.js';
+import { parseServiceUrl, type ServiceUrl } from '../../service/url.js';
+import { offeredCapabilities, type OfferedCapability } from '../../config/check.js';
+import { isPriced } from '../../card/build.js';
+import { signReceipt, resultHash } from '../../protocol/receipt.js';
+import { textTask } from './text.js';
+import { CHAT } from '../../protocol/messages.js';
+import { offerQuote, roomToQuote } from './payment.js';
+import { X402_STATUS, X402_REQUIRED, QUOTE_SIGNATURE } from '../../protocol/messages.js';
+import { paymentRequired, signQuote } from '../../protocol/quote.js';
+import { crashPoint } from '../../util/crash.js';
+import type { ActorHost } from '../../runtime/host.js';
+import type { NodeParts } from '../parts.js';
+import { TASK_RESULT, TASK_STATUS, taskMessage } from '../../protocol/messages.js';
 
-export const TASK_SEND = 'task.send';
-export const TASK_STATUS = 'task.status';
-export const TASK_RESULT = 'task.result';
-export const TASK_ID = /^[0-9a-f]{16,64}$/;
 const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
 /** A call still running after this long sends the caller `task.status working`. */
 const WORKING_AFTER_MS = 500;
@@ -51,12 +50,6 @@ export interface Running {
 export const callActor = (caller: string, task: string) => `call/${caller}/${task}`;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
-/** A task message's fields and its task id; null when it names no valid task (such a message is dropped). */
-export function taskMessage(m: { body: CborValue }): { body: Record<string, CborValue>; task: string } | null {
-  const body = fromBody(m.body);
-  const task = body?.task;
-  return body && typeof task === 'string' && TASK_ID.test(task) ? { body, task } : null;
-}
 
 export function callDesk(parts: CallParts): MessageHandler {
   return async (m) => {

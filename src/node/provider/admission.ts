@@ -4,12 +4,12 @@
 // journaled); a call refused by a later check gives back the slots an earlier one took, so a refused
 // call consumes nothing. Concurrency is the in-flight machines, released when the call ends.
 import { fileTypeFromBuffer } from 'file-type';
-import type { Config } from '../config/schema.js';
-import { offeredCapabilities, type OfferedCapability } from '../config/check.js';
-import type { ActorHost } from '../runtime/host.js';
-import type { BucketContext } from '../../machines/bucket.js';
-import type { InflightContext } from '../../machines/inflight.js';
-import { standing } from './lists.js';
+import type { Config } from '../../config/schema.js';
+import { offeredCapabilities, type OfferedCapability } from '../../config/check.js';
+import type { ActorHost } from '../../runtime/host.js';
+import type { BucketContext } from '../../../machines/bucket.js';
+import type { InflightContext } from '../../../machines/inflight.js';
+import { standing } from '../../contacts/lists.js';
 
 const MINUTE = 60_000;
 const DAY = 24 * 3_600_000;

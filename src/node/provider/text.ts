@@ -5,14 +5,14 @@
 // sees `working`. Each text task is a call machine (`call/<caller>/<task>`, capability `chat`). Its answer
 // is kept in `payloads` (as a call's result is), so a repeat of its task id gets it again.
 import { sha256 } from '@noble/hashes/sha2.js';
-import { standing } from './lists.js';
-import type { BucketContext } from '../../machines/bucket.js';
+import { standing } from '../../contacts/lists.js';
+import type { BucketContext } from '../../../machines/bucket.js';
 import { answer, callActor, receive, type Alongside, type CallParts } from './calls.js';
-import { callService } from '../service/call.js';
-import { crashPoint } from '../payment/crash.js';
-import { parseServiceUrl, type ServiceUrl } from '../service/url.js';
+import { callService } from '../../service/call.js';
+import { crashPoint } from '../../util/crash.js';
+import { parseServiceUrl, type ServiceUrl } from '../../service/url.js';
+import { CHAT } from '../../protocol/messages.js';
 
-export const CHAT = 'chat';
 const MAX_TEXT_BYTES = 64 * 1024;
 /** Text tasks one sender may send per minute, and how many may wait in the inbox at once. */
 const TEXT_PER_SENDER_PER_MIN = 30;

@@ -4,7 +4,7 @@ import type { Identity } from '../identity/store.js';
 import type { Store } from '../../store/db.js';
 import type { ActorHost } from '../runtime/host.js';
 import type { Messenger } from '../relay/messenger.js';
-import type { HubClient } from '../hub/client.js';
+import type { HubClient } from '../hub-client/client.js';
 
 export interface NodeParts {
   dataDir: string;

@@ -5,23 +5,23 @@
 // sent again, with the same task id, on a bounded backoff (the provider answers a repeat from its journal
 // and never runs it twice), so a task lost on the way or an answer lost after it was journaled is asked
 // for again; a provider that stays silent ends the task `failed`, `outcome_unknown` (see RESEND_*).
-import { randomHex } from '../random.js';
-import type { Store, WriteOp } from '../../store/db.js';
-import type { Messenger, MessageHandler } from '../relay/messenger.js';
-import type { Reader } from '../reader/reader.js';
-import { fromBody, toBody } from '../relay/body.js';
-import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
-import { TASK_SEND } from '../inbound/calls.js';
-import { checkReceipt } from './receipt.js';
-import { KeyedSerial } from '../runtime/serial.js';
-import { checkCredential, Contacts } from '../contacts/credential.js';
-import { explain } from '../reasons.js';
-import { CHAT } from '../inbound/text.js';
-import type { CborValue } from '../identity/cbor.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
-import { PaymentError, type Payer, type PaymentRecord } from '../payment/caller.js';
-import { MessageTooLargeError } from '../relay/client.js';
-import { MAX_MESSAGE, fileBytesThatFit, mib } from '../hub/relay.js';
+import { randomHex } from '../../util/random.js';
+import type { Store, WriteOp } from '../../../store/db.js';
+import type { Messenger, MessageHandler } from '../../relay/messenger.js';
+import type { Reader } from '../../reader/reader.js';
+import { fromBody, toBody } from '../../protocol/body.js';
+import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
+import { TASK_SEND } from '../../protocol/messages.js';
+import { checkReceipt } from '../../protocol/receipt.js';
+import { KeyedSerial } from '../../runtime/serial.js';
+import { checkCredential, Contacts } from '../../contacts/credential.js';
+import { explain } from '../../protocol/reasons.js';
+import { CHAT } from '../../protocol/messages.js';
+import type { CborValue } from '../../identity/cbor.js';
+import { systemClock, type Clock } from '../../runtime/clock.js';
+import { PaymentError, type Payer, type PaymentRecord } from './payment.js';
+import { MessageTooLargeError } from '../../relay/client.js';
+import { MAX_MESSAGE, fileBytesThatFit, mib } from '../../protocol/relay.js';
 
 export type TaskState = 'submitted' | 'working' | 'input-required' | 'completed' | 'failed' | 'rejected' | 'canceled';
 

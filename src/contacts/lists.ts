@@ -6,7 +6,7 @@ import { statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { isAid } from '../identity/cid.js';
-import { writeFileAtomic, isNotFound } from '../fsutil.js';
+import { writeFileAtomic, isNotFound } from '../util/fsutil.js';
 
 export type ListName = 'allow' | 'trust' | 'deny';
 export type Standing = 'denied' | 'trusted' | 'allowed' | 'stranger';

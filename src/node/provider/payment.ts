@@ -7,32 +7,26 @@
 // `payment-completed` (or `payment-failed`) and a receipt naming the amount and the hub transaction.
 // Hub operations are idempotent by nonce, and the settle nonce is derived from the hold, so a retry —
 // after a timeout or a crash at any step — can never charge twice.
-import { randomHex } from '../random.js';
+import { randomHex } from '../../util/random.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '@noble/hashes/sha2.js';
-import type { CallContext } from '../../machines/call.js';
-import type { ActorHost } from '../runtime/host.js';
-import type { MessageHandler } from '../relay/messenger.js';
-import type { OfferedCapability } from '../config/check.js';
-import type { FileOut } from '../inbound/admission.js';
-import { takeInflight } from '../inbound/admission.js';
-import { HubRefusedError } from '../hub/client.js';
-import { checkTarget } from '../service/call.js';
-import { signReceipt } from '../tasks/receipt.js';
-import { paymentRequired, signQuote, QUOTE_SECONDS } from './quote.js';
-import { peekAuthorization } from './authorization.js';
-import { crashPoint } from './crash.js';
-import { answer, callActor, outcomeEvent, payloadOf, serve, target, taskMessage, type CallParts, type Reply, type Running } from '../inbound/calls.js';
-import type { CborValue } from '../identity/cbor.js';
+import type { CallContext } from '../../../machines/call.js';
+import type { ActorHost } from '../../runtime/host.js';
+import type { MessageHandler } from '../../relay/messenger.js';
+import type { OfferedCapability } from '../../config/check.js';
+import type { FileOut } from './admission.js';
+import { takeInflight } from './admission.js';
+import { HubRefusedError } from '../../hub-client/client.js';
+import { checkTarget } from '../../service/call.js';
+import { signReceipt } from '../../protocol/receipt.js';
+import { paymentRequired, signQuote, QUOTE_SECONDS } from '../../protocol/quote.js';
+import { peekAuthorization } from '../../protocol/authorization.js';
+import { crashPoint } from '../../util/crash.js';
+import { answer, callActor, outcomeEvent, payloadOf, serve, target, type CallParts, type Reply, type Running } from './calls.js';
+import { taskMessage } from '../../protocol/messages.js';
+import type { CborValue } from '../../identity/cbor.js';
+import { X402_STATUS, X402_REQUIRED, X402_PAYLOAD, X402_RECEIPTS, QUOTE_SIGNATURE } from '../../protocol/messages.js';
 
-export const TASK_PAY = 'task.pay';
-export const TASK_CANCEL = 'task.cancel';
-/** x402 metadata keys (a2a-x402), carried as fields of the task messages. */
-export const X402_STATUS = 'x402.payment.status';
-export const X402_REQUIRED = 'x402.payment.required';
-export const X402_PAYLOAD = 'x402.payment.payload';
-export const X402_RECEIPTS = 'x402.payment.receipts';
-export const QUOTE_SIGNATURE = 'anet.quote.signature';
 
 interface Quoted {
   actor: string;

@@ -6,21 +6,21 @@
 // a `payment/<provider>/<task>` machine: AUTHORIZE is journaled (nonce and validBefore in the event)
 // before the authorization leaves, and the task is marked in `paying` until it ends, so a restart sends
 // the same bytes again — the hub holds by nonce, so it is still one payment.
-import { randomHex } from '../random.js';
+import { randomHex } from '../../util/random.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ActorHost } from '../runtime/host.js';
-import type { Store } from '../../store/db.js';
-import type { Messenger } from '../relay/messenger.js';
-import type { Reader } from '../reader/reader.js';
-import type { Identity } from '../identity/store.js';
-import { unanswered, type PaymentContext } from '../../machines/payment.js';
-import type { SpendContext } from '../../machines/spend.js';
-import { toBody } from '../relay/body.js';
-import { MAX_MESSAGE_TTL_MS } from '../relay/envelope.js';
-import { checkQuote, QUOTE_SECONDS, X402_VERSION, type PaymentRequirements } from './quote.js';
-import { signAuthorization } from './authorization.js';
-import { crashPoint } from './crash.js';
-import { TASK_PAY, TASK_CANCEL, X402_STATUS, X402_REQUIRED, X402_PAYLOAD, X402_RECEIPTS, QUOTE_SIGNATURE } from './provider.js';
+import type { ActorHost } from '../../runtime/host.js';
+import type { Store } from '../../../store/db.js';
+import type { Messenger } from '../../relay/messenger.js';
+import type { Reader } from '../../reader/reader.js';
+import type { Identity } from '../../identity/store.js';
+import { unanswered, type PaymentContext } from '../../../machines/payment.js';
+import type { SpendContext } from '../../../machines/spend.js';
+import { toBody } from '../../protocol/body.js';
+import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
+import { checkQuote, QUOTE_SECONDS, X402_VERSION, type PaymentRequirements } from '../../protocol/quote.js';
+import { signAuthorization } from '../../protocol/authorization.js';
+import { crashPoint } from '../../util/crash.js';
+import { TASK_PAY, TASK_CANCEL, X402_STATUS, X402_REQUIRED, X402_PAYLOAD, X402_RECEIPTS, QUOTE_SIGNATURE } from '../../protocol/messages.js';
 
 export type PaymentStatus = 'payment-required' | 'payment-submitted' | 'payment-completed' | 'payment-failed' | 'payment-rejected';
 

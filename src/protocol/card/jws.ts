@@ -1,6 +1,6 @@
 // Detached JWS over the JCS form of the card (WIRE.md §3.1–3.2).
 import canonicalize from 'canonicalize';
-import type { Signer } from '../identity/ed25519.js';
+import type { Signer } from '../../identity/ed25519.js';
 import type { AgentCard, CardSignature } from './types.js';
 
 export const b64url = (bytes: Uint8Array | string) => Buffer.from(bytes).toString('base64url');

@@ -3,9 +3,9 @@
 import { parse as parseLossless, isLosslessNumber } from 'lossless-json';
 import canonicalize from 'canonicalize';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { verify as verifyEd25519 } from '../identity/ed25519.js';
-import { isAid } from '../identity/cid.js';
-import type { KelState } from '../identity/kel.js';
+import { verify as verifyEd25519 } from '../../identity/ed25519.js';
+import { isAid } from '../../identity/cid.js';
+import type { KelState } from '../../identity/kel.js';
 import { EXT_CARD, LIMITS, NOT_BEFORE_SKEW_MS } from './constants.js';
 import { fromB64url, cardPayload } from './jws.js';
 import { withoutDefaults } from './proto-defaults.js';

@@ -6,7 +6,7 @@ import canonicalize from 'canonicalize';
 import type { Identity } from '../identity/store.js';
 import type { KelState } from '../identity/kel.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
-import { b64url, fromB64url } from '../card/jws.js';
+import { b64url, fromB64url } from './card/jws.js';
 import { isAmount } from './authorization.js';
 
 export const X402_VERSION = 2;
