@@ -4,7 +4,7 @@
 // the public card it extends, with a fresh contact credential for listed peers.
 import { REPLY_LIMIT } from '../runtime/kinds.js';
 import type { BucketContext } from '../../machines/bucket.js';
-import type { MessageHandler } from '../relay/messenger.js';
+import type { MessageHandler, Messenger } from '../relay/messenger.js';
 import { fromBody, toBody } from '../protocol/body.js';
 import { standing } from '../contacts/lists.js';
 import { issueAndRecord, issueCredential, recordIssued, signedByOldKey } from '../contacts/credential.js';
@@ -16,13 +16,26 @@ import { EXT_CARD } from '../protocol/card/constants.js';
 import type { AgentCard } from '../protocol/card/types.js';
 import type { CardStamp } from './build.js';
 import type { CborValue } from '../identity/cbor.js';
-import type { NodeParts } from '../node/parts.js';
+import type { Config } from '../config/schema.js';
+import type { Identity } from '../identity/store.js';
+import type { Store } from '../../store/db.js';
+import type { ActorHost } from '../runtime/host.js';
 import { CARD_REPLY, CONTACT_CREDENTIAL } from '../protocol/messages.js';
 
 /** A card request or reply older than this is useless: the reader waits 10 s. */
 export const CARD_MESSAGE_TTL_MS = 30_000;
 
-export type DeskParts = Pick<NodeParts, 'dataDir' | 'config' | 'identity' | 'store' | 'host' | 'messenger' | 'hubAid' | 'now'>;
+/** What the card desk uses of its node: it answers card requests and renews contact credentials. */
+export interface DeskParts {
+  dataDir: string;
+  config: Config;
+  identity: Identity;
+  store: Store;
+  host: ActorHost;
+  messenger: Messenger;
+  hubAid: () => Promise<string>;
+  now: () => number;
+}
 
 /** The stamp (seq, issue time) of the public card we publish now, from its signed bytes. */
 function stampOf(own: OwnCard | undefined): CardStamp | null {

@@ -2,7 +2,7 @@
 import { viaNode } from './node.js';
 import { printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
-import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from '../audit/audit.js';
+import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from '../node/audit.js';
 
 const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19));
 const short = (digest: string) => digest.slice(0, 12);

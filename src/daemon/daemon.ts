@@ -4,7 +4,7 @@
 import type { Server } from 'node:http';
 import { unlink } from 'node:fs/promises';
 import { Node } from '../node/node.js';
-import { auditCards, auditPrices } from '../audit/audit.js';
+import { auditCards, auditPrices } from '../node/audit.js';
 import { serveControl, controlPath } from './control.js';
 import { HubUnreachableError } from '../hub-client/client.js';
 import type { Clock } from '../runtime/clock.js';

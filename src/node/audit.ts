@@ -3,14 +3,14 @@
 // KEL we hold — a card signed by a key since rotated away is reported as such, not as a forgery.
 // `prices` shows each skill's price across the extended cards a provider signed for us, and the signed
 // card version each of our payments to it was checked against.
-import type { Node } from '../node/node.js';
+import type { Node } from './node.js';
 import { cardHistory, type CardSeen } from '../card/history.js';
 import { verifyCard } from '../protocol/card/verify.js';
 import { pricesOf, type Price } from '../card/extended.js';
 import { validateKel, type KelState } from '../identity/kel.js';
 import type { AgentCard } from '../protocol/card/types.js';
 import { EXT_CARD } from '../protocol/card/constants.js';
-import type { TaskRecord } from '../node/caller/tasks.js';
+import type { TaskRecord } from './caller/tasks.js';
 
 export interface CardAuditRow {
   aid: string;
