@@ -6,7 +6,7 @@
 const LAYERS = [
   ['util', '^src/util/'],
   ['wire and crypto', '^src/(identity|protocol)/'],
-  ['store and runtime', '^(store|machines)/|^src/(runtime|bus)/'],
+  ['store and runtime', '^(store|machines)/|^src/(runtime|bus|actors)/'],
   ['protocol parts', '^src/(config|service|card|reader|relay|contacts|hub-client)/'],
   ['roles', '^src/node/(provider|caller)/'],
   ['application', '^src/node/[^/]+$'],
