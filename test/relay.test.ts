@@ -1,7 +1,9 @@
 // SPEC §11 / WIRE §4: the hub relay pushes envelopes to connected nodes, queues them (bounded, with a
 // TTL) for offline ones, needs a signed stream to receive, and never writes who talked to whom.
 import test from 'ava';
+import { once } from 'node:events';
 import { readdir, readFile, stat } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { startNet } from './helpers/net.js';
@@ -70,6 +72,9 @@ test('SPEC §11: an envelope to a connected node is pushed at once and opens end
 test('SPEC §11: an offline node gets its queue on connect; the queue is bounded and expires', async (t) => {
   let now = Date.now();
   const { hub, alice, bob } = await setup(t, () => now);
+  // The hub's side of each push stream bob opens.
+  const streams: ServerResponse[] = [];
+  hub.server.prependListener('request', (req, res) => void (req.url === '/relay/v2/stream' && streams.push(res)));
   const sender = new RelayClient(hub.url, alice, () => {});
   t.teardown(() => sender.close());
   t.is(await sender.send(envelopeTo(alice, bob, 'one')), 'queued');
@@ -79,16 +84,21 @@ test('SPEC §11: an offline node gets its queue on connect; the queue is bounded
   await bobRelay.connect();
   await box.next(2);
   t.is(box.got.length, 2);
+  t.is(streams.length, 1);
+  const gone = once(streams[0]!, 'close');
   bobRelay.close();
-  await new Promise((r) => setTimeout(r, 50));
+  await gone; // the hub has seen bob go
   t.is(await sender.send(envelopeTo(alice, bob, 'late')), 'queued');
   now += 11 * 60_000; // past the 10-minute TTL
   const box2 = inbox();
   const again = new RelayClient(hub.url, bob, box2.push, () => now);
   await again.connect();
   t.teardown(() => again.close());
-  await new Promise((r) => setTimeout(r, 100));
-  t.is(box2.got.length, 0, 'expired envelopes are dropped, not delivered');
+  // The queue is flushed as the stream opens, so anything queued would come before this marker.
+  const marker = envelopeTo(alice, bob, 'marker');
+  t.is(await sender.send(marker), 'delivered');
+  await box2.next(1);
+  t.deepEqual(box2.got, [marker], 'expired envelopes are dropped, not delivered');
   t.is(hub.relay.stats.expired, 1);
 });
 
