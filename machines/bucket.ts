@@ -3,7 +3,7 @@
 // counted call leaves the window. Windows are half-open: a call at t and one at t + windowMs never count
 // together. Pure: time comes in events (`at`), and the one deadline — when the
 // oldest stamp leaves a full window — is in context, so a host can re-arm it after a restart.
-import { setup, assign } from 'xstate';
+import { setup, assign, assertEvent } from 'xstate';
 
 export interface BucketInput {
   limit: number;
@@ -115,13 +115,14 @@ export const bucketMachine = setup({
     fillsUp: ({ context, event }) => countOf(live(context, event.at)) === context.limit - 1,
     fullNow: ({ context, event }) => countOf(live(context, event.at)) >= context.limit,
     fullReconfigured: ({ context, event }) => {
-      const next = { ...context, ...(event as Extract<BucketEvent, { type: 'CONFIGURE' }>).input };
+      assertEvent(event, 'CONFIGURE');
+      const next = { ...context, ...event.input };
       return countOf(live(next, event.at)) >= next.limit;
     },
     fullAfterUndo: ({ context, event }) => {
-      const e = event as Extract<BucketEvent, { type: 'UNDO' }>;
-      const chunks = live(context, e.at);
-      return countOf(e.stamp > e.at - context.windowMs ? without(chunks, e.stamp) : chunks) >= context.limit;
+      assertEvent(event, 'UNDO');
+      const chunks = live(context, event.at);
+      return countOf(event.stamp > event.at - context.windowMs ? without(chunks, event.stamp) : chunks) >= context.limit;
     },
   },
   actions: {
@@ -137,12 +138,13 @@ export const bucketMachine = setup({
       return { chunks, last: { admitted: false, retryAfterMs } as const, deadline: deadlineOf(context, chunks) };
     }),
     undo: assign(({ context, event }) => {
-      const e = event as Extract<BucketEvent, { type: 'UNDO' }>;
-      const kept = live({ ...context, chunks: without(context.chunks, e.stamp) }, e.at);
+      assertEvent(event, 'UNDO');
+      const kept = live({ ...context, chunks: without(context.chunks, event.stamp) }, event.at);
       return { chunks: kept, deadline: deadlineOf(context, kept) };
     }),
     configure: assign(({ context, event }) => {
-      const { limit, windowMs } = (event as Extract<BucketEvent, { type: 'CONFIGURE' }>).input;
+      assertEvent(event, 'CONFIGURE');
+      const { limit, windowMs } = event.input;
       const next = { ...context, limit, windowMs };
       const chunks = live(next, event.at);
       return { limit, windowMs, chunks, deadline: deadlineOf(next, chunks) };

@@ -8,7 +8,7 @@
 // outcome is known it goes `settling` (the hold is captured for `completed` and `outcome_unknown`,
 // released otherwise) and reaches its final state only when the hub has answered. A paid call that was
 // interrupted releases its hold. So a crash at any step leaves a state that says what is still owed.
-import { setup, assign } from 'xstate';
+import { setup, assign, assertEvent } from 'xstate';
 
 export type Settlement = 'capture' | 'release';
 export type Ending = 'completed' | 'failed' | 'rejected';
@@ -62,8 +62,6 @@ export type CallEvent =
   | { type: 'SETTLED'; at: number; tx: string; settled: string; receipt?: string }
   | { type: 'TICK'; at: number };
 
-type E<T extends CallEvent['type']> = Extract<CallEvent, { type: T }>;
-
 const ended = (at: number, fields: Partial<CallContext>) => ({ endedAt: at, ...fields });
 const paid = ({ context }: { context: CallContext }) => context.payNonce !== null;
 const endingIs = (e: Ending) => ({ context }: { context: CallContext }) => context.ending === e;
@@ -103,44 +101,53 @@ export const callMachine = setup({
   },
   actions: {
     receive: assign(({ event }) => {
-      const e = event as E<'RECEIVED'>;
-      return { nonce: e.nonce, task: e.task, caller: e.caller, capability: e.capability, argsBytes: e.argsBytes, argsHash: e.argsHash, receivedAt: e.at };
+      assertEvent(event, 'RECEIVED');
+      return { nonce: event.nonce, task: event.task, caller: event.caller, capability: event.capability, argsBytes: event.argsBytes, argsHash: event.argsHash, receivedAt: event.at };
     }),
     refuse: assign(({ event }) => {
-      const e = event as E<'REFUSED'>;
-      return ended(e.at, { reason: e.reason, retryAfterMs: e.retryAfterMs ?? null, detail: e.detail ?? null });
+      assertEvent(event, 'REFUSED');
+      return ended(event.at, { reason: event.reason, retryAfterMs: event.retryAfterMs ?? null, detail: event.detail ?? null });
     }),
     complete: assign(({ event }) => {
-      const e = event as E<'COMPLETED'>;
-      return ended(e.at, { resultBytes: e.resultBytes, resultHash: e.resultHash, receipt: e.receipt || null });
+      assertEvent(event, 'COMPLETED');
+      return ended(event.at, { resultBytes: event.resultBytes, resultHash: event.resultHash, receipt: event.receipt || null });
     }),
     fail: assign(({ event }) => {
-      const e = event as E<'FAILED'>;
-      return ended(e.at, { reason: e.reason, detail: e.detail ?? null, retryAfterMs: e.retryAfterMs ?? null });
+      assertEvent(event, 'FAILED');
+      return ended(event.at, { reason: event.reason, detail: event.detail ?? null, retryAfterMs: event.retryAfterMs ?? null });
     }),
     serviceRejected: assign(({ event }) => {
-      const e = event as E<'SERVICE_REJECTED'>;
-      return ended(e.at, { reason: 'service_rejected', message: e.message });
+      assertEvent(event, 'SERVICE_REJECTED');
+      return ended(event.at, { reason: 'service_rejected', message: event.message });
     }),
     interrupt: assign(({ event }) => ended(event.at, { reason: 'interrupted', detail: 'the node stopped while the call ran; its outcome is unknown' })),
     // SPEC §10: capture when the call completed or its outcome is unknown; release when it did not run
     // or failed. An interrupted call releases: its caller gets no result from it.
     owe: assign(({ event }) => {
-      const capture = event.type === 'COMPLETED' || (event.type === 'FAILED' && (event as E<'FAILED'>).reason === 'outcome_unknown');
+      const capture = event.type === 'COMPLETED' || (event.type === 'FAILED' && event.reason === 'outcome_unknown');
       const ending: Ending = event.type === 'COMPLETED' ? 'completed' : event.type === 'SERVICE_REJECTED' || event.type === 'REFUSED' ? 'rejected' : 'failed';
       return { settlement: capture ? ('capture' as const) : ('release' as const), ending };
     }),
     quote: assign(({ event }) => {
-      const e = event as E<'QUOTED'>;
-      return { quoteId: e.quoteId, amount: e.amount, quoteExpiresAt: e.expiresAt };
+      assertEvent(event, 'QUOTED');
+      return { quoteId: event.quoteId, amount: event.amount, quoteExpiresAt: event.expiresAt };
     }),
-    pay: assign(({ event }) => ({ payNonce: (event as E<'PAY'>).payNonce })),
-    hold: assign(({ event }) => ({ holdTx: (event as E<'HELD'>).tx })),
+    pay: assign(({ event }) => {
+      assertEvent(event, 'PAY');
+      return { payNonce: event.payNonce };
+    }),
+    hold: assign(({ event }) => {
+      assertEvent(event, 'HELD');
+      return { holdTx: event.tx };
+    }),
     expire: assign(({ event }) => ended(event.at, { reason: 'quote_expired', detail: 'no payment arrived before the quote expired' })),
-    cancel: assign(({ event }) => ended(event.at, { reason: (event as E<'CANCELED'>).reason })),
+    cancel: assign(({ event }) => {
+      assertEvent(event, 'CANCELED');
+      return ended(event.at, { reason: event.reason });
+    }),
     settle: assign(({ context, event }) => {
-      const e = event as E<'SETTLED'>;
-      return { settleTx: e.tx, settled: e.settled, receipt: e.receipt ?? context.receipt };
+      assertEvent(event, 'SETTLED');
+      return { settleTx: event.tx, settled: event.settled, receipt: event.receipt ?? context.receipt };
     }),
   },
 }).createMachine({

@@ -1,6 +1,6 @@
 // In-flight counter (SPEC §2.1, §4.1): calls of one capability (or one caller) running at once.
 // A refused START changes nothing; FINISH of an unknown call is ignored, so retries are harmless.
-import { setup, assign } from 'xstate';
+import { setup, assign, assertEvent } from 'xstate';
 
 export interface InflightInput {
   max: number;
@@ -36,21 +36,25 @@ function fullness(ctx: InflightContext, e: Start): 'max' | 'caller' | null {
 export const inflightMachine = setup({
   types: { context: {} as InflightContext, events: {} as InflightEvent, input: {} as InflightInput },
   guards: {
-    hasRoom: ({ context, event }) => fullness(context, event as Start) === null && !((event as Start).id in context.running),
+    hasRoom: ({ context, event }) => {
+      assertEvent(event, 'START');
+      return fullness(context, event) === null && !(event.id in context.running);
+    },
   },
   actions: {
     start: assign(({ context, event }) => {
-      const e = event as Start;
-      const callers = e.caller !== undefined ? { callers: { ...context.callers, [e.id]: e.caller } } : {};
-      return { running: { ...context.running, [e.id]: e.at }, ...callers, last: { started: true, id: e.id } };
+      assertEvent(event, 'START');
+      const callers = event.caller !== undefined ? { callers: { ...context.callers, [event.id]: event.caller } } : {};
+      return { running: { ...context.running, [event.id]: event.at }, ...callers, last: { started: true, id: event.id } };
     }),
     refuse: assign(({ context, event }) => {
-      const e = event as Start;
-      const full = fullness(context, e);
-      return { last: { started: false, id: e.id, ...(full ? { full } : {}) } };
+      assertEvent(event, 'START');
+      const full = fullness(context, event);
+      return { last: { started: false, id: event.id, ...(full ? { full } : {}) } };
     }),
     finish: assign(({ context, event }) => {
-      const id = (event as Extract<InflightEvent, { type: 'FINISH' }>).id;
+      assertEvent(event, 'FINISH');
+      const id = event.id;
       const { [id]: _gone, ...running } = context.running;
       if (!context.callers || !(id in context.callers)) return { running };
       const { [id]: _caller, ...callers } = context.callers;
@@ -58,7 +62,8 @@ export const inflightMachine = setup({
     }),
     clear: assign({ running: {}, callers: {} }),
     configure: assign(({ event }) => {
-      const input = (event as Extract<InflightEvent, { type: 'CONFIGURE' }>).input;
+      assertEvent(event, 'CONFIGURE');
+      const input = event.input;
       return { max: input.max, ...(input.perCaller !== undefined ? { perCaller: input.perCaller } : {}) };
     }),
   },

@@ -5,7 +5,7 @@
 // answer; `rejected` by the operator; `expired` at the quote's deadline; `abandoned` when the provider
 // never answered and the hub has settled the payment one way or the other (see UNANSWERED_MS). Time comes
 // only from events.
-import { setup, assign } from 'xstate';
+import { setup, assign, assertEvent } from 'xstate';
 
 /**
  * After the authorization's validBefore, how long until the caller stops waiting for the provider's
@@ -42,26 +42,30 @@ export type PaymentEvent =
   | { type: 'ABANDON'; at: number }
   | { type: 'TICK'; at: number };
 
-type E<T extends PaymentEvent['type']> = Extract<PaymentEvent, { type: T }>;
-
 export const paymentMachine = setup({
   types: { context: {} as PaymentContext, events: {} as PaymentEvent },
   guards: {
     standing: ({ context, event }) => event.at < context.expiresAt,
     over: ({ context, event }) => event.at >= context.expiresAt,
-    captured: ({ event }) => (event as E<'SETTLED'>).captured,
+    captured: ({ event }) => {
+      assertEvent(event, 'SETTLED');
+      return event.captured;
+    },
     unanswered: ({ context, event }) => unanswered(context, event.at),
   },
   actions: {
     quote: assign(({ event }) => {
-      const e = event as E<'QUOTE'>;
-      return { task: e.task, provider: e.provider, skillId: e.skillId, quoteId: e.quoteId, amount: e.amount, expiresAt: e.expiresAt, deadline: e.expiresAt };
+      assertEvent(event, 'QUOTE');
+      return { task: event.task, provider: event.provider, skillId: event.skillId, quoteId: event.quoteId, amount: event.amount, expiresAt: event.expiresAt, deadline: event.expiresAt };
     }),
     authorize: assign(({ event }) => {
-      const e = event as E<'AUTHORIZE'>;
-      return { nonce: e.nonce, validBefore: e.validBefore, auto: e.auto, deadline: null };
+      assertEvent(event, 'AUTHORIZE');
+      return { nonce: event.nonce, validBefore: event.validBefore, auto: event.auto, deadline: null };
     }),
-    settle: assign(({ event }) => ({ hubTx: (event as E<'SETTLED'>).hubTx || null })),
+    settle: assign(({ event }) => {
+      assertEvent(event, 'SETTLED');
+      return { hubTx: event.hubTx || null };
+    }),
     stop: assign({ deadline: null }),
   },
 }).createMachine({
