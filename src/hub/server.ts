@@ -12,7 +12,7 @@ import { HubStore, isInviteToken, inviteKey, type AgentRecord, type Invite } fro
 import { Relay, Budget, type RelayLimits } from './relay.js';
 import { MAX_ENVELOPE, UPSTREAM_PROTOCOL } from '../protocol/relay.js';
 import { Ledger, LedgerRefused } from './ledger.js';
-import { verifyKeySet } from '../relay/keyset.js';
+import { verifyKeySet } from '../protocol/keyset.js';
 import { authMessage, AUTH_WINDOW_MS } from '../protocol/hub-auth.js';
 import { verifyCard } from '../protocol/card/verify.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
