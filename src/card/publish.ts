@@ -12,7 +12,7 @@ import { signCard } from '../protocol/card/jws.js';
 import { extendedContentDigest } from './extended.js';
 import { verifyCard } from '../protocol/card/verify.js';
 import { recordCard } from './history.js';
-import { HubClient } from '../hub-client/client.js';
+import type { HubClient } from '../hub-client/client.js';
 import { writeFileAtomic, isNotFound } from '../util/fsutil.js';
 
 export interface OwnCard {

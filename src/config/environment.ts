@@ -10,7 +10,7 @@ export const MIN_TOKEN_BYTES = 16;
 
 /** Reads a bearer token, refusing files other users can read or write and tokens shorter than 16 bytes. */
 export async function readTokenFile(path: string, uid = process.getuid?.() ?? 0): Promise<{ token: string } | { error: string }> {
-  let st;
+  let st: Awaited<ReturnType<typeof lstat>>;
   try {
     st = await lstat(path);
   } catch (err) {

@@ -27,6 +27,8 @@ export class HubRefusedError extends Error {
 }
 
 const oneLine = (text: unknown, max: number) => {
+  // Control characters are what this strips: a hub's text must not move the terminal's cursor.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
   const line = String(text).replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 };

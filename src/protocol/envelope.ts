@@ -1,7 +1,7 @@
 // Envelopes between nodes (WIRE.md §4): an HPKE-sealed, signed inner message inside an outer CBOR map
 // that shows the hub only the recipient AID, the suite, the key id and a padded size.
 import { randomId } from '../util/random.js';
-import { encodeCanonical, decodeCanonical, decodeStrict, CborError, type CborValue } from '../identity/cbor.js';
+import { encodeCanonical, decodeCanonical, decodeStrict, type CborError, type CborValue } from '../identity/cbor.js';
 import { verify as verifyEd25519, type Signer } from '../identity/ed25519.js';
 import type { KelState } from '../identity/kel.js';
 import { seal, open, type X25519KeyPair } from './hpke.js';

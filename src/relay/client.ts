@@ -40,7 +40,10 @@ class FrameReader {
     while (this.size >= 4) {
       if (this.chunks[0]!.length < 4) this.chunks = [Buffer.concat(this.chunks)];
       const length = this.chunks[0]!.readUInt32BE(0);
-      if (length > MAX_ENVELOPE) return this.onBad();
+      if (length > MAX_ENVELOPE) {
+        this.onBad();
+        return;
+      }
       // Join the chunks only once the whole frame is here: no quadratic copying of a large frame.
       if (this.size < 4 + length) return;
       const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
@@ -88,9 +91,15 @@ class Upstream {
 
   private answered(bytes: Uint8Array): void {
     const answer = parseAnswer(bytes);
-    if (!answer) return this.fail('the hub sent an answer that is not a relay answer');
+    if (!answer) {
+      this.fail('the hub sent an answer that is not a relay answer');
+      return;
+    }
     const waiting = this.waiting.shift();
-    if (!waiting) return this.fail('the hub sent an answer to no envelope');
+    if (!waiting) {
+      this.fail('the hub sent an answer to no envelope');
+      return;
+    }
     if (this.waiting.length) this.awaitAnswer();
     else {
       this.socket.unref();

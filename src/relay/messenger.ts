@@ -193,6 +193,12 @@ export class Messenger {
     return this.deliver(await this.seal(to, type, body, opts));
   }
 
+  /** Our KEL's bytes, encoded at the first message. */
+  private ownKel(identity: Identity): Uint8Array {
+    this.kelBytes ??= encodeKel(identity.kel.events);
+    return this.kelBytes;
+  }
+
   /**
    * Seals one message without sending it: a reply can be sealed while the journal write it must wait
    * for is under way, so the CPU work overlaps the fsync.
@@ -208,7 +214,7 @@ export class Messenger {
       ts: now,
       exp: now + (opts.ttlMs ?? DEFAULT_TTL_MS),
       body,
-      kel: (this.kelBytes ??= encodeKel(identity.kel.events)),
+      kel: this.ownKel(identity),
       // Our key set rides on the first message to each peer only (it can also fetch it from the hub):
       // on every message it would double the envelope's padded size.
       ...(withKeys ? { keys: this.keySet! } : {}),

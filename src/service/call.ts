@@ -131,7 +131,13 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       void answer(response, now).then(settle);
     });
     // A kept connection is connected already: a failure on it may come after the service read the call.
-    req.on('socket', (socket) => (socket.connecting ? socket.once('connect', () => (connected = true)) : (connected = true)));
+    req.on('socket', (socket) => {
+      if (!socket.connecting) connected = true;
+      else
+        socket.once('connect', () => {
+          connected = true;
+        });
+    });
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (res) return;
       settle(connected ? unknown('connection_lost', err.message) : unavailable(`${err.code ?? ''} ${err.message}`.trim()));

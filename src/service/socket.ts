@@ -29,7 +29,7 @@ function unsafeDirectory(dir: string, uid: number): string | null {
 
 export async function checkSocket(path: string, uid = process.getuid?.() ?? 0): Promise<SocketFault | null> {
   const fault = (reason: string, missing = false): SocketFault => ({ missing, reason });
-  let st;
+  let st: ReturnType<typeof lstatSync>;
   try {
     st = lstatSync(path);
   } catch (err) {
