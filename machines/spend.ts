@@ -3,7 +3,7 @@
 // limit; a refused SPEND records nothing. Amounts are canonical decimal strings summed as BigInt (they
 // reach 2^63−1, beyond Number). Half-open windows, as the rate buckets: an amount spent at t counts
 // while now < t + windowMs.
-import { setup, assign } from 'xstate';
+import { setup, assign, assertEvent } from 'xstate';
 
 export interface SpendContext {
   windowMs: number;
@@ -15,8 +15,6 @@ export type SpendEvent =
   | { type: 'SPEND'; at: number; id: string; amount: string; limit: string }
   | { type: 'UNDO'; at: number; id: string };
 
-type E<T extends SpendEvent['type']> = Extract<SpendEvent, { type: T }>;
-
 const inWindow = (c: SpendContext, at: number) => c.entries.filter((e) => at < e.at + c.windowMs);
 const total = (entries: SpendContext['entries']) => entries.reduce((sum, e) => sum + BigInt(e.amount), 0n);
 
@@ -24,16 +22,19 @@ export const spendMachine = setup({
   types: { context: {} as SpendContext, events: {} as SpendEvent, input: {} as { windowMs: number } },
   actions: {
     spend: assign(({ context, event }) => {
-      const e = event as E<'SPEND'>;
-      const entries = inWindow(context, e.at);
+      assertEvent(event, 'SPEND');
+      const entries = inWindow(context, event.at);
       const spent = total(entries);
-      const accepted = spent + BigInt(e.amount) <= BigInt(e.limit);
+      const accepted = spent + BigInt(event.amount) <= BigInt(event.limit);
       return {
-        entries: accepted ? [...entries, { at: e.at, id: e.id, amount: e.amount }] : entries,
-        last: { id: e.id, accepted, spent: (accepted ? spent + BigInt(e.amount) : spent).toString() },
+        entries: accepted ? [...entries, { at: event.at, id: event.id, amount: event.amount }] : entries,
+        last: { id: event.id, accepted, spent: (accepted ? spent + BigInt(event.amount) : spent).toString() },
       };
     }),
-    undo: assign(({ context, event }) => ({ entries: context.entries.filter((x) => x.id !== (event as E<'UNDO'>).id) })),
+    undo: assign(({ context, event }) => {
+      assertEvent(event, 'UNDO');
+      return { entries: context.entries.filter((x) => x.id !== event.id) };
+    }),
   },
 }).createMachine({
   id: 'spend',
