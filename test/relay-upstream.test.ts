@@ -128,7 +128,9 @@ async function rawRelay(t: any, limits: Partial<RelayLimitsT> = {}) {
       }
     });
     const closed = new Promise<void>((r) => socket.once('close', () => r()));
-    return { socket, answers, closed };
+    /** The hub's side of this connection. */
+    const hubSideOf = () => hubSide.find((s) => s.remotePort === socket.localPort);
+    return { socket, answers, closed, hubSide: hubSideOf };
   };
   /** Whether `bytes` of the upload budget are free now (probed, then given back). */
   const free = (bytes: number) => {
@@ -144,21 +146,21 @@ const header = (length: number) => {
   head.writeUInt32BE(length);
   return head;
 };
-const tick = () => new Promise((r) => setTimeout(r, 30));
 
 test('SPEC §11: an upstream frame the upload budget has no room for is dropped and answered BUSY; one past the limit ends the connection', async (t) => {
-  const { client } = await rawRelay(t, { uploadBytes: 1000 });
+  const { hubSide, client } = await rawRelay(t, { uploadBytes: 1000 });
   const { socket, answers, closed } = client();
   // 5000 bytes, over the 1000-byte budget, sent in pieces (the header alone first); then 900 bytes twice,
-  // each within the budget, and an empty frame alone.
+  // each within the budget, and an empty frame alone. A piece is alone when the hub has read all before it.
+  const readByHub = (bytes: number) => until(() => hubSide[0]?.bytesRead === bytes, `the hub to read ${bytes} bytes`);
   const big = frame(new Uint8Array(5000));
   socket.write(big.subarray(0, 4));
-  await tick();
+  await readByHub(4);
   socket.write(big.subarray(4, 2000));
   socket.write(big.subarray(2000));
   socket.write(frame(new Uint8Array(900)));
   socket.write(frame(new Uint8Array(900)));
-  await tick();
+  await readByHub(big.length + 2 * 904);
   socket.write(header(0));
   await until(() => answers.length === 4, 'four answers');
   t.like(answers[0], { error: { status: 503, code: 'BUSY' } });
@@ -190,11 +192,16 @@ test('SPEC §11: an upstream whose client goes, or whose frame stalls, is closed
   await stalled.closed;
   await until(() => free(1000), 'the stalled frame\'s room to be given back');
   t.true(free(1000));
-  // Between frames a connection may idle past frameTimeoutMs.
+  // Between frames a connection may idle past frameTimeoutMs. A frame that stalls once the idle connection
+  // is answered runs against a deadline armed after any the idle one could have had (on a frame begun, or
+  // on the connection opened): when it has closed its connection, the idle one's would have fired before.
   const idle = client();
   idle.socket.write(frame(new Uint8Array(5)));
-  await new Promise((r) => setTimeout(r, 400));
-  t.false(idle.socket.destroyed);
+  await until(() => idle.answers.length === 1, 'the idle connection\'s answer');
+  const later = client();
+  later.socket.write(Buffer.concat([header(10), Buffer.alloc(1)]));
+  await later.closed;
+  t.false(idle.hubSide()?.destroyed, 'the idle connection is still open');
   idle.socket.write(frame(new Uint8Array(5)));
   await until(() => idle.answers.length === 2, 'two answers');
   t.is(idle.answers.length, 2);
@@ -208,7 +215,8 @@ test('SPEC §11: a client that does not read its answers cannot make the hub hol
   // 100 000 empty frames (400 KB) whose answers (BAD_ENVELOPE, ~110 bytes each) make ~11 MB.
   const frames = 100_000;
   socket.write(Buffer.concat(Array.from({ length: frames }, () => header(0))));
-  await new Promise((r) => setTimeout(r, 500));
+  // The hub stops reading once its answers wait to be written (they cannot all be written: nobody reads).
+  await until(() => hubSide[0]?.isPaused() === true, 'the hub to stop reading');
   const held = hubSide[0]?.writableLength ?? 0;
   t.is(hubSide.length, 1);
   t.true(held < 256 * 1024, `the hub holds ${held} bytes of answers`);
