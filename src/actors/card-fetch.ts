@@ -55,7 +55,8 @@ export function cardFetch(host: FetchHost, aid: string, kind: FetchKind): CardFe
 }
 
 /** Whether the actor waits for the reply to `requestId`. */
-export const waitsFor = (v: CardFetchView | undefined, requestId: string): v is CardFetchView => v?.state === 'waiting' && v.context.requestId === requestId;
+export const waitsFor = (v: CardFetchView | undefined, requestId: string): v is CardFetchView =>
+  v?.state === 'waiting' && v.context.requestId === requestId;
 
 function view(snap: { value: unknown; context: unknown }): CardFetchView {
   // The one place a card-fetch snapshot is typed: the kind's machine has these states and this context.

@@ -4,7 +4,7 @@ import { basename } from 'node:path';
 import { viaNode } from './node.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
-import type { TaskRecord } from '../node/caller/tasks.js';
+import type { TaskRecord } from '../node/caller/records.js';
 import { type InboxEntry } from '../node/provider/text.js';
 import { CHAT } from '../protocol/messages.js';
 

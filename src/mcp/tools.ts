@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import type { CardView } from '../node/node.js';
 import type { ReadCard } from '../reader/reader.js';
-import type { TaskRecord } from '../node/caller/tasks.js';
+import type { TaskRecord } from '../node/caller/records.js';
 import { cardData, findData } from '../cli/node.js';
 import { isAid } from '../identity/cid.js';
 

@@ -10,7 +10,7 @@ import { pricesOf, type Price } from '../card/extended.js';
 import { validateKel, type KelState } from '../identity/kel.js';
 import type { AgentCard } from '../protocol/card/types.js';
 import { EXT_CARD } from '../protocol/card/constants.js';
-import type { TaskRecord } from './caller/tasks.js';
+import type { TaskRecord } from './caller/records.js';
 
 export interface CardAuditRow {
   aid: string;

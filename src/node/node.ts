@@ -20,7 +20,7 @@ import { callDesk, interruptRunning, tellInterrupted } from './provider/calls.js
 import { TASK_SEND, TASK_STATUS, TASK_RESULT } from '../protocol/messages.js';
 import type { NodeParts } from './parts.js';
 import { inbox, replyToInbox, type InboxEntry } from './provider/text.js';
-import { Caller } from './caller/tasks.js';
+import { Caller } from './caller/index.js';
 import { payDesk, cancelDesk, resumeSettlements } from './provider/payment.js';
 import { TASK_PAY, TASK_CANCEL } from '../protocol/messages.js';
 import { Payer, type SignedPrice } from './caller/payment.js';

@@ -7,9 +7,16 @@
 // card the provider signed for us in the past 24 h is shown, marked stale; a card that failed its checks
 // is never papered over.
 import { randomBytes } from 'node:crypto';
-import type { AnyMachineSnapshot } from 'xstate';
-import type { ActorHost } from '../runtime/host.js';
-import type { Answer, CardFetchContext, CardFetchEvent } from '../../machines/card-fetch.js';
+import type { Answer } from '../../machines/card-fetch.js';
+import {
+  cardFetch,
+  FETCH_KINDS,
+  waitsFor,
+  type CardFetchActor,
+  type CardFetchView,
+  type FetchHost,
+  type FetchKind,
+} from '../actors/card-fetch.js';
 import type { Messenger, MessageHandler } from '../relay/messenger.js';
 import { fromBody, toBody } from '../protocol/body.js';
 import { CARD_MESSAGE_TTL_MS } from '../card/desk.js';
@@ -42,32 +49,43 @@ export interface ExtendedResult {
 }
 
 const NOT_ASKED = { stale: false, lastAttemptAt: null, nextAttemptAt: null } as const;
-export const NOT_APPLICABLE: ExtendedResult = { extended: 'not_applicable', reason: 'not_applicable', card: null, prices: null, fetchedAt: null, ...NOT_ASKED };
+export const NOT_APPLICABLE: ExtendedResult = {
+  extended: 'not_applicable',
+  reason: 'not_applicable',
+  card: null,
+  prices: null,
+  fetchedAt: null,
+  ...NOT_ASKED,
+};
 
 export interface FetcherParts {
   me: string;
   /** The runtime and the messenger are started on first need (a one-shot CLI may never need them). */
-  host: () => Promise<ActorHost>;
+  host: () => Promise<FetchHost>;
   messenger: () => Promise<Messenger>;
   reader: Reader;
   store: Store;
   now: () => number;
 }
 
-type Kind = 'list' | 'general';
-/** One machine per provider and kind: the list card held before a removal is not the general one after. */
-export const actorOf = (aid: string, kind: Kind) => `${KIND}/${aid}/${kind}`;
-const KINDS: Kind[] = ['list', 'general'];
-const KIND = 'card-fetch-v2';
-
 function answered(answer: Answer): Omit<ExtendedResult, 'stale' | 'lastAttemptAt' | 'nextAttemptAt'> {
-  if (answer.kind === 'not_configured') return { extended: 'not_configured', reason: 'not_configured', card: null, prices: null, fetchedAt: answer.fetchedAt };
+  if (answer.kind === 'not_configured')
+    return { extended: 'not_configured', reason: 'not_configured', card: null, prices: null, fetchedAt: answer.fetchedAt };
   const card = JSON.parse(answer.wire) as AgentCard;
   const prices = pricesOf(card);
-  return { extended: 'ok', reason: null, card, prices: 'error' in prices ? [] : prices.prices, fetchedAt: answer.fetchedAt, ...(answer.digest ? { digest: answer.digest } : {}) };
+  return {
+    extended: 'ok',
+    reason: null,
+    card,
+    prices: 'error' in prices ? [] : prices.prices,
+    fetchedAt: answer.fetchedAt,
+    ...(answer.digest ? { digest: answer.digest } : {}),
+  };
 }
 
-function unanswered(reason: 'card_unavailable' | 'card_signature_invalid'): Omit<ExtendedResult, 'stale' | 'lastAttemptAt' | 'nextAttemptAt'> {
+function unanswered(
+  reason: 'card_unavailable' | 'card_signature_invalid',
+): Omit<ExtendedResult, 'stale' | 'lastAttemptAt' | 'nextAttemptAt'> {
   return { extended: null, reason, card: null, prices: null, fetchedAt: null };
 }
 
@@ -101,61 +119,58 @@ export class CardFetcher {
     const credential = await this.credentialFrom(pub.aid);
     if (!seq || (pub.charge === 'free' && !credential)) return NOT_APPLICABLE;
     const requestId = randomBytes(12).toString('hex');
-    const kind: Kind = credential ? 'list' : 'general';
-    const actor = actorOf(pub.aid, kind);
-    let snap = await this.event(actor, { type: 'NEED', at: this.parts.now(), publicSeq: seq, requestId });
-    const ctx = snap.context as CardFetchContext;
-    if (ctx.decision === 'fetch') snap = await this.request(pub.aid, actor, requestId, kind, ctx.waitUntil!);
-    else if (snap.value === 'waiting') snap = await this.await(actor, ctx.requestId!, ctx.waitUntil!);
-    return this.result(snap, seq);
+    const kind: FetchKind = credential ? 'list' : 'general';
+    const actor = await this.actor(pub.aid, kind);
+    let v = await actor.need(this.parts.now(), seq, requestId);
+    const ctx = v.context;
+    if (ctx.decision === 'fetch') v = await this.request(pub.aid, actor, requestId, kind, ctx.waitUntil!);
+    else if (v.state === 'waiting') v = await this.await(actor, ctx.requestId!, ctx.waitUntil!);
+    return this.result(v, seq);
   }
 
-  private async event(actor: string, event: CardFetchEvent): Promise<AnyMachineSnapshot> {
-    return (await this.parts.host()).send(actor, KIND, undefined, event);
+  private async actor(aid: string, kind: FetchKind): Promise<CardFetchActor> {
+    return cardFetch(await this.parts.host(), aid, kind);
   }
 
-  private async state(actor: string): Promise<AnyMachineSnapshot | undefined> {
-    return (await this.parts.host()).state(actor);
-  }
-
-  private async request(aid: string, actor: string, rid: string, kind: Kind, waitUntil: number): Promise<AnyMachineSnapshot> {
+  /** Sends `card.request`; a request that cannot be sent is journaled as an `unreachable` REPLY at once. */
+  private async request(aid: string, actor: CardFetchActor, rid: string, kind: FetchKind, waitUntil: number): Promise<CardFetchView> {
     try {
       const messenger = await this.parts.messenger();
       await messenger.send(aid, CARD_REQUEST, toBody({ kind, rid }), { ttlMs: CARD_MESSAGE_TTL_MS });
     } catch {
       // No key set, no KEL, the hub down or the queue full: the card cannot be had now.
-      return this.event(actor, { type: 'REPLY', at: this.parts.now(), requestId: rid, result: 'unreachable' });
+      return actor.reply({ at: this.parts.now(), requestId: rid, result: 'unreachable' });
     }
     return this.await(actor, rid, waitUntil);
   }
 
-  /** Waits for the reply to `rid` or the end of the 10 s wait, then returns the machine's state. */
-  private async await(actor: string, rid: string, waitUntil: number): Promise<AnyMachineSnapshot> {
+  /** Waits for the reply to `rid` or the end of the 10 s wait (journaled as a TICK), then returns the machine's state. */
+  private async await(actor: CardFetchActor, rid: string, waitUntil: number): Promise<CardFetchView> {
     for (;;) {
       let wake!: () => void;
       const woken = new Promise<void>((resolve) => (wake = resolve));
       this.waiters.set(rid, [...(this.waiters.get(rid) ?? []), wake]);
       // Registered first, then read: a reply taken before we registered is seen in the state.
-      let snap = (await this.state(actor))!;
-      if (snap.value !== 'waiting' || (snap.context as CardFetchContext).requestId !== rid) return this.unwait(rid, wake, snap);
+      let v = (await actor.read())!;
+      if (!waitsFor(v, rid)) return this.unwait(rid, wake, v);
       if (this.parts.now() >= waitUntil) {
-        snap = await this.event(actor, { type: 'TICK', at: this.parts.now() });
-        if (snap.value !== 'waiting' || (snap.context as CardFetchContext).requestId !== rid) return this.unwait(rid, wake, snap);
+        v = await actor.tick(this.parts.now());
+        if (!waitsFor(v, rid)) return this.unwait(rid, wake, v);
       }
       // Re-read at least every second, so a clock that jumps (NTP, or a test) is noticed.
       const delay = Math.min(1000, Math.max(0, waitUntil - this.parts.now()));
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([woken, new Promise<void>((resolve) => (timer = setTimeout(resolve, delay)))]);
       clearTimeout(timer);
-      this.unwait(rid, wake, snap);
+      this.unwait(rid, wake, v);
     }
   }
 
-  private unwait(rid: string, wake: () => void, snap: AnyMachineSnapshot): AnyMachineSnapshot {
+  private unwait(rid: string, wake: () => void, v: CardFetchView): CardFetchView {
     const left = (this.waiters.get(rid) ?? []).filter((w) => w !== wake);
     if (left.length) this.waiters.set(rid, left);
     else this.waiters.delete(rid);
-    return snap;
+    return v;
   }
 
   private wake(rid: string): void {
@@ -164,13 +179,16 @@ export class CardFetcher {
   }
 
   /** What `seq` (the public card's, as this look saw it) gets from the machine's state. */
-  private result(snap: AnyMachineSnapshot, seq: string): ExtendedResult {
-    const ctx = snap.context as CardFetchContext;
+  private result(v: CardFetchView, seq: string): ExtendedResult {
+    const ctx = v.context;
     // Nothing was asked by this NEED: say when the provider was last asked and when it may be again.
-    const attempt = ctx.decision === 'guarded' ? { lastAttemptAt: ctx.lastAttemptAt, nextAttemptAt: ctx.guardUntil } : { lastAttemptAt: null, nextAttemptAt: null };
+    const attempt =
+      ctx.decision === 'guarded'
+        ? { lastAttemptAt: ctx.lastAttemptAt, nextAttemptAt: ctx.guardUntil }
+        : { lastAttemptAt: null, nextAttemptAt: null };
     // Cached, yet older than this look's seq: a request for the newer card was already out (its reply
     // answered the older one).
-    if (snap.value === 'cached') return { ...answered(ctx.held!.answer), stale: BigInt(ctx.held!.publicSeq) < BigInt(seq), ...attempt };
+    if (v.state === 'cached') return { ...answered(ctx.held!.answer), stale: BigInt(ctx.held!.publicSeq) < BigInt(seq), ...attempt };
     if (ctx.outcome?.kind === 'card_signature_invalid') return { ...unanswered('card_signature_invalid'), stale: false, ...attempt };
     // Unavailable now: what the provider signed for us within the last 24 h, though for an older seq.
     if (ctx.held) return { ...answered(ctx.held.answer), stale: true, ...attempt };
@@ -183,15 +201,14 @@ export class CardFetcher {
       const body = fromBody(m.body);
       const rid = body?.rid;
       if (!body || typeof rid !== 'string') return;
-      for (const kind of KINDS) {
-        const actor = actorOf(m.from, kind);
-        const state = await this.state(actor);
-        const ctx = state?.context as CardFetchContext | undefined;
-        if (state?.value !== 'waiting' || ctx?.requestId !== rid) continue;
+      for (const kind of FETCH_KINDS) {
+        const actor = await this.actor(m.from, kind);
+        const v = await actor.read();
+        if (!waitsFor(v, rid)) continue;
         await this.takeCredential(m.from, body.credential);
         // Whatever goes wrong judging a reply, it was not a card we can use: never an unjudged wait.
-        const result = await this.judge(m.from, ctx.publicSeq!, body).catch(() => ({ result: 'invalid' as const }));
-        await this.event(actor, { type: 'REPLY', at: m.at, requestId: rid, ...result });
+        const result = await this.judge(m.from, v.context.publicSeq!, body).catch(() => ({ result: 'invalid' as const }));
+        await actor.reply({ at: m.at, requestId: rid, ...result });
         this.wake(rid);
         return;
       }
@@ -210,20 +227,32 @@ export class CardFetcher {
   private async takeCredential(from: string, credential: unknown): Promise<void> {
     if (!(credential instanceof Uint8Array)) return this.contacts.forget(from);
     const kel = await this.parts.reader.kel(from);
-    if (kel && checkCredential(credential, { iss: from, sub: this.parts.me, kel, now: this.parts.now() }).ok) await this.contacts.keep(from, credential);
+    if (kel && checkCredential(credential, { iss: from, sub: this.parts.me, kel, now: this.parts.now() }).ok)
+      await this.contacts.keep(from, credential);
   }
 
-  private async judge(from: string, publicSeq: string, body: Record<string, unknown>): Promise<{ result: 'ok' | 'not_configured' | 'invalid'; wire?: string; digest?: string; seq?: string }> {
+  private async judge(
+    from: string,
+    publicSeq: string,
+    body: Record<string, unknown>,
+  ): Promise<{ result: 'ok' | 'not_configured' | 'invalid'; wire?: string; digest?: string; seq?: string }> {
     if (body.not_configured === true && body.card === undefined) return { result: 'not_configured' };
     if (typeof body.card !== 'string') return { result: 'invalid' };
     const kel = await this.parts.reader.kel(from);
     const check = verifyCard(body.card, { kel, now: this.parts.now() });
     // Its seq may be above the public card we read (the provider published since): a newer card it
     // signed is as good; an older one would let it take back a price, so it counts as invalid.
-    if (!check.ok || check.identity.aid !== from || check.seq < BigInt(publicSeq) || 'error' in pricesOf(check.card)) return { result: 'invalid' };
+    if (!check.ok || check.identity.aid !== from || check.seq < BigInt(publicSeq) || 'error' in pricesOf(check.card))
+      return { result: 'invalid' };
     const seq = check.seq.toString();
-    await recordCard(this.parts.store, { aid: from, seq, digest: check.digest, wire: body.card, source: 'peer (extended card)', obtainedAt: this.parts.now() });
+    await recordCard(this.parts.store, {
+      aid: from,
+      seq,
+      digest: check.digest,
+      wire: body.card,
+      source: 'peer (extended card)',
+      obtainedAt: this.parts.now(),
+    });
     return { result: 'ok', wire: body.card, digest: check.digest, ...(seq !== publicSeq ? { seq } : {}) };
   }
-
 }

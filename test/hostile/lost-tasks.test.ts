@@ -11,8 +11,8 @@ import { childDaemon } from '../helpers/proc.js';
 import { until } from '../helpers/wait.js';
 import { startSampleService } from '../../src/service/sample.js';
 import type { Daemon } from '../../src/daemon/daemon.js';
-import type { TaskRecord } from '../../src/node/caller/tasks.js';
-import { resendDelay, RESEND_SILENT_MS, UNANSWERED_DETAIL } from '../../src/node/caller/tasks.js';
+import type { TaskRecord } from '../../src/node/caller/records.js';
+import { resendDelay, RESEND_SILENT_MS, UNANSWERED_DETAIL } from '../../src/node/caller/resend.js';
 
 /**
  * A provider whose service (`demo.echo`, `{"slow": true}` takes 800 ms) and local agent count their runs,

@@ -8,19 +8,28 @@
 // the same bytes again — the hub holds by nonce, so it is still one payment.
 import { randomHex } from '../../util/random.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ActorHost } from '../../runtime/host.js';
 import type { Store } from '../../../store/db.js';
 import type { Messenger } from '../../relay/messenger.js';
 import type { Reader } from '../../reader/reader.js';
 import type { Identity } from '../../identity/store.js';
 import { unanswered, type PaymentContext } from '../../../machines/payment.js';
-import type { SpendContext } from '../../../machines/spend.js';
+import type { ActorHost } from '../../runtime/host.js';
+import { payment, type Payment } from '../../actors/payment.js';
+import { autoSpend } from '../../actors/spend.js';
 import { toBody } from '../../protocol/body.js';
 import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
 import { checkQuote, QUOTE_SECONDS, X402_VERSION, type PaymentRequirements } from '../../protocol/quote.js';
 import { signAuthorization } from '../../protocol/authorization.js';
 import { crashPoint } from '../../util/crash.js';
-import { TASK_PAY, TASK_CANCEL, X402_STATUS, X402_REQUIRED, X402_PAYLOAD, X402_RECEIPTS, QUOTE_SIGNATURE } from '../../protocol/messages.js';
+import {
+  TASK_PAY,
+  TASK_CANCEL,
+  X402_STATUS,
+  X402_REQUIRED,
+  X402_PAYLOAD,
+  X402_RECEIPTS,
+  QUOTE_SIGNATURE,
+} from '../../protocol/messages.js';
 
 export type PaymentStatus = 'payment-required' | 'payment-submitted' | 'payment-completed' | 'payment-failed' | 'payment-rejected';
 
@@ -61,10 +70,10 @@ export interface PaymentRecord {
 
 export interface PayerParts {
   identity: Identity;
-  store: Store;
-  reader: Reader;
+  store: Pick<Store, 'paying' | 'tasks'>;
+  reader: Pick<Reader, 'kel'>;
   host: () => Promise<ActorHost>;
-  messenger: () => Promise<Messenger>;
+  messenger: () => Promise<Pick<Messenger, 'send'>>;
   now: () => number;
   payments: { auto_max: bigint; daily_max: bigint };
   hubAid: () => Promise<string>;
@@ -72,11 +81,7 @@ export interface PayerParts {
   signedPrice: (aid: string, skillId: string) => Promise<SignedPrice | { why: string }>;
 }
 
-const DAY_MS = 24 * 3_600_000;
-/** The window of automatic payments (payments.daily_max). */
-const SPEND = 'spend/auto';
 const MESSAGE_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
-export const paymentActor = (provider: string, task: string) => `payment/${provider}/${task}`;
 
 /** What the caller needs to know of a task to pay it. */
 export interface Payable {
@@ -85,6 +90,17 @@ export interface Payable {
   capability: string;
   payment: PaymentRecord | null;
 }
+
+/**
+ * The `paying` mark of an authorized payment, keyed by its actor's id and written in the batch of the
+ * event that authorizes it; without a value, it goes in the batch of the event that ends the payment.
+ */
+interface PayingMark {
+  task: string;
+  to: string;
+}
+const paying = (actor: Payment, mark?: PayingMark) =>
+  mark ? { sublevel: 'paying' as const, key: actor.id, value: mark } : { sublevel: 'paying' as const, key: actor.id };
 
 export class PaymentError extends Error {
   override name = 'PaymentError';
@@ -98,17 +114,38 @@ export class Payer {
     const required = String(body[X402_REQUIRED] ?? '');
     const signature = String(body[QUOTE_SIGNATURE] ?? '');
     const kel = await this.parts.reader.kel(t.to);
-    const check = kel ? checkQuote(required, signature, { kel, task: t.task, capability: t.capability }) : { ok: false as const, why: "the provider's KEL is not available" };
+    const check = kel
+      ? checkQuote(required, signature, { kel, task: t.task, capability: t.capability })
+      : { ok: false as const, why: "the provider's KEL is not available" };
     const expiresAt = at + QUOTE_SECONDS * 1000;
     const record: PaymentRecord = {
-      status: 'payment-required', skillId: t.capability, required, signature,
-      quote: check.ok ? check.quote : null, quoteError: check.ok ? null : check.why, receivedAt: at, expiresAt,
-      decided: !check.ok, auto: check.ok ? null : false, why: check.ok ? null : check.why, price: null,
-      nonce: null, authorizedAt: null, hubTx: null, receipts: null,
+      status: 'payment-required',
+      skillId: t.capability,
+      required,
+      signature,
+      quote: check.ok ? check.quote : null,
+      quoteError: check.ok ? null : check.why,
+      receivedAt: at,
+      expiresAt,
+      decided: !check.ok,
+      auto: check.ok ? null : false,
+      why: check.ok ? null : check.why,
+      price: null,
+      nonce: null,
+      authorizedAt: null,
+      hubTx: null,
+      receipts: null,
     };
     if (check.ok) {
       const q = check.quote;
-      await (await this.parts.host()).send(paymentActor(t.to, t.task), 'payment', undefined, { type: 'QUOTE', task: t.task, provider: t.to, skillId: t.capability, quoteId: q.extra.quoteId, amount: q.amount, expiresAt });
+      await payment(await this.parts.host(), t.to, t.task).quote({
+        task: t.task,
+        provider: t.to,
+        skillId: t.capability,
+        quoteId: q.extra.quoteId,
+        amount: q.amount,
+        expiresAt,
+      });
     }
     return record;
   }
@@ -119,32 +156,50 @@ export class Payer {
     if (p.decided || !p.quote) return { ...p, decided: true };
     const q = p.quote;
     const price = await this.parts.signedPrice(t.to, t.capability);
-    const no = (why: string, priceSeen: SignedPrice | null = null): PaymentRecord => ({ ...p, decided: true, auto: false, why, price: priceSeen });
+    const no = (why: string, priceSeen: SignedPrice | null = null): PaymentRecord => ({
+      ...p,
+      decided: true,
+      auto: false,
+      why,
+      price: priceSeen,
+    });
     if ('why' in price) return no(`no signed price to check the quote against: ${price.why}`);
     if (BigInt(q.amount) > BigInt(price.amount)) return no(`the quote (${q.amount}) is above the signed price (${price.amount})`, price);
     // A superseded card's price may be one the provider has since taken back: the operator decides.
-    if (price.stale) return no(`its newest signed prices could not be obtained (the price held is of card seq ${price.seq}; its public card is at seq ${price.publicSeq})`, price);
-    if (BigInt(q.amount) > this.parts.payments.auto_max) return no(`the quote (${q.amount}) is above payments.auto_max (${this.parts.payments.auto_max})`, price);
+    if (price.stale)
+      return no(
+        `its newest signed prices could not be obtained (the price held is of card seq ${price.seq}; its public card is at seq ${price.publicSeq})`,
+        price,
+      );
+    if (BigInt(q.amount) > this.parts.payments.auto_max)
+      return no(`the quote (${q.amount}) is above payments.auto_max (${this.parts.payments.auto_max})`, price);
     const ours = `hub:${await this.parts.hubAid()}`;
     if (q.network !== price.network || q.network !== ours || q.asset !== price.asset || q.payTo !== t.to) {
-      return no(`the quote's network, asset or payee (${q.network}, ${q.asset}) differ from the signed card's or from our hub (${ours})`, price);
+      return no(
+        `the quote's network, asset or payee (${q.network}, ${q.asset}) differ from the signed card's or from our hub (${ours})`,
+        price,
+      );
     }
-    const host = await this.parts.host();
-    const spend = (await host.send(SPEND, 'spend', { windowMs: DAY_MS }, { type: 'SPEND', id: t.task, amount: q.amount, limit: this.parts.payments.daily_max.toString() })).context as SpendContext;
-    if (!spend.last?.accepted) return no(`paying ${q.amount} would take automatic payments past payments.daily_max (${this.parts.payments.daily_max}) in 24 h`, price);
+    const spend = autoSpend(await this.parts.host());
+    const admitted = await spend.admit(t.task, q.amount, this.parts.payments.daily_max.toString());
+    if (!admitted.accepted)
+      return no(
+        `paying ${q.amount} would take automatic payments past payments.daily_max (${this.parts.payments.daily_max}) in 24 h`,
+        price,
+      );
     let paid: PaymentRecord | null = null;
     try {
       paid = await this.authorize({ ...t, payment: { ...p, price } }, true);
       return paid;
     } finally {
-      if (paid?.status !== 'payment-submitted') await host.send(SPEND, 'spend', undefined, { type: 'UNDO', id: t.task });
+      if (paid?.status !== 'payment-submitted') await spend.undo(t.task);
     }
   }
 
   /** `anet pay`: the operator pays a quote the rule did not pay. */
   async pay(t: Payable): Promise<PaymentRecord> {
     const p = t.payment;
-    if (!p || p.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
+    if (p?.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
     if (!p.quote) throw new PaymentError(`the quote of task ${t.task} cannot be paid: ${p.quoteError}`);
     const paid = await this.authorize({ ...t, payment: p }, false);
     if (paid.status !== 'payment-submitted') throw new PaymentError(`the quote of task ${t.task} has expired; send the task again`);
@@ -154,12 +209,15 @@ export class Payer {
   /** `anet reject`: declines the quote and tells the provider. */
   async reject(t: Payable): Promise<PaymentRecord> {
     const p = t.payment;
-    if (!p || p.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
+    if (p?.status !== 'payment-required') throw new PaymentError(`task ${t.task} is not waiting for a payment`);
     if (p.quote) {
       // The machine decides: a payment already authorized (its sending failed, or we stopped before it
       // left) is on its way and cannot be called back.
-      const snap = await (await this.parts.host()).send(paymentActor(t.to, t.task), 'payment', undefined, { type: 'REJECT' });
-      if (snap.value !== 'rejected') throw new PaymentError(`task ${t.task} was already ${snap.value === 'authorized' ? 'paid: the payment is on its way' : snap.value}; it cannot be rejected`);
+      const after = await payment(await this.parts.host(), t.to, t.task).reject();
+      if (after.value !== 'rejected')
+        throw new PaymentError(
+          `task ${t.task} was already ${after.value === 'authorized' ? 'paid: the payment is on its way' : after.value}; it cannot be rejected`,
+        );
     }
     const messenger = await this.parts.messenger();
     await messenger.send(t.to, TASK_CANCEL, toBody({ task: t.task, [X402_STATUS]: 'payment-rejected' }), { ttlMs: MESSAGE_TTL_MS });
@@ -176,13 +234,13 @@ export class Payer {
     const nonce = randomHex(16);
     // The authorization is good exactly as long as the quote it pays.
     const validBefore = p.expiresAt;
-    const actor = paymentActor(t.to, t.task);
-    const snap = await (await this.parts.host()).send(actor, 'payment', undefined, { type: 'AUTHORIZE', nonce, validBefore, auto }, { alongside: [{ sublevel: 'paying', key: actor, value: { task: t.task, to: t.to } }] });
-    if (snap.value !== 'authorized') return { ...p, decided: true, auto: false, why: 'the quote expired before it was paid' };
+    const actor = payment(await this.parts.host(), t.to, t.task);
+    const after = await actor.authorize({ nonce, validBefore, auto }, [paying(actor, { task: t.task, to: t.to })]);
+    if (after.value !== 'authorized') return { ...p, decided: true, auto: false, why: 'the quote expired before it was paid' };
     crashPoint('after-authorize');
     // Authorized is paid as far as this node is concerned: a send that fails now is tried again (and at
     // the next start), always the same bytes.
-    void this.sendUntilSent(snap.context as PaymentContext, p.quote!);
+    void this.sendUntilSent(after.context, p.quote!);
     return { ...p, status: 'payment-submitted', decided: true, auto, nonce, authorizedAt: at };
   }
 
@@ -198,11 +256,23 @@ export class Payer {
 
   private async sendPayment(c: PaymentContext, q: PaymentRequirements): Promise<void> {
     const authorization = signAuthorization(this.parts.identity, {
-      to: c.provider, amount: c.amount, asset: q.asset, network: q.network, taskId: c.task, quoteId: c.quoteId, nonce: c.nonce!, validBefore: c.validBefore!,
+      to: c.provider,
+      amount: c.amount,
+      asset: q.asset,
+      network: q.network,
+      taskId: c.task,
+      quoteId: c.quoteId,
+      nonce: c.nonce!,
+      validBefore: c.validBefore!,
     });
     const payload = { x402Version: X402_VERSION, accepted: q, payload: { authorization: Buffer.from(authorization).toString('base64') } };
     const messenger = await this.parts.messenger();
-    await messenger.send(c.provider, TASK_PAY, toBody({ task: c.task, [X402_STATUS]: 'payment-submitted', [X402_PAYLOAD]: JSON.stringify(payload) }), { ttlMs: MESSAGE_TTL_MS });
+    await messenger.send(
+      c.provider,
+      TASK_PAY,
+      toBody({ task: c.task, [X402_STATUS]: 'payment-submitted', [X402_PAYLOAD]: JSON.stringify(payload) }),
+      { ttlMs: MESSAGE_TTL_MS },
+    );
   }
 
   /** The provider's final answer: what the hub did with the payment (journaled; the mark goes). */
@@ -218,12 +288,12 @@ export class Payer {
     const first = Array.isArray(receipts) ? receipts[0] : undefined;
     const captured = body[X402_STATUS] === 'payment-completed' && first?.success === true;
     const hubTx = typeof first?.transaction === 'string' ? first.transaction : null;
-    const actor = paymentActor(t.to, t.task);
     if (p.quote) {
       const host = await this.parts.host();
-      const snap = await host.send(actor, 'payment', undefined, { type: 'SETTLED', captured, hubTx: hubTx ?? '' }, { alongside: [{ sublevel: 'paying', key: actor }] });
+      const actor = payment(host, t.to, t.task);
+      const after = await actor.settled({ captured, hubTx: hubTx ?? '' }, [paying(actor)]);
       // An automatic payment that was not captured spent nothing: daily_max counts what was paid.
-      if (!captured && (snap.context as PaymentContext).auto) await host.send(SPEND, 'spend', undefined, { type: 'UNDO', id: t.task });
+      if (!captured && after.context.auto) await autoSpend(host).undo(t.task);
     }
     // Also for a payment sent again after our restart, whose record never saw `payment-submitted`.
     return { ...p, status: captured ? 'payment-completed' : 'payment-failed', decided: true, hubTx, receipts };
@@ -238,15 +308,17 @@ export class Payer {
     const host = await this.parts.host();
     const sent: { task: string; nonce: string; auto: boolean }[] = [];
     const abandoned: string[] = [];
-    for await (const [actor] of this.parts.store.paying.iterator()) {
-      const snap = await host.state(actor);
-      const c = snap?.context as PaymentContext | undefined;
-      if (snap?.value !== 'authorized' || !c) continue;
+    for await (const [, mark] of this.parts.store.paying.iterator()) {
+      const { task, to } = mark as PayingMark;
+      const actor = payment(host, to, task);
+      const v = await actor.state();
+      if (v?.value !== 'authorized') continue;
+      const c = v.context;
       const now = this.parts.now();
       if (unanswered(c, now)) {
         // Stamped with the time just checked, so the machine's guard sees the same instant (the mark goes
         // in the same batch).
-        const after = await host.send(actor, 'payment', undefined, { type: 'ABANDON', at: now }, { alongside: [{ sublevel: 'paying', key: actor }] });
+        const after = await actor.abandon(now, [paying(actor)]);
         if (after.value === 'abandoned') abandoned.push(c.task);
         continue;
       }

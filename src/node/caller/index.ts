@@ -1,0 +1,240 @@
+// The caller's side of a task (SPEC §9, PROTOCOL §6.4–6.7, §7), what the node calls. Top to bottom:
+//   send / call     a new record (records.ts) with its outbox entry, one `task.send` (send.ts), resends armed (resend.ts)
+//   onReply         `task.status` / `task.result` from the provider asked → the next record (answers.ts)
+//   decide          a quote → the auto-pay rule (payment.ts: the payment and spend actors journal it)
+//   pay / reject    the operator's answer to a quote left to them
+//   resume, resendPayments   at start: tasks not answered go out again, authorized payments are sent again
+// Every record change is `next(record, event)` of records.ts, written through the book (book.ts), one
+// change of a task at a time (a status and a result arriving together must not cross).
+import type { Store, WriteOp } from '../../../store/db.js';
+import type { Messenger, MessageHandler } from '../../relay/messenger.js';
+import type { Reader } from '../../reader/reader.js';
+import { fromBody } from '../../protocol/body.js';
+import { CHAT } from '../../protocol/messages.js';
+import { KeyedSerial } from '../../runtime/serial.js';
+import type { Clock } from '../../runtime/clock.js';
+import { Contacts } from '../../contacts/credential.js';
+import { randomHex } from '../../util/random.js';
+import { PaymentError, type Payer, type PaymentRecord } from './payment.js';
+import { awaitingOperator, isFinal, newRecord, next, resendsOver, type TaskEvent, type TaskRecord } from './records.js';
+import { TaskBook } from './book.js';
+import { Resends } from './resend.js';
+import { sendTask, wireBody, type Request } from './send.js';
+import { sendFailure } from './limits.js';
+import { takeAnswer } from './answers.js';
+
+export type { TaskRecord, TaskState } from './records.js';
+export {
+  RESEND_FIRST_MS,
+  RESEND_FACTOR,
+  RESEND_MAX_MS,
+  RESEND_SILENT_MS,
+  RESEND_SILENT_WORKING_MS,
+  resendDelay,
+  UNANSWERED_DETAIL,
+  SILENT_DETAIL,
+} from './resend.js';
+
+export interface CallerParts {
+  me: string;
+  /** The `tasks` records, the outbox in `payloads`, and the contact credentials held (the whole store: Contacts takes it). */
+  store: Store;
+  reader: Pick<Reader, 'kel'>;
+  messenger: () => Promise<Pick<Messenger, 'send'>>;
+  now: () => number;
+  payer: Payer;
+  /** Timers for resends (the node's clock; tests move it). */
+  clock?: Pick<Clock, 'at'>;
+}
+
+type File = { name: string; data_b64: string };
+
+export class Caller {
+  private readonly book: TaskBook;
+  private readonly resends: Resends;
+  /** One change of a task at a time. */
+  private readonly turns = new KeyedSerial();
+  private readonly contacts: Contacts;
+  /** Resends sent and tasks given up by this process (tests read them). */
+  readonly stats: { resent: number; gaveUp: number };
+
+  constructor(private readonly parts: CallerParts) {
+    this.contacts = new Contacts(parts.store);
+    this.book = new TaskBook(parts.store, parts.now);
+    this.resends = new Resends(parts, {
+      turn: (task, fn) => this.turns.run(task, fn),
+      record: (task) => this.book.raw(task),
+      giveUp: (task, rec, detail, at) => this.record(task, next(rec, { type: 'unanswered', at, detail })),
+    });
+    this.stats = this.resends.stats;
+  }
+
+  /** Sends a text task (SPEC §9.2); resolves like `call`. */
+  send(to: string, text: string, waitMs: number): Promise<TaskRecord> {
+    // `working` is an answer too: the task waits for the other side's operator (SPEC §9.2).
+    return this.start(to, CHAT, { text }, waitMs, undefined, (r) => r.state === 'working');
+  }
+
+  /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
+  call(
+    to: string,
+    capability: string,
+    argsText: string,
+    files: File[],
+    waitMs: number,
+    onUpdate?: (r: TaskRecord) => void,
+  ): Promise<TaskRecord> {
+    const request: Request = {
+      capability,
+      args: argsText,
+      ...(files.length ? { files: files.map((f) => ({ name: f.name, data_b64: f.data_b64 })) } : {}),
+    };
+    // A quote the operator must decide on is an answer too: `anet pay` or `anet reject` goes on from there.
+    return this.start(to, capability, request, waitMs, onUpdate, awaitingOperator);
+  }
+
+  /** A new task: its record and outbox entry are written while the `task.send` goes out; resends are armed. */
+  private async start(
+    to: string,
+    capability: string,
+    request: Request,
+    waitMs: number,
+    onUpdate?: (r: TaskRecord) => void,
+    enough?: (r: TaskRecord) => boolean,
+  ): Promise<TaskRecord> {
+    const task = randomHex(8);
+    const body = wireBody(task, request);
+    const now = this.parts.now();
+    const record = newRecord(task, to, capability, now);
+    // Known in memory at once, written while the message goes out; the request is kept beside it until the
+    // provider answers, so it can be sent again (and after a restart).
+    const written = this.book.write(task, record, [this.resends.keep(task, { to, request })]);
+    const { settled } = this.book.until(task, waitMs, onUpdate, enough);
+    this.resends.sent(task, to, now);
+    try {
+      const messenger = await this.parts.messenger();
+      await Promise.all([written, sendTask(messenger, to, body)]);
+    } catch (err) {
+      const failure = sendFailure(err, body);
+      // Never sent: the record says so, rather than `submitted` for ever.
+      await written.catch(() => {});
+      const event: TaskEvent = { type: 'not-delivered', at: this.parts.now(), detail: failure.message.slice(0, 300) };
+      await this.turns.run(task, () => this.record(task, next(record, event)));
+      throw failure;
+    }
+    return settled;
+  }
+
+  /** Writes a task's next record; once it has ended or been quoted, its resends stop (their outbox entry goes with it). */
+  private record(id: string, rec: TaskRecord, ops: WriteOp[] = []): Promise<void> {
+    // A quoted task is recovered by its payment (PROTOCOL §7.3), not by resends.
+    return this.book.put(id, rec, resendsOver(rec) ? this.resends.stop(id) : ops);
+  }
+
+  async task(id: string): Promise<TaskRecord | undefined> {
+    return this.book.shown(id);
+  }
+
+  async tasks(): Promise<TaskRecord[]> {
+    return this.book.all();
+  }
+
+  /** `task.status` and `task.result` from the provider the task was sent to. */
+  onReply(): MessageHandler {
+    return async (m) => {
+      const body = fromBody(m.body);
+      const id = body?.task;
+      if (!body || typeof id !== 'string') return;
+      await this.turns.run(id, () => this.answered(id, m.from, body, m.at));
+    };
+  }
+
+  private async answered(id: string, from: string, body: Record<string, unknown>, at: number): Promise<void> {
+    const rec = await this.book.raw(id);
+    // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
+    if (!rec || rec.to !== from || isFinal(rec.state)) return;
+    const after = await takeAnswer({ ...this.parts, contacts: this.contacts }, rec, body, at);
+    await this.record(id, after, this.resends.heard(id));
+    // The auto-pay rule may fetch the provider's extended card (up to 10 s): not on the bus.
+    if (after.state === 'input-required' && after.payment && !after.payment.decided) {
+      void this.turns.run(id, () => this.decide(id)).catch(() => {});
+    }
+  }
+
+  /** The auto-pay rule on a quote just taken: paid (journaled by the payment part), or left to the operator. */
+  private async decide(id: string): Promise<void> {
+    const rec = await this.book.raw(id);
+    const quote = rec?.state === 'input-required' ? rec.payment : null;
+    if (!rec || !quote || quote.decided) return;
+    const payment = await this.parts.payer
+      .decide({ ...rec, payment: quote })
+      .catch((err): PaymentRecord => ({ ...quote, decided: true, auto: false, why: (err as Error).message }));
+    await this.record(id, next(rec, { type: 'decided', at: this.parts.now(), payment }));
+  }
+
+  /** `anet pay`: pays the quote of a task waiting for the operator, then waits for its end. */
+  async pay(id: string, waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+    // The waiter is registered before the payment leaves, so even an instant final answer is seen.
+    const wait = this.book.until(id, waitMs, onUpdate);
+    await this.turns
+      .run(id, async () => {
+        const rec = await this.waiting(id);
+        const payment = await this.parts.payer.pay(rec);
+        await this.record(id, next(rec, { type: 'paid', at: this.parts.now(), payment }));
+      })
+      .catch((err) => {
+        // Only this wait: another one on the task (an `anet call`) goes on.
+        wait.cancel();
+        throw err;
+      });
+    const rec = await wait.settled;
+    return isFinal(rec.state) ? rec : (await this.task(id))!;
+  }
+
+  /** `anet reject`: declines the quote of a task waiting for the operator; the task ends `canceled`. */
+  async reject(id: string): Promise<TaskRecord> {
+    return this.turns.run(id, async () => {
+      const rec = await this.waiting(id);
+      const payment = await this.parts.payer.reject(rec);
+      const after = next(rec, { type: 'rejected', at: this.parts.now(), payment });
+      await this.record(id, after);
+      return after;
+    });
+  }
+
+  private async waiting(id: string): Promise<TaskRecord> {
+    const rec = await this.task(id);
+    if (!rec) throw new PaymentError(`no task ${id} (see \`anet tasks\`)`);
+    if (rec.state !== 'input-required')
+      throw new PaymentError(`task ${id} is ${rec.state}${rec.reason ? ` (${rec.reason})` : ''}, not waiting for a payment`);
+    return rec;
+  }
+
+  /** At start, once the relay is open: tasks not answered go out again on the resend schedule. Returns how many. */
+  resume(): Promise<number> {
+    return this.resends.resume();
+  }
+
+  /** At start: payments authorized before a crash whose task had not ended go out again (same bytes). */
+  async resendPayments(): Promise<number> {
+    const { sent, abandoned } = await this.parts.payer.resend();
+    for (const task of abandoned) await this.change(task, { type: 'abandoned', at: this.parts.now() });
+    for (const { task, nonce, auto } of sent) await this.change(task, { type: 'payment-resent', nonce, auto });
+    return sent.length;
+  }
+
+  /** Applies `event` to a task's record in its turn; an event that does not apply writes nothing. */
+  private change(task: string, event: TaskEvent): Promise<void> {
+    return this.turns.run(task, async () => {
+      const rec = await this.book.raw(task);
+      if (!rec) return;
+      const after = next(rec, event);
+      if (after !== rec) await this.record(task, after);
+    });
+  }
+
+  /** Stops every resend timer (the node is closing). */
+  close(): void {
+    this.resends.close();
+  }
+}

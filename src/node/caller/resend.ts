@@ -1,0 +1,177 @@
+// Resends (PROTOCOL §6.4): a task the provider has not answered is sent again with the same task id on a
+// bounded backoff (the provider answers a repeat from its journal and never runs it twice), so a task lost
+// on the way or an answer lost after it was journaled is asked for again; a provider that stays silent
+// ends the task `failed`, `outcome_unknown`. The request waits in payloads `outbox/<task>` until the
+// provider's first answer (after that a resend is a status poll); the entry goes with the record that
+// ends the resends. The schedule itself is in memory, one clock timer per task, rebuilt from the outbox
+// at start (`resume`). Nothing here is journaled: these are records (see records.ts).
+import type { Store, WriteOp } from '../../../store/db.js';
+import { systemClock, type Clock } from '../../runtime/clock.js';
+import { resendsOver, type TaskRecord } from './records.js';
+import { sendTask, wireBody, type Request, type TaskSender } from './send.js';
+
+/**
+ * A task not answered is sent again 5 s after it was sent, then after 15 s, 45 s, 135 s, 405 s, and from
+ * then every 1215 s (about 20 min) while it has not ended. A provider silent for RESEND_SILENT_MS since
+ * the task was sent (5 resends) ends it `failed`, `outcome_unknown`; one that said it has the task
+ * (`working`) is polled for RESEND_SILENT_WORKING_MS of silence before that.
+ */
+export const RESEND_FIRST_MS = 5_000;
+export const RESEND_FACTOR = 3;
+export const RESEND_MAX_MS = 1_215_000;
+export const RESEND_SILENT_MS = 30 * 60_000;
+export const RESEND_SILENT_WORKING_MS = 24 * 3_600_000;
+/** The wait after the n-th send of a task (the first is n = 1). */
+export const resendDelay = (n: number) => Math.min(RESEND_FIRST_MS * RESEND_FACTOR ** (n - 1), RESEND_MAX_MS);
+/** Said when the caller gives up on a silent provider (reason `outcome_unknown`). */
+export const UNANSWERED_DETAIL = 'the provider never answered the task or its 5 resends over 30 minutes; it may have run it';
+export const SILENT_DETAIL =
+  'the provider said it was working on the task, then nothing for 24 hours despite resends; its outcome is unknown';
+
+/** The outbox entry of a task that has not ended: the request until the provider answered, then null. */
+export interface Outbox {
+  to: string;
+  request: Request | null;
+}
+
+const OUTBOX = 'outbox/';
+
+/** A task's resend schedule, in memory. */
+interface Schedule {
+  to: string;
+  /** Sends since this process took the task on (the first included). */
+  sends: number;
+  lastSentAt: number;
+  /** Since when the provider has said nothing about the task. */
+  quietSince: number;
+  /** The provider has answered: it holds the task, so a resend is a status poll without the request. */
+  heard: boolean;
+  timer: { cancel(): void } | null;
+}
+
+export interface ResendParts {
+  store: Pick<Store, 'payloads' | 'writeGrouped'>;
+  now: () => number;
+  messenger: () => Promise<TaskSender>;
+  /** Timers for resends (the node's clock; tests move it). */
+  clock?: Pick<Clock, 'at'>;
+}
+
+/** What resending asks of the task records. */
+export interface ResendRecords {
+  /** Runs `fn` in the task's turn: one change of a task at a time. */
+  turn(task: string, fn: () => Promise<void>): Promise<void>;
+  record(task: string): Promise<TaskRecord | undefined>;
+  /** The provider stayed silent: the task ends `failed`, `outcome_unknown`, saying `detail`. */
+  giveUp(task: string, rec: TaskRecord, detail: string, at: number): Promise<void>;
+}
+
+export class Resends {
+  private readonly schedules = new Map<string, Schedule>();
+  private closed = false;
+  /** Resends sent and tasks given up by this process (tests read them). */
+  readonly stats = { resent: 0, gaveUp: 0 };
+
+  constructor(
+    private readonly parts: ResendParts,
+    private readonly records: ResendRecords,
+  ) {}
+
+  /** The outbox entry of a task just sent (written with its first record). */
+  keep(task: string, entry: Outbox): WriteOp {
+    return { type: 'put', sublevel: this.parts.store.payloads, key: OUTBOX + task, value: entry };
+  }
+
+  /** A task was sent at `at`: its first resend is armed. */
+  sent(task: string, to: string, at: number): void {
+    this.schedule(task, { to, sends: 1, lastSentAt: at, quietSince: at, heard: false, timer: null });
+  }
+
+  /** The provider answered: it holds the task, so the request need not be kept or sent again. */
+  heard(task: string): WriteOp[] {
+    const r = this.schedules.get(task);
+    if (!r) return [];
+    r.quietSince = this.parts.now();
+    if (r.heard) return [];
+    r.heard = true;
+    return [this.keep(task, { to: r.to, request: null })];
+  }
+
+  /** No more resends of a task; its outbox entry goes (in the write of the record that ends them). */
+  stop(task: string): WriteOp[] {
+    this.schedules.get(task)?.timer?.cancel();
+    this.schedules.delete(task);
+    return [{ type: 'del', sublevel: this.parts.store.payloads, key: OUTBOX + task }];
+  }
+
+  /** Arms a task's next resend: `resendDelay` after its last send. */
+  private schedule(task: string, r: Schedule): void {
+    if (this.closed) return;
+    r.timer?.cancel();
+    this.schedules.set(task, r);
+    r.timer = (this.parts.clock ?? systemClock).at(r.lastSentAt + resendDelay(r.sends), () => void this.due(task, r).catch(() => {}));
+  }
+
+  /** A resend is due: the task goes again, or, after too long a silence, ends `outcome_unknown`. */
+  private async due(task: string, r: Schedule): Promise<void> {
+    await this.records.turn(task, async () => {
+      if (this.closed || this.schedules.get(task) !== r) return;
+      r.timer = null;
+      const rec = await this.records.record(task);
+      if (!rec || resendsOver(rec)) {
+        await this.parts.store.writeGrouped(this.stop(task));
+        return;
+      }
+      const now = this.parts.now();
+      if (now - r.quietSince >= (r.heard ? RESEND_SILENT_WORKING_MS : RESEND_SILENT_MS)) {
+        this.stats.gaveUp++;
+        await this.records.giveUp(task, rec, r.heard ? SILENT_DETAIL : UNANSWERED_DETAIL, now);
+        return;
+      }
+      const stored = r.heard ? undefined : ((await this.parts.store.payloads.get(OUTBOX + task)) as Outbox | undefined);
+      r.sends++;
+      r.lastSentAt = now;
+      this.schedule(task, r);
+      this.stats.resent++;
+      const body = wireBody(task, stored?.request ?? null, r.sends - 1);
+      // Not awaited under the task's turn: a reply must not wait for a large upload.
+      void this.parts
+        .messenger()
+        .then((m) => sendTask(m, r.to, body))
+        .catch(() => {});
+    });
+  }
+
+  /**
+   * At start, once the relay is open: every task that has not ended and was not quoted is sent again on
+   * the schedule, from now (a restart gives the provider the whole schedule again, and a task it said it
+   * holds keeps the silence counted from its last answer). Returns how many.
+   */
+  async resume(): Promise<number> {
+    const now = this.parts.now();
+    let n = 0;
+    for await (const [key, value] of this.parts.store.payloads.iterator({ gte: OUTBOX, lt: `${OUTBOX}\uffff` })) {
+      const task = String(key).slice(OUTBOX.length);
+      if (this.closed) break;
+      if (this.schedules.has(task)) continue;
+      const entry = value as Outbox;
+      const rec = await this.records.record(task);
+      if (!rec || resendsOver(rec)) {
+        await this.parts.store.writeGrouped(this.stop(task));
+        continue;
+      }
+      const heard = entry.request === null;
+      const quietSince = heard ? Math.max(rec.updatedAt, now - RESEND_SILENT_WORKING_MS + RESEND_SILENT_MS) : now;
+      this.schedule(task, { to: entry.to, sends: 1, lastSentAt: now, quietSince, heard, timer: null });
+      n++;
+    }
+    return n;
+  }
+
+  /** Stops every resend timer (the node is closing). */
+  close(): void {
+    this.closed = true;
+    for (const r of this.schedules.values()) r.timer?.cancel();
+    this.schedules.clear();
+  }
+}
