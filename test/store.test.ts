@@ -97,3 +97,23 @@ test('SPEC §14: linked journal batches chain by their stored bytes; a batch tha
   ]);
   t.is(await store.meta.get('chain'), 1);
 });
+
+test('SPEC §14: a write asked to be synced reaches LevelDB with sync on, and its values are stored as packed once (the root batch() given stored forms)', async (t) => {
+  const store = await Store.open(await tempDir(t));
+  t.teardown(() => store.close());
+  // The spy reads what batch() hands to classic-level: the options it fsyncs by, and the ops.
+  const db = store.db as unknown as { _batch: (ops: { key: string }[], o: { sync?: boolean }) => Promise<void> };
+  const real = db._batch.bind(db);
+  const seen: { sync: boolean; keys: string[] }[] = [];
+  db._batch = (ops, o) => (seen.push({ sync: o.sync === true, keys: ops.map((op) => op.key) }), real(ops, o));
+  await store.write([{ type: 'put', sublevel: store.tasks, key: 'a', value: { n: 1n, s: 'x' } }], { sync: true });
+  await store.write([{ type: 'put', sublevel: store.tasks, key: 'b', value: [1, 2] }, { type: 'del', sublevel: store.tasks, key: 'a' }]);
+  t.deepEqual(seen, [
+    { sync: true, keys: [store.tasks.prefixKey('a', 'utf8')] },
+    { sync: false, keys: [store.tasks.prefixKey('b', 'utf8'), store.tasks.prefixKey('a', 'utf8')] },
+  ]);
+  t.deepEqual(await store.tasks.get('b'), [1, 2]);
+  t.is(await store.tasks.get('a'), undefined);
+  await store.write([{ type: 'put', sublevel: store.tasks, key: 'c', value: { n: 1n } }], { sync: true });
+  t.deepEqual(await store.tasks.get('c'), { n: 1n }, 'read back through the sublevel: packed once, not twice');
+});
