@@ -4,15 +4,25 @@
 // the new state. Snapshots are written at checkpoints and when an actor is passivated, both riding in the
 // event batches; after a crash, the journal past the last checkpoint is applied again. Deadlines live in
 // machine context and in an index, so one timer re-arms them after a restart.
+// This file is the pipeline (queue, batches, memory, passivation, recovery from a failed write); each
+// concern with state of its own is a module beside it: deadlines.ts (the index and its one timer),
+// checkpoints.ts (snapshots riding in event batches), recovery.ts (the checked read of the journal at
+// start), snapshots.ts (an actor's stored form), versions.ts (which entries this build may recompute).
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { AnyMachineSnapshot } from 'xstate';
 import { step, initial } from './pure.js';
-import { Store, seqKey, deadlineKey, timeKey, checkActorId, type JournalEntry, type SnapshotRecord, type WriteOp } from '../../store/db.js';
+import { Store, seqKey, checkActorId, type JournalEntry, type SnapshotRecord, type WriteOp } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { systemClock, type Clock } from './clock.js';
-import { decodeValue } from './journal-decode.js';
-import { ChainCheck, JournalDamagedError, ZERO_HASH, lostChainStart, type Anchor } from '../../store/chain.js';
+import { JournalDamagedError } from '../../store/chain.js';
+import { DeadlineTimer, deadlineOps } from './deadlines.js';
+import { Checkpoints } from './checkpoints.js';
+import { journalPast, checkpointOf } from './recovery.js';
+import { restoreSnapshot, snapshotOp, type Live } from './snapshots.js';
+import { kindFor } from './versions.js';
+
+export { restoreSnapshot } from './snapshots.js';
 
 export interface HostOptions {
   clock?: Clock;
@@ -42,16 +52,6 @@ export interface SendOptions {
 }
 
 type Event = { type: string; at?: number; [key: string]: unknown };
-
-interface Live {
-  id: string;
-  kind: string;
-  input: unknown;
-  state: AnyMachineSnapshot;
-  /** Seq of the last applied event; 0 for an actor with no journaled event yet. */
-  seq: number;
-  deadline: number | null;
-}
 
 interface Pending {
   actor: string;
@@ -85,8 +85,6 @@ export class ActorHost {
   private readonly clock: Clock;
   private readonly kinds: Record<string, ActorKind>;
   private readonly maxLive: number;
-  private readonly checkpointEvery: number;
-  private readonly checkpointSlice: number;
   private readonly maxBatch: number;
   private readonly sync: boolean;
   private readonly onError: (err: unknown) => void;
@@ -95,12 +93,8 @@ export class ActorHost {
   private readonly dirty = new Set<string>();
   /** Actors whose passivation is in a batch being written: forgotten once it lands, unless they moved. */
   private readonly evicting = new Set<string>();
-  /**
-   * A checkpoint under way: the journal seq it will record, and the actors (dirty when it began) whose
-   * snapshots are still to go out in the coming batches.
-   */
-  private checkpointing: { seq: number; actors: string[] } | null = null;
-  private sinceCheckpoint = 0;
+  private readonly checkpoints: Checkpoints;
+  private readonly deadlines: DeadlineTimer;
   private queue: Pending[] = [];
   private working: Promise<void> | null = null;
   private idleWaiters: { target: number; resolve(): void }[] = [];
@@ -108,10 +102,7 @@ export class ActorHost {
   private sent = 0;
   private settled = 0;
   private seq = 1;
-  private timer: { cancel(): void } | null = null;
-  private timerAt = Infinity;
   private closed = false;
-  private firing: Promise<void> | null = null;
   private reloading: Promise<void> | null = null;
   private reloaded: () => void = () => {};
   /** Damage found while rebuilding memory from the store: every event is refused from then on. */
@@ -121,11 +112,12 @@ export class ActorHost {
     this.clock = opts.clock ?? systemClock;
     this.kinds = opts.kinds ?? KINDS;
     this.maxLive = opts.maxLive ?? 10_000;
-    this.checkpointEvery = opts.checkpointEvery ?? 50_000;
-    this.checkpointSlice = opts.checkpointSlice ?? 256;
     this.maxBatch = opts.maxBatch ?? 4096;
     this.sync = opts.sync ?? false;
     this.onError = opts.onError ?? ((err) => process.emitWarning(`anet runtime: ${(err as Error).message}`));
+    const memory = { live: this.live, dirty: this.dirty, evicting: this.evicting, snapshotOp: (a: Live) => this.snapshotOp(a), tryToSnapshot: (a: Live) => this.tryToSnapshot(a) };
+    this.checkpoints = new Checkpoints(store, memory, opts.checkpointEvery ?? 50_000, opts.checkpointSlice ?? 256);
+    this.deadlines = new DeadlineTimer(this.clock, store, (actor, kind) => this.send(actor, kind, undefined, { type: 'TICK' }));
   }
 
   /**
@@ -136,51 +128,32 @@ export class ActorHost {
     const host = new ActorHost(store, opts);
     host.seq = await store.nextSeq();
     await host.recover();
-    await host.rearm();
+    await host.deadlines.rearm();
     return host;
   }
 
   /**
-   * Applies the journal past the checkpoint, checking it as it goes (store/chain.ts): seq continuity and
-   * the hash chain from the link that ends at the checkpoint to the last entry, and nothing past the last
-   * link. That is every event whose effect is not yet in a snapshot; what the checkpoint already holds is
-   * checked in full by `anet replay --verify`. A damaged journal refuses the start (JournalDamagedError).
+   * Applies the journal past the checkpoint, read and checked by recovery.ts; an entry of a kind or
+   * version this build does not have refuses the start (versions.ts). Then writes a checkpoint, so the
+   * next start begins here.
    */
   private async recover(): Promise<void> {
-    const checkpoint = ((await this.store.meta.get('checkpoint')) as number | undefined) ?? 0;
-    const check = await startCheck(this.store, checkpoint);
+    const checkpoint = await checkpointOf(this.store);
     let applied = 0;
-    const values = this.store.journal.values({ gt: seqKey(check.from - 1), valueEncoding: 'buffer', highWaterMarkBytes: 1 << 20 } as object);
-    try {
-      for (let page = (await values.nextv(1024)) as Buffer[]; page.length > 0; page = (await values.nextv(1024)) as Buffer[]) {
-        await check.chain.prepare(page.length);
-        for (const bytes of page) {
-          let entry: JournalEntry | undefined;
-          try {
-            entry = decodeValue(bytes) as JournalEntry;
-          } catch {
-            entry = undefined;
-          }
-          check.chain.entry(entry?.seq, bytes);
-          if (check.chain.damage) throw new JournalDamagedError(this.store.dataDir, check.chain.damage);
-          if (entry!.seq <= checkpoint) continue;
-          const actor = await this.load(entry!.actor, entry!.kind, entry!.input);
-          this.touch(actor, entry!.kind);
-          if (entry!.seq <= actor.seq) continue;
-          const kind = this.kinds[actor.kind]!;
-          actor.state = step(kind.machine, actor.state, entry!.event);
-          actor.seq = entry!.seq;
-          actor.deadline = kind.deadline(actor.state);
-          this.dirty.add(actor.id);
-          applied++;
-        }
+    for await (const page of journalPast(this.store, checkpoint)) {
+      for (const entry of page) {
+        const kind = kindFor(this.kinds, entry, `journal entry #${entry.seq} (actor ${entry.actor})`, this.store.dataDir);
+        const actor = await this.load(entry.actor, entry.kind, entry.input);
+        this.touch(actor, entry.kind);
+        if (entry.seq <= actor.seq) continue;
+        actor.state = step(kind.machine, actor.state, entry.event);
+        actor.seq = entry.seq;
+        actor.deadline = kind.deadline(actor.state);
+        this.dirty.add(actor.id);
+        applied++;
       }
-    } finally {
-      await values.close();
     }
-    const damage = await check.chain.end();
-    if (damage) throw new JournalDamagedError(this.store.dataDir, damage);
-    if (applied > 0 || checkpoint < this.seq - 1) await this.checkpoint();
+    if (applied > 0 || checkpoint < this.seq - 1) await this.checkpoints.writeAll(this.seq - 1, this.sync);
     await this.passivate();
   }
 
@@ -221,8 +194,7 @@ export class ActorHost {
     // it cannot put an older snapshot over a newer state.
     const loaded = this.live.get(actor);
     if (loaded) return loaded.state;
-    const kind = rec && this.kinds[rec.kind];
-    return kind ? restoreSnapshot(kind, rec.state) : undefined;
+    return rec && restoreSnapshot(this.kindOf(actor, rec), rec.state);
   }
 
   liveCount(): number {
@@ -234,7 +206,7 @@ export class ActorHost {
    * sends do not hold it up, so it returns under steady traffic too.
    */
   async idle(): Promise<void> {
-    if (this.firing) await this.firing;
+    if (this.deadlines.firing) await this.deadlines.firing;
     const target = this.sent;
     if (this.settled < target) await new Promise<void>((resolve) => this.idleWaiters.push({ target, resolve }));
     // A refused event settles before memory is rebuilt from the store.
@@ -252,25 +224,10 @@ export class ActorHost {
   /** Stops accepting events, drains the queue, and writes the snapshots of actors that moved since theirs. */
   async close(): Promise<void> {
     this.closed = true;
+    this.deadlines.stop();
     await this.idle();
-    this.timer?.cancel();
-    this.timer = null;
-    await this.checkpoint();
+    await this.checkpoints.writeAll(this.seq - 1, this.sync);
     this.live.clear();
-  }
-
-  /** Writes the snapshot of every actor that moved, and records that the journal up to here is in them. */
-  private async checkpoint(): Promise<void> {
-    const ops: WriteOp[] = [];
-    for (const id of this.dirty) {
-      const actor = this.live.get(id);
-      if (actor) ops.push(this.snapshotOp(actor));
-    }
-    ops.push({ type: 'put', sublevel: this.store.meta, key: 'checkpoint', value: this.seq - 1 });
-    await this.store.write(ops, { sync: this.sync });
-    this.dirty.clear();
-    this.sinceCheckpoint = 0;
-    this.checkpointing = null;
   }
 
   private kick(): void {
@@ -312,7 +269,7 @@ export class ActorHost {
           continue;
         }
         writing = this.commit(batch);
-        if (this.sinceCheckpoint >= this.checkpointEvery && !this.checkpointing) this.beginCheckpoint();
+        this.checkpoints.beginIfDue(this.seq - 1);
       }
       if (writing && !(await writing)) await this.reload();
       writing = null;
@@ -351,44 +308,7 @@ export class ActorHost {
         this.refuse(item, err);
       }
     }
-    return { ops, done, evict: this.evictions(ops, done), snapshotted: this.checkpointSlices(ops) };
-  }
-
-  /**
-   * A checkpoint rides in the event batches too: up to `checkpointSlice` snapshots in each, and the
-   * checkpoint seq in the batch with the last of them. Written at once, 10 000 snapshots held the event
-   * loop for ~0.4 s (every call waited) and made one huge fsync. The seq is the last one assigned when
-   * the checkpoint began: every actor that had moved by then gets a snapshot at least that recent (in a
-   * slice, or when it is passivated), and one that had not already has it.
-   */
-  private beginCheckpoint(): void {
-    this.checkpointing = { seq: this.seq - 1, actors: [...this.dirty] };
-    this.sinceCheckpoint = 0;
-  }
-
-  private checkpointSlices(ops: WriteOp[]): [string, number][] {
-    const cp = this.checkpointing;
-    if (!cp) return [];
-    const snapshotted: [string, number][] = [];
-    while (cp.actors.length > 0 && snapshotted.length < this.checkpointSlice) {
-      const id = cp.actors.pop()!;
-      const actor = this.live.get(id);
-      // Passivated (or being passivated) since: its snapshot is written with its eviction.
-      if (!actor || !this.dirty.has(id) || this.evicting.has(id)) continue;
-      const op = this.tryToSnapshot(actor);
-      if (!op) {
-        // This checkpoint cannot be complete: the last one stays, and recovery replays from there.
-        this.checkpointing = null;
-        return snapshotted;
-      }
-      ops.push(op);
-      snapshotted.push([id, actor.seq]);
-    }
-    if (cp.actors.length === 0) {
-      ops.push({ type: 'put', sublevel: this.store.meta, key: 'checkpoint', value: cp.seq });
-      this.checkpointing = null;
-    }
-    return snapshotted;
+    return { ops, done, evict: this.evictions(ops, done), snapshotted: this.checkpoints.sliceInto(ops) };
   }
 
   /**
@@ -439,7 +359,7 @@ export class ActorHost {
     // find nothing due, which costs one index read.
     let earliest = Infinity;
     for (const item of done) earliest = Math.min(earliest, this.live.get(item.actor)?.deadline ?? Infinity);
-    if (earliest < this.timerAt && !this.closed) this.armAt(earliest);
+    this.deadlines.written(earliest);
     for (const item of done) this.answer(item, item.state!);
     return true;
   }
@@ -468,8 +388,7 @@ export class ActorHost {
     this.live.clear();
     this.dirty.clear();
     this.evicting.clear();
-    this.checkpointing = null;
-    this.sinceCheckpoint = 0;
+    this.checkpoints.reset();
     this.seq = await this.store.nextSeq();
     try {
       await this.recover();
@@ -478,8 +397,7 @@ export class ActorHost {
       if (err instanceof JournalDamagedError) this.damaged = err;
       throw err;
     }
-    this.armAt(Infinity);
-    await this.rearm();
+    await this.deadlines.reset();
   }
 
   /** Marks an actor most recently used (Map order is the LRU order). */
@@ -496,19 +414,16 @@ export class ActorHost {
     const next = step(kind.machine, actor.state, event);
     if (next.status === 'error') throw new Error(`actor ${actor.id}: ${String((next as { error?: unknown }).error)}`);
     const seq = this.seq++;
-    const entry: JournalEntry = { seq, actor: actor.id, kind: actor.kind, event };
+    const entry: JournalEntry = { seq, actor: actor.id, kind: actor.kind, version: kind.version, event };
     if (actor.seq === 0) entry.input = actor.input;
     ops.push({ type: 'put', sublevel: this.store.journal, key: seqKey(seq), value: entry });
     const deadline = kind.deadline(next);
-    if (deadline !== actor.deadline) {
-      if (actor.deadline !== null) ops.push({ type: 'del', sublevel: this.store.deadlines, key: deadlineKey(actor.deadline, actor.id) });
-      if (deadline !== null) ops.push({ type: 'put', sublevel: this.store.deadlines, key: deadlineKey(deadline, actor.id), value: actor.kind });
-    }
+    deadlineOps(this.store, actor.id, actor.kind, actor.deadline, deadline, ops);
     actor.state = next;
     actor.seq = seq;
     actor.deadline = deadline;
     this.dirty.add(actor.id);
-    this.sinceCheckpoint++;
+    this.checkpoints.counted();
     return next;
   }
 
@@ -523,15 +438,7 @@ export class ActorHost {
   }
 
   private snapshotOp(actor: Live): WriteOp {
-    const kind = this.kinds[actor.kind]!;
-    const record: SnapshotRecord = {
-      kind: actor.kind,
-      seq: actor.seq,
-      input: actor.input,
-      state: kind.machine.getPersistedSnapshot(actor.state),
-      deadline: actor.deadline,
-    };
-    return { type: 'put', sublevel: this.store.snapshots, key: actor.id, value: record };
+    return snapshotOp(this.store, this.kinds[actor.kind]!, actor);
   }
 
   private async load(id: string, kind: string, input: unknown): Promise<Live> {
@@ -577,10 +484,14 @@ export class ActorHost {
     return created;
   }
 
+  /** The kind of a stored snapshot, when this build has it at the snapshot's version (versions.ts). */
+  private kindOf(id: string, rec: SnapshotRecord): ActorKind {
+    return kindFor(this.kinds, rec, `the snapshot of actor ${id} (as of #${rec.seq})`, this.store.dataDir);
+  }
+
   /** Snapshots are current for every event up to the checkpoint, and recovery applies the rest. */
   private rehydrate(id: string, rec: SnapshotRecord): Live {
-    const kind = this.kinds[rec.kind];
-    if (!kind) throw new Error(`actor ${id} has unknown kind "${rec.kind}"`);
+    const kind = this.kindOf(id, rec);
     const state = restoreSnapshot(kind, rec.state);
     const live: Live = { id, kind: rec.kind, input: rec.input, state, seq: rec.seq, deadline: kind.deadline(state) };
     this.live.set(id, live);
@@ -604,72 +515,9 @@ export class ActorHost {
       this.live.delete(id);
     }
   }
-
-  /** Arms one timer for the earliest pending deadline in the index. */
-  private async rearm(): Promise<void> {
-    let earliest = Infinity;
-    for await (const key of this.store.deadlines.keys({ limit: 1 })) earliest = Number(key.slice(0, key.indexOf('!')));
-    // Never move an armed timer later on the strength of this read: a commit may have armed an earlier
-    // one while it ran. A timer for a deadline since removed fires, finds nothing due, and re-reads.
-    const at = Math.min(earliest, this.timerAt);
-    if (at !== this.timerAt || this.timer === null) this.armAt(at);
-  }
-
-  private armAt(at: number): void {
-    this.timer?.cancel();
-    this.timerAt = at;
-    this.timer = at === Infinity ? null : this.clock.at(at, () => this.onDeadline());
-  }
-
-  private onDeadline(): void {
-    const firing = this.fireDeadlines().finally(() => {
-      if (this.firing === firing) this.firing = null;
-    });
-    this.firing = firing;
-  }
-
-  private async fireDeadlines(): Promise<void> {
-    this.timer = null;
-    this.timerAt = Infinity;
-    if (this.closed) return;
-    const due: [string, string][] = [];
-    for await (const [key, kind] of this.store.deadlines.iterator({ lt: `${timeKey(this.clock.now() + 1)}` })) {
-      due.push([key.slice(key.indexOf('!') + 1), kind as string]);
-    }
-    const sends = due.map(([actor, kind]) => this.send(actor, kind, undefined, { type: 'TICK' }).catch(() => {}));
-    await Promise.all(sends);
-    await this.rearm();
-  }
-}
-
-/**
- * Where the start check begins: after the last link that ends at or before the checkpoint (a checkpoint
- * falls between batches, so that link ends at it), or at the chain's first entry when the checkpoint is
- * older (a journal written before the chain existed). Links missing at the anchor, or links without the
- * meta record of where the chain starts, are damage too.
- */
-async function startCheck(store: Store, checkpoint: number): Promise<{ from: number; chain: ChainCheck }> {
-  const chainFrom = store.chainStart;
-  let anchor: Anchor = { to: checkpoint, h: ZERO_HASH };
-  if (chainFrom === undefined) {
-    const lost = await lostChainStart(store);
-    if (lost) throw new JournalDamagedError(store.dataDir, lost);
-  } else if (checkpoint >= chainFrom) {
-    let found: Anchor | null = null;
-    for await (const [key, v] of store.chain.iterator({ lte: seqKey(checkpoint), reverse: true, limit: 1 })) found = { to: Number(key), h: (v as { h: Uint8Array }).h };
-    if (!found || found.to < chainFrom - 1) throw new JournalDamagedError(store.dataDir, { seq: chainFrom, problem: `the hash chain's links up to the checkpoint (#${checkpoint}) are lost` });
-    anchor = found;
-  }
-  return { from: anchor.to + 1, chain: new ChainCheck(anchor, chainFrom, store.links(anchor.to)) };
 }
 
 /** Inputs are small plain records (limits from config); the same object is the common case. */
 function sameInput(a: unknown, b: unknown): boolean {
   return a === b || isDeepStrictEqual(a, b);
-}
-
-export function restoreSnapshot(kind: ActorKind, persisted: unknown): AnyMachineSnapshot {
-  const p = persisted as { value: unknown; context: unknown };
-  const context = kind.upgrade ? kind.upgrade(p.context) : p.context;
-  return kind.machine.resolveState({ value: p.value as never, context: context as never });
 }

@@ -11,6 +11,11 @@ import { spendMachine } from '../../machines/spend.js';
 
 export interface ActorKind {
   machine: AnyStateMachine;
+  /**
+   * The version of this kind's transitions, carried by every journal entry and snapshot written
+   * (versions.ts: the rule, and what changing a kind's transitions takes). Today's machines are 1.
+   */
+  version: number;
   deadline(snapshot: SnapshotFrom<AnyStateMachine>): number | null;
   /** Turns a stored context of an earlier version into the current shape (see restoreSnapshot). */
   upgrade?(context: unknown): unknown;
@@ -19,20 +24,20 @@ export interface ActorKind {
 }
 
 export const KINDS: Record<string, ActorKind> = {
-  bucket: { machine: bucketMachine, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
-  inflight: { machine: inflightMachine, deadline: () => null },
-  call: { machine: callMachine, deadline: (s) => callDeadline(s.value, s.context as CallContext) },
-  payment: { machine: paymentMachine, deadline: (s) => (s.context as PaymentContext).deadline },
-  spend: { machine: spendMachine, deadline: () => null },
+  bucket: { machine: bucketMachine, version: 1, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
+  inflight: { machine: inflightMachine, version: 1, deadline: () => null },
+  call: { machine: callMachine, version: 1, deadline: (s) => callDeadline(s.value, s.context as CallContext) },
+  payment: { machine: paymentMachine, version: 1, deadline: (s) => (s.context as PaymentContext).deadline },
+  spend: { machine: spendMachine, version: 1, deadline: () => null },
   // The reader's extended-card fetch (SPEC §6.2). A kind's transitions are part of the journal's format:
   // when they change, the machine gets a new kind and the old one stays, frozen, so that older journals
   // replay and verify exactly (and their pending deadlines still fire). `card-fetch` is the first
   // version (its 60 s guard a condition, not a state); new actors are `card-fetch-v2`.
-  'card-fetch': { machine: cardFetchMachineV1, deadline: (s) => (s.context as CardFetchV1Context).deadline },
-  'card-fetch-v2': { machine: cardFetchMachine, deadline: (s) => (s.context as CardFetchContext).deadline },
+  'card-fetch': { machine: cardFetchMachineV1, version: 1, deadline: (s) => (s.context as CardFetchV1Context).deadline },
+  'card-fetch-v2': { machine: cardFetchMachine, version: 1, deadline: (s) => (s.context as CardFetchContext).deadline },
   // The provider's card-request reply limiter (SPEC §6.2: 6 per sender per 60 s, then no answer) is an
   // exact sliding window: the bucket machine with input { limit: 6, windowMs: 60000 }.
-  'reply-limiter': { machine: bucketMachine, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
+  'reply-limiter': { machine: bucketMachine, version: 1, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
 };
 
 export const REPLY_LIMIT = { limit: 6, windowMs: 60_000 } as const;
