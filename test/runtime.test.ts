@@ -155,19 +155,36 @@ test('SPEC §14: an actor passivated by a batch landing while the next batch is 
   const ps = Array.from({ length: 9 }, (_, i) => `p${i}`);
   const rs = Array.from({ length: 9 }, (_, i) => `r${i}`);
   for (const id of [...ps, ...rs, 'x', 'y', 'z']) await admit(id);
-  // Reads of more than 8 passivated actors go through getMany: slow it, so batch A is written while
-  // batch B is being read.
+  // Reads of more than 8 passivated actors go through getMany. Each getMany waits for the test's go, so
+  // batch A is read, then written while batch B is read (no timing involved).
   const snapshots = node.store.snapshots as unknown as { getMany(...args: unknown[]): Promise<unknown> };
   const getMany = snapshots.getMany.bind(snapshots);
+  const reads: { go(): void }[] = [];
+  let readStarted = () => {};
   snapshots.getMany = async (...args) => {
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    await new Promise<void>((go) => {
+      reads.push({ go });
+      readStarted();
+    });
     return getMany(...args);
   };
+  const nextRead = () => new Promise<void>((resolve) => (readStarted = resolve));
   // A (a new actor and the nine p's) pushes x, y and z out; B sends x its second event while A lands.
+  let read = nextRead();
   const a = ['w', ...ps].map(admit);
-  await new Promise((resolve) => setTimeout(resolve, 10));
+  let aLanded = false;
+  void Promise.all(a).then(() => (aLanded = true));
+  await read;
   const b = ['x', ...rs].map(admit);
-  await Promise.all([...a, ...b]);
+  read = nextRead();
+  reads[0]!.go();
+  // B is read while A is written; its read returns once A has landed and x has left memory.
+  await read;
+  t.false(aLanded, 'B was read while A was being written');
+  await Promise.all(a);
+  reads[1]!.go();
+  await Promise.all(b);
+  t.is(reads.length, 2, 'A and B were each read with one getMany');
   t.is(ctx(await node.host.state('x')).stamps.length, 2, 'x kept its first event');
   await node.close();
   await verifiesClean(t, dir);
