@@ -9,7 +9,7 @@ import { validateConfig } from '../src/config/load.js';
 import { Store } from '../store/db.js';
 import { ActorHost } from '../src/runtime/host.js';
 import { ManualClock } from '../src/runtime/clock.js';
-import { admit, actors, type CallIn, type Admission } from '../src/node/provider/admission.js';
+import { admit, actors, type CallIn, type Admission } from './helpers/provider-admit.js';
 import { stampsOf, type BucketContext } from '../machines/bucket.js';
 import { testIdentity } from './helpers/identity.js';
 

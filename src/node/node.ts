@@ -16,12 +16,11 @@ import { Messenger } from '../relay/messenger.js';
 import { CardFetcher, type ExtendedResult } from '../reader/fetch.js';
 import { cardDesk, renewCredentials } from '../card/desk.js';
 import { CARD_REQUEST, CARD_REPLY, CONTACT_CREDENTIAL } from '../protocol/messages.js';
-import { callDesk, interruptRunning, tellInterrupted } from './provider/calls.js';
+import { Provider } from './provider/calls.js';
 import { TASK_SEND, TASK_STATUS, TASK_RESULT } from '../protocol/messages.js';
 import type { NodeParts } from './parts.js';
 import { inbox, replyToInbox, type InboxEntry } from './provider/text.js';
 import { Caller } from './caller/index.js';
-import { payDesk, cancelDesk, resumeSettlements } from './provider/payment.js';
 import { TASK_PAY, TASK_CANCEL } from '../protocol/messages.js';
 import { Payer, type SignedPrice } from './caller/payment.js';
 import { pricesOf } from '../card/extended.js';
@@ -151,13 +150,15 @@ export class Node {
     messenger.on(CARD_REQUEST, cardDesk(parts));
     messenger.on(CARD_REPLY, this.fetcher.onReply());
     messenger.on(CONTACT_CREDENTIAL, this.fetcher.onCredential());
-    messenger.on(TASK_SEND, callDesk(parts));
-    messenger.on(TASK_PAY, payDesk(parts));
-    messenger.on(TASK_CANCEL, cancelDesk(parts));
+    // The provider role: owns its admission gates and the quotes waiting for payment.
+    const provider = new Provider(parts);
+    messenger.on(TASK_SEND, provider.onSend);
+    messenger.on(TASK_PAY, provider.onPay);
+    messenger.on(TASK_CANCEL, provider.onCancel);
     messenger.on(TASK_STATUS, this.caller.onReply());
     messenger.on(TASK_RESULT, this.caller.onReply());
     // Before the stream delivers anything: in-flight counts start empty and stopped calls end interrupted.
-    const interrupted = await interruptRunning(parts);
+    const interrupted = await provider.interruptRunning();
     try {
       await messenger.start().catch(async (err) => {
         // Never registered (a one-shot `anet card` on a node whose daemon never ran): register, then retry.
@@ -168,11 +169,11 @@ export class Node {
       this.openMessenger = messenger;
       if (interrupted.told.length > 0) {
         this.log(`${interrupted.told.length} call(s) were running when the node stopped: ended interrupted; telling their callers`);
-        void tellInterrupted(parts, interrupted.told);
+        void provider.tellInterrupted(interrupted.told);
       }
       if (interrupted.settle.length > 0) {
         this.log(`${interrupted.settle.length} paid call(s) still owe the hub a settlement: settling, then answering their callers`);
-        void resumeSettlements(parts, interrupted.settle);
+        void provider.resumeSettlements(interrupted.settle);
       }
       void this.caller.resume().then(
         (n) => n > 0 && this.log(`${n} task(s) not answered yet: sending them again on the resend schedule`),

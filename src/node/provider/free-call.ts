@@ -1,0 +1,105 @@
+// A free capability call (SPEC §4, §9.1, §3): RECEIVED goes to the journal in one batch with the quota
+// windows' ADMIT and the in-flight START; a refusal is REFUSED and `rejected`; an admitted call runs the
+// service, then its outcome (COMPLETED with a receipt, FAILED or SERVICE_REJECTED) is journaled with the
+// in-flight FINISH and the caller gets `task.result`.
+import { checkTarget, type ServiceOutcome } from '../../service/call.js';
+import { signReceipt, resultHash } from '../../protocol/receipt.js';
+import { crashPoint } from '../../util/crash.js';
+import type { Identity } from '../../identity/store.js';
+import type { Call } from '../../actors/call.js';
+import type { CallIn, Checked } from './checks.js';
+import { admitTogether, type SlotParts } from './slots.js';
+import { ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type Running } from './record.js';
+import { replyTo, type Fields, type Reply, type ReplyParts } from './reply.js';
+import { serve, target, type ServiceParts } from './service.js';
+
+/** What a free call uses of the node. */
+export interface FreeCallParts extends ReplyParts, ServiceParts, SlotParts {
+  identity: Identity;
+  log: (line: string) => void;
+}
+
+/**
+ * Admits and starts a free call; returns the running call (boxed: an awaited promise would be joined),
+ * or why it does not run: refused, or a resend of a task whose RECEIVED was already journaled.
+ */
+export async function freeCall(
+  parts: FreeCallParts,
+  record: Call,
+  call: Running,
+  callIn: CallIn,
+  argsText: string,
+  checked: Checked,
+): Promise<{ done: Promise<void> } | 'refused' | 'resend'> {
+  // The socket check (SPEC §3.2) runs while the call is journaled and admitted; the service waits for it.
+  const service = target(parts.config, checked.capability);
+  const socketCheck = checkTarget(service);
+  // Marked running in the same batch as RECEIVED: a crash from here on ends it `interrupted` at the next
+  // start, with its slots freed. The mark goes in the batch of the event that ends the call.
+  const [first, decision] = await admitTogether(parts, checked, callIn, () =>
+    receive(record, call, Buffer.from(argsText), runningMark(record, call)),
+  );
+  if (!first) {
+    if (decision.admitted) await decision.release(true);
+    return 'resend';
+  }
+  const reply = replyTo(parts, call.caller, call.task, decision.listed);
+  if (!decision.admitted) {
+    await refuse(parts, record, decision, reply, call.capability);
+    return 'refused';
+  }
+  // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it
+  // `interrupted` if the node stops first.
+  const done = (async () => {
+    try {
+      const outcome = await serve(parts, call, argsText, decision.files, service, socketCheck, reply);
+      // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
+      if (parts.stopping.aborted) return;
+      // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
+      const payload = decision.capability.inbound.discard ? null : payloadOf(argsText, decision.files, outcome);
+      await finish(parts, record, call, outcome, reply, payload, () => decision.release());
+    } catch (err) {
+      if (!parts.stopping.aborted) await decision.release();
+      throw err;
+    }
+  })();
+  return { done };
+}
+
+/**
+ * Journals the outcome, gives the in-flight slot back (the call no longer runs; both are sent at once, so
+ * they share a journal batch when they can), then answers.
+ */
+async function finish(
+  parts: FreeCallParts,
+  record: Call,
+  call: Running,
+  outcome: ServiceOutcome,
+  reply: Reply,
+  payload: unknown,
+  release: () => Promise<void>,
+): Promise<void> {
+  // Hashed once, for the receipt and the journal (canonical JSON of a result up to 1 MiB).
+  const hash = outcome.state === 'completed' ? resultHash(outcome.result) : undefined;
+  const receipt = hash
+    ? signReceipt(parts.identity, { task: call.task, capability: call.capability, caller: call.caller, result_hash: hash, at: parts.now() })
+    : null;
+  // A kept call keeps the receipt it is answered with, so a repeat of its task id gets the same one.
+  const kept =
+    payload !== null && receipt ? { ...(payload as object), receipt: receipt.bytes, receiptKsn: parts.identity.kel.ksn } : payload;
+  const ended = record.outcome(outcomeEvent(parts, call, outcome, receipt?.cid, hash), ending(record, kept)).then(() => {
+    if (outcome.state === 'completed') crashPoint('after-completed');
+  });
+  const released = release();
+  // Awaited below; a failed journal write is reported through `ended` first.
+  released.catch(() => {});
+  const fields: Fields =
+    outcome.state === 'completed'
+      ? { state: 'completed', result: outcome.text, receipt: receipt!.bytes }
+      : outcome.state === 'rejected'
+        ? { state: 'rejected', reason: 'service_rejected', message: outcome.message }
+        : { state: 'failed', reason: outcome.reason, detail: outcome.detail, retry_after_ms: outcome.retryAfterMs };
+  // The answer is sealed while the outcome is written and leaves once it is durable.
+  await reply(fields, ended);
+  await released;
+}

@@ -1,0 +1,65 @@
+// The service step of a capability call (SPEC §3, §9.1): the operator's service is called over its
+// local URL with the arguments (and files), and a caller whose call takes a while hears `working`.
+// Journals nothing: the call's outcome event is the step after this one.
+import type { Config } from '../../config/schema.js';
+import type { OfferedCapability } from '../../config/check.js';
+import { callService, type checkTarget, type ServiceOutcome } from '../../service/call.js';
+import { parseServiceUrl, type ServiceUrl } from '../../service/url.js';
+import type { FileOut } from './checks.js';
+import type { Running } from './record.js';
+import type { Reply } from './reply.js';
+
+/** A call still running after this long sends the caller `task.status working`. */
+const WORKING_AFTER_MS = 500;
+
+/** What calling the service uses of the node. */
+export interface ServiceParts {
+  now: () => number;
+  /** Aborted when the node stops: the running call is dropped and left for the next start. */
+  stopping: AbortSignal;
+}
+
+export type ServiceTarget = { url: ServiceUrl; timeoutMs: number; tokenFile?: string };
+
+/** Where a capability's service listens, and for how long a call may run. */
+export function target(config: Config, cap: OfferedCapability): ServiceTarget {
+  const module = config.modules.service;
+  const tokenFile = cap.service.token_file ?? module.token_file;
+  return {
+    url: parseServiceUrl(cap.service.url) as ServiceUrl,
+    timeoutMs: cap.service.timeout_ms ?? module.timeout_ms,
+    ...(tokenFile ? { tokenFile } : {}),
+  };
+}
+
+/** The service call, with a `working` status to the caller when it takes a while. */
+export async function serve(
+  parts: ServiceParts,
+  call: Running,
+  argsText: string,
+  files: FileOut[],
+  service: ServiceTarget,
+  socketCheck: ReturnType<typeof checkTarget>,
+  reply: Reply,
+): Promise<ServiceOutcome> {
+  // A quick call needs no progress message; a slow one tells the caller it is running.
+  const status = setTimeout(() => void reply({ state: 'working' }).catch(() => {}), WORKING_AFTER_MS);
+  return callService(
+    service,
+    {
+      caller: call.caller,
+      callId: call.task,
+      capability: call.capability,
+      body: serviceBody(argsText, files),
+    },
+    parts.now,
+    parts.stopping,
+    socketCheck,
+  ).finally(() => clearTimeout(status));
+}
+
+/** The argument object itself, or `{args, files}` with the node's own media types (SPEC §3). */
+function serviceBody(argsText: string, files: FileOut[]): Uint8Array {
+  if (files.length === 0) return Buffer.from(argsText);
+  return Buffer.from(`{"args":${argsText},"files":${JSON.stringify(files)}}`);
+}
