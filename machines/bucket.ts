@@ -171,14 +171,19 @@ export const bucketMachine = setup({
     },
     limited: {
       on: {
-        ADMIT: [
-          { guard: 'fillsUp', actions: 'admit' },
-          { guard: 'hasRoom', actions: 'admit', target: 'open' },
-          { actions: 'refuse' },
+        ADMIT: [{ guard: 'fillsUp', actions: 'admit' }, { guard: 'hasRoom', actions: 'admit', target: 'open' }, { actions: 'refuse' }],
+        UNDO: [
+          { guard: 'fullAfterUndo', actions: 'undo' },
+          { actions: 'undo', target: 'open' },
         ],
-        UNDO: [{ guard: 'fullAfterUndo', actions: 'undo' }, { actions: 'undo', target: 'open' }],
-        TICK: [{ guard: 'fullNow', actions: 'prune' }, { actions: 'prune', target: 'open' }],
-        CONFIGURE: [{ guard: 'fullReconfigured', actions: 'configure' }, { actions: 'configure', target: 'open' }],
+        TICK: [
+          { guard: 'fullNow', actions: 'prune' },
+          { actions: 'prune', target: 'open' },
+        ],
+        CONFIGURE: [
+          { guard: 'fullReconfigured', actions: 'configure' },
+          { actions: 'configure', target: 'open' },
+        ],
       },
     },
   },

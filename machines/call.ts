@@ -64,7 +64,10 @@ export type CallEvent =
 
 const ended = (at: number, fields: Partial<CallContext>) => ({ endedAt: at, ...fields });
 const paid = ({ context }: { context: CallContext }) => context.payNonce !== null;
-const endingIs = (e: Ending) => ({ context }: { context: CallContext }) => context.ending === e;
+const endingIs =
+  (e: Ending) =>
+  ({ context }: { context: CallContext }) =>
+    context.ending === e;
 
 /** What the outcome events record; for a paid call the state waits in `settling`. */
 const outcomes = {
@@ -102,7 +105,15 @@ export const callMachine = setup({
   actions: {
     receive: assign(({ event }) => {
       assertEvent(event, 'RECEIVED');
-      return { nonce: event.nonce, task: event.task, caller: event.caller, capability: event.capability, argsBytes: event.argsBytes, argsHash: event.argsHash, receivedAt: event.at };
+      return {
+        nonce: event.nonce,
+        task: event.task,
+        caller: event.caller,
+        capability: event.capability,
+        argsBytes: event.argsBytes,
+        argsHash: event.argsHash,
+        receivedAt: event.at,
+      };
     }),
     refuse: assign(({ event }) => {
       assertEvent(event, 'REFUSED');
@@ -120,12 +131,15 @@ export const callMachine = setup({
       assertEvent(event, 'SERVICE_REJECTED');
       return ended(event.at, { reason: 'service_rejected', message: event.message });
     }),
-    interrupt: assign(({ event }) => ended(event.at, { reason: 'interrupted', detail: 'the node stopped while the call ran; its outcome is unknown' })),
+    interrupt: assign(({ event }) =>
+      ended(event.at, { reason: 'interrupted', detail: 'the node stopped while the call ran; its outcome is unknown' }),
+    ),
     // SPEC §10: capture when the call completed or its outcome is unknown; release when it did not run
     // or failed. An interrupted call releases: its caller gets no result from it.
     owe: assign(({ event }) => {
       const capture = event.type === 'COMPLETED' || (event.type === 'FAILED' && event.reason === 'outcome_unknown');
-      const ending: Ending = event.type === 'COMPLETED' ? 'completed' : event.type === 'SERVICE_REJECTED' || event.type === 'REFUSED' ? 'rejected' : 'failed';
+      const ending: Ending =
+        event.type === 'COMPLETED' ? 'completed' : event.type === 'SERVICE_REJECTED' || event.type === 'REFUSED' ? 'rejected' : 'failed';
       return { settlement: capture ? ('capture' as const) : ('release' as const), ending };
     }),
     quote: assign(({ event }) => {
@@ -154,9 +168,29 @@ export const callMachine = setup({
   id: 'call',
   context: {
     nonce: '',
-    task: '', caller: '', capability: '', argsBytes: 0, argsHash: '', receivedAt: 0, endedAt: null,
-    reason: null, detail: null, retryAfterMs: null, message: null, resultBytes: null, resultHash: null, receipt: null,
-    quoteId: null, amount: null, quoteExpiresAt: null, payNonce: null, holdTx: null, settlement: null, ending: null, settleTx: null, settled: null,
+    task: '',
+    caller: '',
+    capability: '',
+    argsBytes: 0,
+    argsHash: '',
+    receivedAt: 0,
+    endedAt: null,
+    reason: null,
+    detail: null,
+    retryAfterMs: null,
+    message: null,
+    resultBytes: null,
+    resultHash: null,
+    receipt: null,
+    quoteId: null,
+    amount: null,
+    quoteExpiresAt: null,
+    payNonce: null,
+    holdTx: null,
+    settlement: null,
+    ending: null,
+    settleTx: null,
+    settled: null,
   },
   initial: 'new',
   states: {
@@ -177,7 +211,10 @@ export const callMachine = setup({
     // input-required: the quote's deadline is this state's timer (the host arms it from the context).
     quoted: {
       on: {
-        PAY: [{ guard: 'quoteValid', actions: 'pay', target: 'paying' }, { actions: 'expire', target: 'failed' }],
+        PAY: [
+          { guard: 'quoteValid', actions: 'pay', target: 'paying' },
+          { actions: 'expire', target: 'failed' },
+        ],
         TICK: { guard: 'quoteOver', actions: 'expire', target: 'failed' },
         CANCELED: { actions: 'cancel', target: 'canceled' },
         FAILED: { actions: 'fail', target: 'failed' },

@@ -72,7 +72,10 @@ export const inflightMachine = setup({
   context: ({ input }) => ({ ...input, running: {}, last: null }),
   initial: 'idle',
   on: {
-    START: [{ guard: 'hasRoom', actions: 'start', target: '.settle' }, { actions: 'refuse', target: '.settle' }],
+    START: [
+      { guard: 'hasRoom', actions: 'start', target: '.settle' },
+      { actions: 'refuse', target: '.settle' },
+    ],
     FINISH: { actions: 'finish', target: '.settle' },
     CLEAR: { actions: 'clear', target: '.settle' },
     CONFIGURE: { actions: 'configure', target: '.settle' },

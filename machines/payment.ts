@@ -15,7 +15,8 @@ import { setup, assign, assertEvent } from 'xstate';
 export const UNANSWERED_MS = 25 * 3_600_000;
 
 /** Whether an authorized payment's provider has had all the time it could use to answer, at `at`. */
-export const unanswered = (c: Pick<PaymentContext, 'validBefore'>, at: number) => c.validBefore !== null && at >= c.validBefore + UNANSWERED_MS;
+export const unanswered = (c: Pick<PaymentContext, 'validBefore'>, at: number) =>
+  c.validBefore !== null && at >= c.validBefore + UNANSWERED_MS;
 
 export interface PaymentContext {
   task: string;
@@ -56,7 +57,15 @@ export const paymentMachine = setup({
   actions: {
     quote: assign(({ event }) => {
       assertEvent(event, 'QUOTE');
-      return { task: event.task, provider: event.provider, skillId: event.skillId, quoteId: event.quoteId, amount: event.amount, expiresAt: event.expiresAt, deadline: event.expiresAt };
+      return {
+        task: event.task,
+        provider: event.provider,
+        skillId: event.skillId,
+        quoteId: event.quoteId,
+        amount: event.amount,
+        expiresAt: event.expiresAt,
+        deadline: event.expiresAt,
+      };
     }),
     authorize: assign(({ event }) => {
       assertEvent(event, 'AUTHORIZE');
@@ -70,13 +79,28 @@ export const paymentMachine = setup({
   },
 }).createMachine({
   id: 'payment',
-  context: { task: '', provider: '', skillId: '', quoteId: '', amount: '', expiresAt: 0, nonce: null, validBefore: null, auto: null, hubTx: null, deadline: null },
+  context: {
+    task: '',
+    provider: '',
+    skillId: '',
+    quoteId: '',
+    amount: '',
+    expiresAt: 0,
+    nonce: null,
+    validBefore: null,
+    auto: null,
+    hubTx: null,
+    deadline: null,
+  },
   initial: 'new',
   states: {
     new: { on: { QUOTE: { actions: 'quote', target: 'quoted' } } },
     quoted: {
       on: {
-        AUTHORIZE: [{ guard: 'standing', actions: 'authorize', target: 'authorized' }, { actions: 'stop', target: 'expired' }],
+        AUTHORIZE: [
+          { guard: 'standing', actions: 'authorize', target: 'authorized' },
+          { actions: 'stop', target: 'expired' },
+        ],
         REJECT: { actions: 'stop', target: 'rejected' },
         TICK: { guard: 'over', actions: 'stop', target: 'expired' },
         // The provider ended the task first (a restart, an expiry on its clock).
@@ -85,7 +109,10 @@ export const paymentMachine = setup({
     },
     authorized: {
       on: {
-        SETTLED: [{ guard: 'captured', actions: 'settle', target: 'completed' }, { actions: 'settle', target: 'failed' }],
+        SETTLED: [
+          { guard: 'captured', actions: 'settle', target: 'completed' },
+          { actions: 'settle', target: 'failed' },
+        ],
         ABANDON: { guard: 'unanswered', target: 'abandoned' },
       },
     },

@@ -2,8 +2,7 @@
 // reply-limiter machine; past it, no answer at all), the `list` card for peers on the allow or trust
 // list and the `general` card for anyone else (`not_configured` when it would add nothing), signed like
 // the public card it extends, with a fresh contact credential for listed peers.
-import { REPLY_LIMIT } from '../runtime/kinds.js';
-import type { BucketContext } from '../../machines/bucket.js';
+import { replyLimiter } from '../actors/reply-limiter.js';
 import type { MessageHandler, Messenger } from '../relay/messenger.js';
 import { fromBody, toBody } from '../protocol/body.js';
 import { standing } from '../contacts/lists.js';
@@ -46,14 +45,23 @@ function stampOf(own: OwnCard | undefined): CardStamp | null {
 }
 
 /** The body of our answer to `from`: the signed card or not_configured, and a credential if listed. */
-export async function cardReplyBody(parts: Omit<DeskParts, 'host' | 'messenger'>, from: string, rid: string): Promise<Map<string, CborValue>> {
+export async function cardReplyBody(
+  parts: Omit<DeskParts, 'host' | 'messenger'>,
+  from: string,
+  rid: string,
+): Promise<Map<string, CborValue>> {
   const who = await standing(parts.dataDir, parts.config, from);
   const listed = who === 'allowed' || who === 'trusted';
   const kind: ExtendedKind = listed ? 'list' : 'general';
   const stamp = stampOf((await parts.store.meta.get('card')) as OwnCard | undefined);
-  const card = stamp ? buildExtendedCard(parts.config, await readProfile(parts.dataDir), parts.identity.aid, stamp, kind, await parts.hubAid()) : 'not_configured';
+  const card = stamp
+    ? buildExtendedCard(parts.config, await readProfile(parts.dataDir), parts.identity.aid, stamp, kind, await parts.hubAid())
+    : 'not_configured';
   const { identity } = parts;
-  const wire = card === 'not_configured' ? undefined : JSON.stringify(signCard(card, identity.signer, parts.config.hub, identity.aid, identity.kel.ksn));
+  const wire =
+    card === 'not_configured'
+      ? undefined
+      : JSON.stringify(signCard(card, identity.signer, parts.config.hub, identity.aid, identity.kel.ksn));
   return toBody({
     rid,
     ...(wire ? { card: wire } : { not_configured: true }),
@@ -66,9 +74,8 @@ export function cardDesk(parts: DeskParts): MessageHandler {
     const body = fromBody(m.body);
     const rid = body?.rid;
     if (typeof rid !== 'string' || rid.length > 64) return;
-    const limiter = await parts.host.send(`reply-limiter/${m.from}`, 'reply-limiter', REPLY_LIMIT, { type: 'ADMIT', at: m.at });
     // Past 6 requests in 60 s the sender gets no answer at all (SPEC §6.2).
-    if (!(limiter.context as BucketContext).last?.admitted) return;
+    if (!(await replyLimiter(parts.host, m.from).admit(m.at))) return;
     await parts.messenger.send(m.from, CARD_REPLY, await cardReplyBody(parts, m.from, rid), { ix: m.ix + 1, ttlMs: CARD_MESSAGE_TTL_MS });
   };
 }
