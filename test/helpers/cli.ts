@@ -20,10 +20,13 @@ export function runBin(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Cli
   });
 }
 
-/** Runs the CLI in-process with captured output (faster; same code path as the binary). */
-export async function runCli(args: string[]): Promise<CliResult> {
+/**
+ * Runs the CLI in-process with captured output (faster; same code path as the binary). `onErr` sees each
+ * stderr line as it is printed (a test can act on progress while the command still runs).
+ */
+export async function runCli(args: string[], onErr?: (line: string) => void): Promise<CliResult> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
+  const code = await main(args, { out: (l) => out.push(l), err: (l) => (err.push(l), onErr?.(l)) });
   return { code, stdout: out.join('\n'), stderr: err.join('\n') };
 }

@@ -28,6 +28,8 @@ export interface Net {
   configure(dir: string, config: Record<string, unknown>): Promise<void>;
   /** Starts a daemon and waits until its card is published and its relay stream is open. */
   start(dir: string): Promise<Daemon>;
+  /** The lines a daemon started here has logged so far. */
+  log(daemon: Daemon): readonly string[];
 }
 
 export async function startNet(t: ExecutionContext): Promise<Net> {
@@ -35,6 +37,7 @@ export async function startNet(t: ExecutionContext): Promise<Net> {
   const clock = new OffsetClock();
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, now: () => clock.now() });
   const daemons: Daemon[] = [];
+  const logs = new WeakMap<Daemon, string[]>();
   t.teardown(async () => {
     for (const d of [...daemons]) await d.close().catch(() => {});
     await hub.close();
@@ -58,6 +61,7 @@ export async function startNet(t: ExecutionContext): Promise<Net> {
       const lines: string[] = [];
       const daemon = await startDaemon(dir, (l) => lines.push(l), { clock });
       daemons.push(daemon);
+      logs.set(daemon, lines);
       await daemon.published;
       if (!lines.some((l) => l.startsWith('relay stream open'))) throw new Error(`daemon in ${dir} did not open its relay stream:\n${lines.join('\n')}`);
       const close = daemon.close;
@@ -67,6 +71,7 @@ export async function startNet(t: ExecutionContext): Promise<Net> {
       };
       return daemon;
     },
+    log: (daemon) => logs.get(daemon) ?? [],
   };
   return net;
 }
