@@ -12,7 +12,7 @@ import { runCli } from './helpers/cli.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
 import { toBody } from '../src/protocol/body.js';
 import { encodeCanonical } from '../src/identity/cbor.js';
-import { TASK_SEND, TASK_RESULT } from '../src/protocol/messages.js';
+import { TASK_SEND, TASK_RESULT, TASK_STATUS } from '../src/protocol/messages.js';
 import { pricedProvider } from './helpers/payments.js';
 
 async function provider(t: ExecutionContext, net: Net, handler: SampleHandler, caps: Record<string, unknown>[] = [{ id: 'demo.echo' }], policy = 'open') {
@@ -147,11 +147,13 @@ test('SPEC §14, §9.5: the answer leaves only once the outcome is journaled: an
   let answered = false;
   const pending = caller.node.caller.call(p.aid, 'demo.echo', '{}', [], 60_000).finally(() => (answered = true));
   await until(() => failed, 'the outcome write to fail', 200);
-  // The answer was sealed while the write ran; it must not have left. Give it time to arrive if it did.
-  await new Promise((r) => setTimeout(r, 300));
+  // The answer was sealed while the write ran. The call's run ends (and is logged) only after the answer
+  // would have been handed to the relay: from then on nothing of this run can leave.
+  await until(() => net.log(prov).some((l) => l.includes('simulated write failure')), 'the call to end on the failed write', 200);
   t.false(answered, 'no answer for an outcome the journal does not hold');
   await prov.close();
   prov = await net.start(p.dir);
+  // The caller takes the first final answer: had `completed` left before the restart, it would be this.
   const r = await pending;
   t.like(r, { state: 'failed', reason: 'interrupted' });
   t.is(runs, 1, 'not run again');
@@ -229,14 +231,17 @@ test('SPEC §9.3: with discard, no byte of the arguments, files or result is lef
 
 test('SPEC §12: a long call shows its progress on stderr while stdout keeps the result', async (t) => {
   const net = await startNet(t);
+  // The service answers once the command has shown progress: the call is long for as long as that takes.
+  let shown!: () => void;
+  const progressShown = new Promise<void>((r) => (shown = r));
   const p = await provider(t, net, async () => {
-    await new Promise((r) => setTimeout(r, 2600));
+    await progressShown;
     return { slow: true };
   });
   const c = await net.node('c');
   await net.start(p.dir);
   await net.start(c.dir);
-  const r = await runCli(['call', p.aid, 'demo.echo', '--args', '{}', '--data', c.dir]);
+  const r = await runCli(['call', p.aid, 'demo.echo', '--args', '{}', '--data', c.dir], (line) => /: working \(\d+ s\)$/.test(line) && shown());
   t.is(r.code, 0, r.stderr);
   t.regex(r.stderr, /^task [0-9a-f]{16}: working \(\d+ s\)$/m);
   t.regex(r.stdout, /^\{\n {2}"slow": true\n\}\nreceipt bafyrei/);
@@ -245,17 +250,26 @@ test('SPEC §12: a long call shows its progress on stderr while stdout keeps the
 test('SPEC §9.5: a resend of a running task changes nothing, and the call still ends interrupted after a restart', async (t) => {
   const net = await startNet(t);
   let runs = 0;
+  // The service never answers while the test runs; at its end it lets go, so the service can close.
+  let hangUp!: () => void;
+  const hung = new Promise<void>((r) => (hangUp = r));
   const p = await provider(t, net, async () => {
     runs++;
-    await new Promise(() => {});
+    await hung;
   });
+  t.teardown(() => hangUp());
   let prov = await net.start(p.dir);
   const x = await rawPeer(t, net, 'x');
   const send = () => x.messenger.send(p.aid, TASK_SEND, toBody({ task: '00000000000000b1', capability: 'demo.echo', args: '{}' }));
   await send();
   await until(() => runs > 0, 'the service to be called', 200);
+  // The run tells the caller it is working (after 500 ms); then it sends nothing more while it runs, so
+  // the next message is the answer to the resend, and a second run would have begun before it.
+  await until(() => x.received.length >= 1, 'working from the run', 200);
+  t.like(x.received[0], { type: TASK_STATUS, body: { task: '00000000000000b1', state: 'working' } });
   await send(); // the same task id again, while it runs
-  await new Promise((r) => setTimeout(r, 200));
+  await until(() => x.received.length >= 2, 'the answer to the resend', 200);
+  t.like(x.received[1], { type: TASK_STATUS, body: { task: '00000000000000b1', state: 'working' } }, 'answered, not admitted again');
   t.is(runs, 1, 'never run twice');
   await prov.close();
   prov = await net.start(p.dir);
