@@ -6,6 +6,7 @@ import test, { type ExecutionContext } from 'ava';
 import { startNet, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { childDaemon } from './helpers/proc.js';
+import { until } from './helpers/wait.js';
 import { mint, balanceOf, pricedProvider } from './helpers/payments.js';
 
 async function setup(t: ExecutionContext): Promise<{ net: Net; p: Awaited<ReturnType<typeof pricedProvider>>; c: { dir: string; aid: string } }> {
@@ -68,10 +69,11 @@ test('SPEC §10: the caller killed after authorizing, before the payment left: i
   await sent;
   await childDaemon(t, c2.dir);
   let task: { state: string; payment: { status: string } } | undefined;
-  for (let i = 0; i < 100 && task?.state !== 'completed'; i++) {
-    await new Promise((r) => setTimeout(r, 100));
+  const completed = async () => {
     task = JSON.parse((await runCli(['tasks', '--json', '--data', c2.dir])).stdout)[0];
-  }
+    return task?.state === 'completed';
+  };
+  await until(completed, 'the task to complete', 500);
   t.like(task, { state: 'completed', payment: { status: 'payment-completed' } });
   t.like(await balanceOf(c2.dir), { balance: '7', held: '0' }, 'charged once');
   await ledgerBalances(t, net);
