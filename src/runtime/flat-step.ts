@@ -1,6 +1,7 @@
 // xstate's macrostep, specialised for the machines the runtime hosts: one level of atomic or final states
-// under the root, guards that are plain functions, actions that are all `assign`, no entry/exit actions,
-// no invokes, no history, no delays, no wildcards. For such a machine the SCXML algorithm xstate runs
+// under the root, guards that are plain functions, actions that are all `assign` (named, inline, or in
+// object form with `params`, as are guards), no entry/exit actions, no invokes, no history, no delays,
+// no wildcards (machines/README.md). For such a machine the SCXML algorithm xstate runs
 // (select a transition in the atomic state, else in the root; exit the state, run the actions, enter the
 // target; a final target ends the machine; then eventless transitions until none is enabled) reduces to
 // a few lookups, and this module runs exactly that, building the snapshot xstate would build (the same
@@ -14,10 +15,26 @@ import { assign, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
 
 type Fn = (args: unknown, params: unknown) => unknown;
 
+/**
+ * A guard's or action's `params` as written in object form: a value, or a function of `{ context, event }`
+ * evaluated when it runs (xstate's rule); none for the string and inline forms.
+ */
+type Params = { fn: true; of: (args: { context: unknown; event: unknown }) => unknown } | { fn: false; value: unknown } | null;
+
+interface Guard {
+  check: Fn;
+  params: Params;
+}
+
+interface Assign {
+  /** The assignment: a function, or an object of values and property functions. */
+  assignment: Fn | Record<string, unknown>;
+  params: Params;
+}
+
 interface Transition {
-  guard: Fn | null;
-  /** Each assign's assignment: a function, or an object of values and property functions. */
-  assigns: (Fn | Record<string, unknown>)[];
+  guard: Guard | null;
+  assigns: Assign[];
   target: State | null;
 }
 
@@ -82,24 +99,33 @@ function compile(machine: AnyStateMachine): Flat | null {
     if ((child.type !== 'atomic' && child.type !== 'final') || !plain(child) || Object.keys(child.states ?? {}).length > 0) return null;
     states.set(child.key, { node: child, key: child.key, final: child.type === 'final', tags: child.tags, on: new Map(), always: null });
   }
-  const guardOf = (g: unknown): Fn | null | undefined => {
-    if (g === undefined) return null;
-    const f = typeof g === 'function' ? g : typeof g === 'string' ? impl.guards[g] : undefined;
-    return typeof f === 'function' && !('check' in f) ? (f as Fn) : undefined;
+  // A guard or action: inline (a function), by name, or in object form `{ type, params }`.
+  const named = (x: unknown, impls: Record<string, unknown>): { f: unknown; params: Params } | undefined => {
+    if (typeof x === 'function') return { f: x, params: null };
+    if (typeof x === 'string') return { f: impls[x], params: null };
+    if (typeof x !== 'object' || x === null || typeof (x as { type?: unknown }).type !== 'string') return undefined;
+    const o = x as { type: string; params?: unknown };
+    const params: Params = !('params' in o) ? null : typeof o.params === 'function' ? { fn: true, of: o.params as never } : { fn: false, value: o.params };
+    return { f: impls[o.type], params };
   };
-  const assignOf = (a: unknown): Fn | Record<string, unknown> | undefined => {
-    const f = typeof a === 'function' ? a : typeof a === 'string' ? impl.actions[a] : undefined;
-    if (typeof f !== 'function') return undefined;
-    const action = f as unknown as { type?: unknown; resolve?: unknown; assignment?: unknown; execute?: unknown; retryResolve?: unknown };
+  const guardOf = (g: unknown): Guard | null | undefined => {
+    if (g === undefined) return null;
+    const n = named(g, impl.guards);
+    return n && typeof n.f === 'function' && !('check' in n.f) ? { check: n.f as Fn, params: n.params } : undefined;
+  };
+  const assignOf = (a: unknown): Assign | undefined => {
+    const n = named(a, impl.actions);
+    if (!n || typeof n.f !== 'function') return undefined;
+    const action = n.f as unknown as { type?: unknown; resolve?: unknown; assignment?: unknown; execute?: unknown; retryResolve?: unknown };
     if (action.type !== 'xstate.assign' || action.resolve !== ASSIGN_RESOLVE || 'execute' in action || 'retryResolve' in action) return undefined;
     const assignment = action.assignment;
-    return typeof assignment === 'function' || (typeof assignment === 'object' && assignment !== null) ? (assignment as Fn | Record<string, unknown>) : undefined;
+    return typeof assignment === 'function' || (typeof assignment === 'object' && assignment !== null) ? { assignment: assignment as Fn | Record<string, unknown>, params: n.params } : undefined;
   };
   const transitionOf = (t: TransitionDef): Transition | undefined => {
     if (t.reenter) return undefined;
     const guard = guardOf(t.guard);
     if (guard === undefined) return undefined;
-    const assigns: (Fn | Record<string, unknown>)[] = [];
+    const assigns: Assign[] = [];
     for (const a of t.actions) {
       const assignment = assignOf(a);
       if (!assignment) return undefined;
@@ -169,11 +195,16 @@ function spawn(): never {
   throw new Unsupported('spawn');
 }
 
+/** A `params` as xstate evaluates it: a function of the context and event at that point, or the value. */
+function paramsOf(params: Params, context: unknown, event: unknown): unknown {
+  return params === null ? undefined : params.fn ? params.of({ context, event }) : params.value;
+}
+
 function select(list: Transition[] | undefined, context: unknown, event: unknown): Transition | null {
   if (list === undefined) return null;
   for (let i = 0; i < list.length; i++) {
     const t = list[i]!;
-    if (t.guard === null || t.guard({ context, event }, undefined)) return t;
+    if (t.guard === null || t.guard.check({ context, event }, paramsOf(t.guard.params, context, event))) return t;
   }
   return null;
 }
@@ -216,15 +247,16 @@ export function toLean(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): 
 
 function assignAll(assigns: Transition['assigns'], context: unknown, event: unknown, scope: Scope): unknown {
   for (let i = 0; i < assigns.length; i++) {
-    const assignment = assigns[i]!;
+    const { assignment, params: written } = assigns[i]!;
+    const params = paramsOf(written, context, event);
     const args = { context, event, spawn, self: scope.self, system: scope.system };
     let partial: unknown;
-    if (typeof assignment === 'function') partial = assignment(args, undefined);
+    if (typeof assignment === 'function') partial = assignment(args, params);
     else {
       const p: Record<string, unknown> = {};
       for (const key of Object.keys(assignment)) {
         const v = assignment[key];
-        p[key] = typeof v === 'function' ? (v as Fn)(args, undefined) : v;
+        p[key] = typeof v === 'function' ? (v as Fn)(args, params) : v;
       }
       partial = p;
     }
