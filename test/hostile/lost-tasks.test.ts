@@ -15,17 +15,19 @@ import type { TaskRecord } from '../../src/node/caller/records.js';
 import { resendDelay, RESEND_SILENT_MS, UNANSWERED_DETAIL } from '../../src/node/caller/resend.js';
 
 /**
- * A provider whose service (`demo.echo`, `{"slow": true}` takes 800 ms) and local agent count their runs,
- * and a caller daemon in this process.
+ * A provider whose service (`demo.echo`; `{"slow": true}` answers once the test calls `release`) and local
+ * agent count their runs, and a caller daemon in this process.
  */
 async function setup(t: ExecutionContext) {
   const net = await startNet(t);
   const run = join(net.root, 'run');
   await mkdir(run, { mode: 0o700 });
   const runs = { service: 0, agent: 0 };
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
   const service = await startSampleService(join(run, 'svc.sock'), async (body) => {
     runs.service++;
-    if ((body as { slow?: boolean }).slow) await new Promise((r) => setTimeout(r, 800));
+    if ((body as { slow?: boolean }).slow) await released;
     return { echo: body };
   });
   const agent = await startSampleService(join(run, 'agent.sock'), (body) => {
@@ -36,13 +38,14 @@ async function setup(t: ExecutionContext) {
     await service.close();
     await agent.close();
   });
+  t.teardown(() => release()); // first: a slow call still held would keep the service from closing
   const p = await net.node('p', {
     inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
     modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] }, agent: { url: `unix://${agent.socketPath}` } },
   });
   const c = await net.node('c');
   const caller = await net.start(c.dir);
-  return { net, p, c, caller, runs };
+  return { net, p, c, caller, runs, release };
 }
 
 const record = async (d: Daemon, task: string) => (await d.node.caller.task(task))!;
@@ -74,12 +77,16 @@ test('SPEC §9, §13 (hostile): a task.send taken from the relay by a provider k
 
 for (const slow of [false, true]) {
   test(`SPEC §9, §9.4, §13 (hostile): a provider killed after journaling COMPLETED, before the answer left, answers the resent task id with the kept result and its receipt${slow ? ' (the caller had heard working)' : ''}`, async (t) => {
-    const { net, p, caller, runs } = await setup(t);
+    const { net, p, caller, runs, release } = await setup(t);
     const first = await childDaemon(t, p.dir, 'after-completed');
     const sent = await caller.node.caller.call(p.aid, 'demo.echo', JSON.stringify({ text: 'hola', slow }), [], 100);
+    if (slow) {
+      // The slow call runs until the caller has heard it is working.
+      await until(async () => (await record(caller, sent.task)).state === 'working', 'working heard before the crash', 250);
+      release();
+    }
     t.is(await first.exited, -1, 'killed at the crash point');
     t.is(runs.service, 1);
-    if (slow) await until(async () => (await record(caller, sent.task)).state === 'working', 'working heard before the crash', 250);
     t.is((await record(caller, sent.task)).state, slow ? 'working' : 'submitted', 'no answer left the provider');
     await childDaemon(t, p.dir);
     await nextResend(net, caller, 1);
