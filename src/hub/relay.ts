@@ -1,11 +1,15 @@
-// The hub relay (SPEC §11, WIRE §4): end-to-end encrypted envelopes in, pushed to the recipient's open
-// stream, or queued in memory (bounded, with a TTL) while it is offline. Sends are anonymous — the sender
-// is known only inside the ciphertext — and nothing about who talked to whom is ever written to disk.
+// The hub relay's mailbox (SPEC §11, WIRE §4): end-to-end encrypted envelopes in, pushed to the
+// recipient's open stream, or queued in memory (bounded, with a TTL) while it is offline. Sends are
+// anonymous — the sender is known only inside the ciphertext — and nothing about who talked to whom is
+// ever written to disk. Envelopes come by POST (src/hub/relay-routes.ts) or over an upstream connection
+// (src/hub/upstream.ts, which reads the frames and hands each envelope here).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { envelopeRecipient, EnvelopeRefused } from '../protocol/envelope.js';
 import { CborError } from '../identity/cbor.js';
-import { MIB, MAX_ENVELOPE, UPSTREAM_MAX, frame, type RelayAnswer } from '../protocol/relay.js';
+import { MIB, MAX_ENVELOPE, frame, type RelayAnswer } from '../protocol/relay.js';
+import { Budget } from './budget.js';
+import { Upstreams } from './upstream.js';
 
 export interface RelayLimits {
   /** Envelopes queued for one offline recipient. */
@@ -54,40 +58,6 @@ interface Queued {
   client: string;
 }
 
-/**
- * Bytes held for clients, in all and per client, taken as they arrive: the bytes of request bodies being
- * received (a body that declares 16 MiB and sends nothing holds nothing), and no client more than its
- * share however many connections it opens.
- */
-export class Budget {
-  used = 0;
-  private readonly clients = new Map<string, number>();
-
-  constructor(readonly total: number, readonly perClient: number) {}
-
-  take(client: string, bytes: number): boolean {
-    const mine = this.clients.get(client) ?? 0;
-    if (this.used + bytes > this.total || mine + bytes > this.perClient) return false;
-    this.used += bytes;
-    if (bytes > 0) this.clients.set(client, mine + bytes);
-    return true;
-  }
-
-  give(client: string, bytes: number): void {
-    if (bytes <= 0) return;
-    this.used -= bytes;
-    const left = (this.clients.get(client) ?? 0) - bytes;
-    if (left > 0) this.clients.set(client, left);
-    else this.clients.delete(client);
-  }
-
-  /** What `client` holds now. */
-  of(client: string): number {
-    return this.clients.get(client) ?? 0;
-  }
-}
-
-
 const queuedBytes = (queue: Queued[]) => queue.reduce((sum, q) => sum + q.bytes.length, 0);
 
 export class Relay {
@@ -100,10 +70,10 @@ export class Relay {
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
 
   private readonly limits: RelayLimits;
-  /** Open upstream connections (see upstream()). */
-  private readonly upstreams = new Set<Socket>();
   /** Send bodies and upstream frames being received: see Budget. */
   readonly uploads: Budget;
+  /** Open upstream connections (see upstream()). */
+  private readonly upstreams: Upstreams;
 
   /**
    * `limits`: DEFAULT_LIMITS where not given. `recipient`: whether an offline AID may have envelopes
@@ -113,6 +83,7 @@ export class Relay {
   constructor(private readonly now: () => number, limits: Partial<RelayLimits> = {}, private readonly recipient: (aid: string) => boolean = () => true) {
     this.limits = { ...DEFAULT_LIMITS, ...limits };
     this.uploads = new Budget(this.limits.uploadBytes, this.limits.uploadBytesPerClient);
+    this.upstreams = new Upstreams(this, this.limits.upstreams, this.limits.frameTimeoutMs);
   }
 
   /**
@@ -167,25 +138,13 @@ export class Relay {
 
   /** Whether another upstream may be opened now. */
   upstreamRoom(): boolean {
-    return this.upstreams.size < this.limits.upstreams;
+    return this.upstreams.room();
   }
 
   /** Serves one upstream connection of `client`, after the upgrade (`head`: bytes that came with the request). */
   upstream(socket: Socket, head: Buffer, client = socket.remoteAddress ?? ''): void {
-    const connection = new UpstreamConnection(this, socket, this.limits.frameTimeoutMs, client);
-    this.upstreams.add(socket);
-    socket.once('close', () => {
-      this.upstreams.delete(socket);
-      connection.closed();
-    });
-    socket.on('error', () => socket.destroy());
-    // The server's sockets allow half-open connections, and an upgraded one has no HTTP handling left:
-    // a node that closes its side would leave this one (and any budget its frame held) open for ever.
-    socket.once('end', () => socket.destroy());
-    socket.on('data', (chunk: Buffer) => connection.received(chunk));
-    if (head.length) connection.received(head);
+    this.upstreams.serve(socket, head, client);
   }
-
 
   private drop(): 'full' {
     this.stats.dropped++;
@@ -246,8 +205,7 @@ export class Relay {
   }
 
   close(): void {
-    // Upgraded connections are the relay's own: the HTTP server no longer tracks them.
-    for (const socket of this.upstreams) socket.destroy();
+    this.upstreams.close();
     for (const s of this.streams.values()) s.end();
     this.streams.clear();
     this.queues.clear();
@@ -257,162 +215,3 @@ export class Relay {
 }
 
 const refused = (status: number, code: string, message: string): RelayAnswer => ({ error: { status, code, message } });
-
-/**
- * One upstream's frames in, answers out. A frame's bytes are taken from the relay's upload budget as they
- * arrive (as a POST's are), under the client's share, each piece copied into a buffer of its own (a view
- * into the socket's chunk would keep the whole chunk alive in the queue): a header that promises 256 KiB
- * and is followed by nothing holds nothing. A frame the budget has no room for is read on and dropped, and
- * answered BUSY. From its header, a frame has `frameTimeoutMs` to arrive whole, however it trickles in; one
- * over UPSTREAM_MAX ends the connection. Reading pauses while answers wait to be written, so a client that
- * does not read them costs the hub one socket buffer, and one that reads none for `frameTimeoutMs` is
- * disconnected.
- */
-class UpstreamConnection {
-  private readonly head = Buffer.alloc(4);
-  private headFilled = 0;
-  /** The length of the frame being received (-1 between frames), its pieces so far and their bytes (held in the budget). */
-  private expect = -1;
-  private pieces: Buffer[] = [];
-  private filled = 0;
-  /** Bytes of a frame answered BUSY still to be read and dropped. */
-  private skipping = 0;
-  /** The rest of a chunk not read yet because answers wait to be written (the socket is paused). */
-  private pending: Buffer | null = null;
-  private ended = false;
-  private deadline: NodeJS.Timeout | null = null;
-
-  constructor(private readonly relay: Relay, private readonly socket: Socket, private readonly frameTimeoutMs: number, private readonly client: string) {}
-
-  received(chunk: Buffer): void {
-    if (this.ended) return;
-    try {
-      this.read(chunk);
-    } catch {
-      // Not a state any input should reach; the connection goes, the hub stays up.
-      this.socket.destroy();
-    }
-  }
-
-  closed(): void {
-    this.relay.uploads.give(this.client, this.filled);
-    this.filled = 0;
-    this.pieces = [];
-    this.expect = -1;
-    this.stopDeadline();
-  }
-
-  private read(chunk: Buffer): void {
-    let at = 0;
-    while (!(this.pending || this.ended || this.socket.destroyed)) {
-      if (this.skipping) {
-        if (at === chunk.length) break;
-        const n = Math.min(this.skipping, chunk.length - at);
-        at += n;
-        if ((this.skipping -= n) === 0) this.stopDeadline();
-      } else if (this.expect >= 0) {
-        if (this.filled === this.expect) this.complete();
-        else {
-          if (at === chunk.length) break;
-          const n = Math.min(this.expect - this.filled, chunk.length - at);
-          if (this.relay.uploads.take(this.client, n)) {
-            const piece = Buffer.allocUnsafeSlow(n); // not from the shared pool: a queued envelope keeps only its own bytes
-            chunk.copy(piece, 0, at, at + n);
-            this.pieces.push(piece);
-            this.filled += n;
-            at += n;
-          } else this.busy();
-        }
-      } else {
-        if (at === chunk.length) break;
-        const n = Math.min(4 - this.headFilled, chunk.length - at);
-        chunk.copy(this.head, this.headFilled, at, at + n);
-        at += n;
-        if ((this.headFilled += n) === 4) this.begin(this.head.readUInt32BE(0));
-      }
-      if (this.pending === null && this.blocked()) this.pending = chunk.subarray(at);
-    }
-    // A frame begun and not yet whole runs against its deadline; between frames a connection may idle.
-    if ((this.expect >= 0 || this.skipping) && !this.deadline) {
-      this.deadline = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
-      this.deadline.unref();
-    }
-  }
-
-  private begin(length: number): void {
-    this.headFilled = 0;
-    if (length > UPSTREAM_MAX) {
-      // The refusal goes out, and the connection with it: what still comes is read and dropped (closing
-      // on unread input would reset the connection and lose the answers on their way), until the
-      // client's side ends, or for a second.
-      this.ended = true;
-      this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
-      this.socket.end();
-      setTimeout(() => this.socket.destroy(), 1000).unref();
-      return;
-    }
-    this.expect = length;
-    this.pieces = [];
-    this.filled = 0;
-  }
-
-  /** No room for the next piece: what the frame holds goes back, the rest of it is read and dropped. */
-  private busy(): void {
-    this.skipping = this.expect - this.filled;
-    this.relay.uploads.give(this.client, this.filled);
-    this.expect = -1;
-    this.pieces = [];
-    this.filled = 0;
-    this.answer(refused(503, 'BUSY', 'the hub is receiving too many messages at once; retry shortly'));
-  }
-
-  private complete(): void {
-    const pieces = this.pieces;
-    const length = this.filled;
-    this.expect = -1;
-    this.pieces = [];
-    this.filled = 0;
-    this.relay.uploads.give(this.client, length);
-    this.stopDeadline();
-    let body: Buffer;
-    if (pieces.length === 1) body = pieces[0]!;
-    else {
-      body = Buffer.allocUnsafeSlow(length);
-      let at = 0;
-      for (const p of pieces) at += p.copy(body, at);
-    }
-    let answer: RelayAnswer;
-    try {
-      answer = this.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), this.client);
-    } catch (err) {
-      answer = refused(500, 'INTERNAL', (err as Error).message);
-    }
-    this.answer(answer);
-  }
-
-  private answer(answer: RelayAnswer): void {
-    this.socket.write(frame(Buffer.from(JSON.stringify(answer))));
-  }
-
-  /** Answers wait to be written: the socket pauses until they drain, then the rest of the chunk is read. */
-  private blocked(): boolean {
-    if (!this.socket.writableNeedDrain || this.ended) return false;
-    this.socket.pause();
-    // Paused, the hub would not even see the client close: one that reads no answers for this long goes.
-    const stalled = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
-    stalled.unref();
-    this.socket.once('drain', () => {
-      clearTimeout(stalled);
-      const rest = this.pending!;
-      this.pending = null;
-      this.socket.resume();
-      this.received(rest);
-    });
-    return true;
-  }
-
-  private stopDeadline(): void {
-    if (this.deadline) clearTimeout(this.deadline);
-    this.deadline = null;
-  }
-}

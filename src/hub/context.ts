@@ -1,0 +1,28 @@
+// What the hub's route handlers share for one hub (built by startHub in src/hub/server.ts).
+import type { KelState } from '../identity/kel.js';
+import type { HubStore } from './store.js';
+import type { Relay } from './relay.js';
+import type { Ledger } from './ledger.js';
+import type { Budget } from './budget.js';
+import type { RequestAuth } from './auth.js';
+
+export interface HubContext {
+  store: HubStore;
+  relay: Relay;
+  ledger: Ledger;
+  hubKel: KelState;
+  now: () => number;
+  bodyIdleMs: number;
+  minBodyRate: number;
+  trustProxy: boolean;
+  requireInvite: boolean;
+  bodies: Budget;
+  /** New AIDs per client (a RateLimit, src/hub/registration.ts): 0, or the seconds to wait; null when off. */
+  registrations: { take(client: string): number } | null;
+  /** Signed requests: the signature, the clock window, each nonce once. */
+  auth: RequestAuth;
+  /** Invites (their keys) being used now: of registrations racing with one token, one gets in. */
+  claimed: Set<string>;
+  /** AIDs with encryption keys published: the relay queues envelopes for these only. */
+  recipients: Set<string>;
+}

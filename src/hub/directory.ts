@@ -1,0 +1,159 @@
+// The hub's directory and KEL store (SPEC §11, PROTOCOL §8): reads (search, a card, a KEL, the JWKS, the
+// encryption key set) need nothing; writes (publish, withdraw, a new KEL after a rotation, the key set) are
+// signed by the agent. Every card is verified on entry against the KEL the hub holds, and the highest seq
+// and its digest are kept across withdrawals, so an older or forked card cannot come back.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { verifyKeySet } from '../protocol/keyset.js';
+import { verifyCard } from '../protocol/card/verify.js';
+import type { AgentCard } from '../protocol/card/types.js';
+import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
+import type { AgentRecord, HubStore } from './store.js';
+import type { HubContext } from './context.js';
+import { HubError, send, json } from './http.js';
+
+/** GET /agents/<aid>/{card,kel,jwks.json,keys}: false when `what` is none of these. */
+export async function showAgent(store: HubStore, res: ServerResponse, aid: string, what: string | undefined): Promise<boolean> {
+  const rec = await store.agent(aid);
+  if (!rec) throw new HubError(404, 'UNKNOWN_AID', `no agent ${aid} on this hub`);
+  if (what === 'card') {
+    if (!rec.card) throw new HubError(404, 'NO_CARD', `${aid} has withdrawn its card`);
+    send(res, 200, rec.card);
+    return true;
+  }
+  if (what === 'kel') {
+    send(res, 200, Buffer.from(rec.kel), 'application/cbor');
+    return true;
+  }
+  if (what === 'jwks.json') {
+    send(res, 200, jwks(rec));
+    return true;
+  }
+  if (what === 'keys') {
+    if (!rec.keys) throw new HubError(404, 'NO_KEYS', `${aid} has published no encryption keys`);
+    send(res, 200, Buffer.from(rec.keys), 'application/cbor');
+    return true;
+  }
+  return false;
+}
+
+export function kelFrom(body: Record<string, unknown>): { kel: KelState; bytes: Uint8Array } {
+  if (typeof body.kel !== 'string') throw new HubError(400, 'BAD_REQUEST', 'kel must be base64 CoreDet CBOR');
+  const bytes = new Uint8Array(Buffer.from(body.kel, 'base64'));
+  try {
+    return { kel: validateKel(bytes), bytes };
+  } catch (err) {
+    if (err instanceof KelError) throw new HubError(400, `KEL_${err.code}`, err.message);
+    throw err;
+  }
+}
+
+export function checkCard(wire: unknown, kel: KelState, rec: AgentRecord | undefined, now: number): { seq: string; digest: string; card: AgentCard } {
+  if (typeof wire !== 'string') throw new HubError(400, 'BAD_REQUEST', 'card must be the signed card JSON, as a string');
+  const highWater = rec?.seq ? { seq: BigInt(rec.seq), digest: rec.digest! } : null;
+  const r = verifyCard(wire, { kel, now, highWater });
+  if (!r.ok) throw new HubError(r.code === 'SEQ_ROLLBACK' || r.code === 'SEQ_FORK' ? 409 : 400, r.code, r.detail);
+  return { seq: r.seq.toString(), digest: r.digest, card: r.card };
+}
+
+export function acceptKel(known: KelState, incoming: KelState): void {
+  const cmp = compareKel(known, incoming);
+  if (cmp.kind === 'shorter') throw new HubError(409, 'KEL_ROLLBACK', 'the hub holds a longer KEL for this AID');
+  if (cmp.kind === 'duplicity') throw new HubError(409, 'KEL_DUPLICITY', `a different event at seq ${cmp.seq}`);
+  if (cmp.kind === 'other_aid') throw new HubError(400, 'KEL_WRONG_AID', 'the KEL is another AID\'s');
+}
+
+export async function known(store: HubStore, aid: string): Promise<AgentRecord> {
+  const rec = await store.agent(aid);
+  if (!rec) throw new HubError(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first`);
+  return rec;
+}
+
+export async function publish(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
+  const { store, now } = ctx;
+  const rec = await known(store, aid);
+  const kel = validateKel(rec.kel);
+  await ctx.auth.check(req, path, raw, kel);
+  const body = json(raw);
+  if (rec.card === body.card) return { aid, seq: rec.seq };
+  const c = checkCard(body.card, kel, rec, now());
+  await store.agents.put(aid, { ...rec, card: body.card as string, seq: c.seq, digest: c.digest, updatedAt: now() });
+  return { aid, seq: c.seq };
+}
+
+export async function withdraw(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
+  const rec = await known(ctx.store, aid);
+  await ctx.auth.check(req, path, raw, validateKel(rec.kel));
+  // The high-water mark stays, so an older card cannot come back after a withdrawal.
+  await ctx.store.agents.put(aid, { ...rec, card: null, updatedAt: ctx.now() });
+  return { aid, withdrawn: true };
+}
+
+export async function updateKel(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
+  const rec = await known(ctx.store, aid);
+  const { kel, bytes } = kelFrom(json(raw));
+  if (kel.aid !== aid) throw new HubError(400, 'KEL_WRONG_AID', 'the KEL is another AID\'s');
+  acceptKel(validateKel(rec.kel), kel);
+  // After a rotation the node signs with its new key, which only the new KEL names.
+  await ctx.auth.check(req, path, raw, kel);
+  await ctx.store.agents.put(aid, { ...rec, kel: bytes, updatedAt: ctx.now() });
+  return { aid, ksn: kel.ksn };
+}
+
+export async function putKeys(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
+  const rec = await known(ctx.store, aid);
+  const kel = validateKel(rec.kel);
+  await ctx.auth.check(req, path, raw, kel);
+  try {
+    verifyKeySet(new Uint8Array(raw), kel, ctx.now());
+  } catch (err) {
+    throw new HubError(400, 'BAD_KEY_SET', (err as Error).message);
+  }
+  await ctx.store.agents.put(aid, { ...rec, keys: new Uint8Array(raw), updatedAt: ctx.now() });
+  // From now on the relay queues envelopes for it while it is offline.
+  ctx.recipients.add(aid);
+  return { aid };
+}
+
+function jwks(rec: AgentRecord) {
+  const kel = validateKel(rec.kel);
+  return { keys: [{ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', kid: `did:anet:${rec.aid}#${kel.ksn}`, x: Buffer.from(kel.currentKey).toString('base64url') }] };
+}
+
+const words = (text: string) => text.toLowerCase().split(/\s+/).filter(Boolean);
+
+function haystack(rec: AgentRecord, card: AgentCard): string {
+  return [rec.name, card.name, card.description, ...card.skills.flatMap((s) => [s.id, s.name, s.description, ...s.tags])].join(' ').toLowerCase();
+}
+
+/** Search by words (all must match), skill id and tag; AID order, cursor = the last AID of a page. */
+export async function search(store: HubStore, params: URLSearchParams) {
+  const q = words(params.get('q') ?? '');
+  const skill = params.get('skill');
+  const tag = params.get('tag');
+  const limit = Math.min(Math.max(Number(params.get('limit') ?? 20) || 20, 1), 100);
+  const cursor = params.get('cursor');
+  const agents: { aid: string; name: string; card: string; kel: string; updatedAt: number }[] = [];
+  let next: string | null = null;
+  for await (const value of store.agents.values(cursor ? { gt: cursor } : {})) {
+    const rec = value as AgentRecord;
+    if (!rec.card) continue;
+    let card: AgentCard;
+    try {
+      card = JSON.parse(rec.card);
+    } catch {
+      continue;
+    }
+    const text = haystack(rec, card);
+    if (!q.every((w) => text.includes(w))) continue;
+    if (skill && !card.skills.some((s) => s.id === skill)) continue;
+    if (tag && !card.skills.some((s) => s.tags.includes(tag))) continue;
+    if (agents.length === limit) {
+      next = agents[agents.length - 1]!.aid;
+      break;
+    }
+    agents.push({ aid: rec.aid, name: rec.name, card: rec.card, kel: Buffer.from(rec.kel).toString('base64'), updatedAt: rec.updatedAt });
+  }
+  return { agents, next };
+}
+
+

@@ -1,0 +1,37 @@
+// The ledger's routes (SPEC §10, §11, PROTOCOL §8.9): who may ask what of src/hub/ledger.ts.
+import type { IncomingMessage } from 'node:http';
+import { validateKel } from '../identity/kel.js';
+import type { HubContext } from './context.js';
+import { HubError, json } from './http.js';
+import { header } from './auth.js';
+import { known } from './directory.js';
+
+/**
+ * The ledger (SPEC §10, §11): POST /ledger/mint (the hub's own identity), /ledger/hold and /ledger/settle
+ * (the payee), GET /ledger/accounts/<aid> (that AID or the hub). All signed; the ledger decides the rest.
+ */
+export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: string, method: string, raw: Buffer) {
+  const { store, ledger, hubKel } = ctx;
+  const parts = path.split('/').filter(Boolean);
+  const route = method === 'GET' && parts.length === 3 && parts[1] === 'accounts' ? 'account' : method === 'POST' && parts.length === 2 ? parts[1] : undefined;
+  if (route !== 'account' && route !== 'mint' && route !== 'hold' && route !== 'settle') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
+  // The hub is no agent of its own directory: its requests are checked against the KEL it loaded.
+  const signer = header(req, 'x-anet-aid');
+  const kel = signer === hubKel.aid ? hubKel : validateKel((await known(store, signer)).kel);
+  await ctx.auth.check(req, path, raw, kel);
+  if (route === 'account') {
+    const aid = parts[2]!;
+    if (signer !== aid && signer !== hubKel.aid) throw new HubError(403, 'FORBIDDEN', 'an account is shown to its own AID and to the hub only');
+    return ledger.account(aid);
+  }
+  const body = json(raw);
+  if (route === 'mint') {
+    if (signer !== hubKel.aid) throw new HubError(403, 'NOT_HUB', "only the hub's operator mints (`anet hub mint`)");
+    return ledger.mint(body.aid as string, body.amount as string, body.nonce as string);
+  }
+  if (route === 'hold') {
+    if (typeof body.authorization !== 'string') throw new HubError(400, 'BAD_AUTHORIZATION', 'authorization must be the signed authorization, base64');
+    return ledger.hold(signer, new Uint8Array(Buffer.from(body.authorization, 'base64')));
+  }
+  return ledger.settle(signer, body.hold as string, body.action as 'capture' | 'release', body.nonce as string);
+}

@@ -1,0 +1,111 @@
+// Registration and admission (SPEC §11, PROTOCOL §8.4): POST /agents registers an AID (its KEL, a name,
+// optionally a card) or re-registers it; a new AID is admitted by a single-use invite the hub's operator
+// made (POST /invites, `anet hub invite`), else, when the hub asks for none, within a per-client rate.
+import type { IncomingMessage } from 'node:http';
+import { validateKel } from '../identity/kel.js';
+import { isInviteToken, inviteKey, type AgentRecord, type Invite } from './store.js';
+import type { HubContext } from './context.js';
+import { HubError, json } from './http.js';
+import { header } from './auth.js';
+import { kelFrom, checkCard, acceptKel } from './directory.js';
+
+/** A token bucket per client: `perMinute` at most, refilled evenly over the minute. */
+export class RateLimit {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(private readonly perMinute: number, private readonly now: () => number) {}
+
+  /** Takes one for `client`: 0, or the seconds until one is back. */
+  take(client: string): number {
+    const now = this.now();
+    if (this.buckets.size > 10_000) for (const [k, b] of this.buckets) if (this.level(b, now) >= this.perMinute) this.buckets.delete(k);
+    const b = this.buckets.get(client);
+    const tokens = b ? this.level(b, now) : this.perMinute;
+    if (tokens < 1) {
+      this.buckets.set(client, { tokens, at: now });
+      return Math.max(1, Math.ceil(((1 - tokens) * 60) / this.perMinute));
+    }
+    this.buckets.set(client, { tokens: tokens - 1, at: now });
+    return 0;
+  }
+
+  private level(b: { tokens: number; at: number }, now: number): number {
+    return Math.min(this.perMinute, b.tokens + (Math.max(0, now - b.at) * this.perMinute) / 60_000);
+  }
+}
+
+/**
+ * Register (or re-register): the KEL must equal or extend the stored one; a card is optional. A new AID is
+ * admitted by an invite when the body carries one, else only when the hub asks for none, and then within
+ * the per-client limit of new AIDs a minute.
+ */
+export async function register(ctx: HubContext, client: string, req: IncomingMessage, path: string, raw: Buffer) {
+  const { store, now } = ctx;
+  const body = json(raw);
+  const { kel, bytes } = kelFrom(body);
+  const rec = await store.agent(kel.aid);
+  if (rec) acceptKel(validateKel(rec.kel), kel);
+  await ctx.auth.check(req, path, raw, kel);
+  const name = typeof body.name === 'string' && body.name.length > 0 ? body.name.slice(0, 128) : rec?.name ?? '';
+  const next: AgentRecord = {
+    aid: kel.aid,
+    name,
+    kel: bytes,
+    card: rec?.card ?? null,
+    seq: rec?.seq ?? null,
+    digest: rec?.digest ?? null,
+    // A re-registration (a new name, a new card) keeps the node's encryption keys: without them no peer
+    // could reach it until its daemon restarted.
+    ...(rec?.keys ? { keys: rec.keys } : {}),
+    updatedAt: now(),
+  };
+  if (body.card !== undefined && body.card !== null && !(rec?.card === body.card)) {
+    const c = checkCard(body.card, kel, rec, now());
+    Object.assign(next, { card: body.card, seq: c.seq, digest: c.digest });
+  }
+  if (rec) await store.agents.put(kel.aid, next);
+  else await admit(ctx, client, body.invite, next);
+  return { aid: kel.aid, seq: next.seq };
+}
+
+/** Writes the record of a new AID, if it is admitted (see register()). */
+async function admit(ctx: HubContext, client: string, invite: unknown, next: AgentRecord): Promise<void> {
+  const { store } = ctx;
+  if (invite !== undefined && invite !== null) {
+    if (!isInviteToken(invite)) throw new HubError(403, 'BAD_INVITE', 'an invite is the 32 hex characters `anet hub invite` printed');
+    const key = inviteKey(invite);
+    const used = () => new HubError(403, 'BAD_INVITE', 'this invite was already used: each registers one new AID');
+    // Claimed before any await, as nonces are: one token, one new AID, however many race for it.
+    if (ctx.claimed.has(key)) throw used();
+    ctx.claimed.add(key);
+    try {
+      const found = (await store.invites.get(key)) as Invite | undefined;
+      if (!found) throw new HubError(403, 'BAD_INVITE', 'this hub made no such invite');
+      if (found.usedBy !== null) throw used();
+      const spent: Invite = { ...found, usedBy: next.aid, usedAt: ctx.now() };
+      await store.db.batch(
+        [
+          { type: 'put', sublevel: store.agents, key: next.aid, value: next },
+          { type: 'put', sublevel: store.invites, key, value: spent },
+        ] as never,
+        { sync: true },
+      );
+    } finally {
+      ctx.claimed.delete(key);
+    }
+    return;
+  }
+  if (ctx.requireInvite) {
+    throw new HubError(403, 'INVITE_REQUIRED', 'this hub admits new AIDs by invitation only: ask its operator for an invite (`anet hub invite`), then register with `anet hub-register --name NAME --invite TOKEN`');
+  }
+  const wait = ctx.registrations?.take(client) ?? 0;
+  if (wait > 0) throw new HubError(429, 'RATE_LIMITED', `too many new AIDs registered from this address; retry in ${wait} s`, wait);
+  await store.agents.put(next.aid, next);
+}
+
+/** POST /invites, signed by the hub's own identity (`anet hub invite`): a new single-use invite token. */
+export async function mintInvite(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer) {
+  if (header(req, 'x-anet-aid') !== ctx.hubKel.aid) throw new HubError(403, 'NOT_HUB', "only the hub's operator makes invites (`anet hub invite`)");
+  await ctx.auth.check(req, path, raw, ctx.hubKel);
+  return { token: await ctx.store.mintInvite(ctx.now()) };
+}

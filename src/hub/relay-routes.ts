@@ -1,0 +1,57 @@
+// The relay's routes (SPEC §11, WIRE §4): POST /relay/v2/send, GET /relay/v2/stream, and the upgrade of
+// GET /relay/v2/upstream to an upstream connection. What happens to an envelope is src/hub/relay.ts's.
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { MAX_ENVELOPE, UPSTREAM_PROTOCOL } from '../protocol/relay.js';
+import { validateKel } from '../identity/kel.js';
+import type { Relay } from './relay.js';
+import type { HubContext } from './context.js';
+import { HubError, send, readBody } from './http.js';
+import { header } from './auth.js';
+import { known } from './directory.js';
+
+const BUSY_RELAY = 'the hub is receiving too many messages at once; retry shortly';
+
+/** POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed). */
+export async function handleRelay(ctx: HubContext, client: string, req: IncomingMessage, res: ServerResponse, path: string, method: string): Promise<void> {
+  if (method === 'POST' && path === '/relay/v2/send') {
+    const body = await readBody(ctx, req, client, MAX_ENVELOPE, ctx.relay.uploads, BUSY_RELAY);
+    const answer = ctx.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), client);
+    if ('error' in answer) throw new HubError(answer.error.status, answer.error.code, answer.error.message);
+    return send(res, 202, answer);
+  }
+  if (method === 'GET' && path === '/relay/v2/stream') {
+    const rec = await known(ctx.store, header(req, 'x-anet-aid'));
+    await ctx.auth.check(req, path, Buffer.alloc(0), validateKel(rec.kel));
+    return ctx.relay.attach(rec.aid, req, res);
+  }
+  throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
+}
+
+/**
+ * `GET /relay/v2/upstream` with `Upgrade: anet-relay-upstream` (see UPSTREAM_PROTOCOL); any other upgrade
+ * is refused (Node hands every request that asks for one here, curl --http2 asking for h2c included). An
+ * upgrade pipelined behind a request still being answered would mix that answer into the new protocol:
+ * its connection is closed.
+ */
+export function upgrade(relay: Relay, answering: (socket: Socket) => boolean, client: string, req: IncomingMessage, socket: Socket, head: Buffer): void {
+  socket.on('error', () => socket.destroy());
+  try {
+    if (answering(socket)) return void socket.destroy();
+    if (req.method !== 'GET' || req.url !== '/relay/v2/upstream' || req.headers.upgrade?.toLowerCase() !== UPSTREAM_PROTOCOL) {
+      return refuseUpgrade(socket, 400, 'BAD_UPGRADE', `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}`);
+    }
+    if (!relay.upstreamRoom()) return refuseUpgrade(socket, 503, 'BUSY', 'the hub has too many upstreams open; POST to /relay/v2/send');
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
+    relay.upstream(socket, head, client);
+  } catch {
+    socket.destroy();
+  }
+}
+
+/** One JSON error, then the connection closes (an upgraded socket has nothing else to close it). */
+function refuseUpgrade(socket: Socket, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ error: { code, message } });
+  socket.once('finish', () => socket.destroy());
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
