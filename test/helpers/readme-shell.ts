@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import type { ExecutionContext } from 'ava';
+import { until } from './wait.js';
 
 export interface CodeBlock {
   /** The fence's info string: `sh`, `sh systemd`, `text`, or '' for a bare fence. */
@@ -62,12 +63,9 @@ export function groupAlive(pgid: number): boolean {
   return false;
 }
 
-async function groupGone(pgid: number, ms: number): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; ) {
-    if (!groupAlive(pgid)) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return !groupAlive(pgid);
+/** Whether the group is gone within about `ms` (polled). */
+function groupGone(pgid: number, ms: number): Promise<boolean> {
+  return until(() => !groupAlive(pgid), `process group ${pgid} to end`, Math.ceil(ms / 20)).then(() => true, () => false);
 }
 
 /** SIGTERM to the group, then SIGKILL to whatever is left after `ms`. */
