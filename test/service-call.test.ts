@@ -151,8 +151,8 @@ test('SPEC §3.1 row 5: a hang past the time limit, a dropped connection, 502, 5
   t.like(await run(drop), { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
   const brokenOff = await rawService(t, (s) =>
     s.once('data', () => {
-      s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"partial":');
-      setTimeout(() => s.destroy(), 20);
+      // Dropped once the head and part of the body have been handed to the network: they arrive first.
+      s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"partial":', () => s.destroy());
     }),
   );
   t.like(await run(brokenOff), { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
