@@ -1,0 +1,63 @@
+// Running an operation of the table (operations.ts) on the node of a data dir: through the running
+// daemon's control socket (`<data>/control.sock`, SPEC §12) when one listens, else on the node opened in
+// this process for that operation alone. This is how the CLI and `anet mcp` reach the node, so both agree
+// with the daemon; the daemon's side of the socket is src/daemon/control.ts.
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { Node } from './node.js';
+import { operate, type ArgsOf, type OpName, type ResultOf } from './operations.js';
+
+export const controlPath = (dataDir: string) => join(dataDir, 'control.sock');
+
+/** The control socket's answer to `POST /<op>` with the arguments as a JSON body. */
+export type ControlReply = { ok: true; result: unknown } | { ok: false; error: string; name: string };
+
+/** An operation the daemon ran and refused or failed: its message, and the name of its error there. */
+export class ControlError extends Error {
+  override name = 'ControlError';
+  constructor(
+    message: string,
+    readonly remoteName: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Runs `op` on the data dir's node. `here` changes the arguments only when the node runs in this process
+ * (say, a longer wait with progress: through the daemon the CLI waits briefly and polls instead).
+ */
+export async function run<K extends OpName>(dataDir: string, op: K, args: ArgsOf<K>, here: Partial<ArgsOf<K>> = {}): Promise<ResultOf<K>> {
+  const remote = await askDaemon(dataDir, op, args);
+  if (remote !== undefined) return remote;
+  const node = await Node.open(dataDir);
+  try {
+    return await operate(node, op, { ...args, ...here });
+  } finally {
+    await node.close();
+  }
+}
+
+/** Runs `op` through the daemon; undefined when no daemon listens on the data dir's control socket. */
+export function askDaemon<K extends OpName>(dataDir: string, op: K, args: ArgsOf<K>): Promise<ResultOf<K> | undefined> {
+  return new Promise((resolve, reject) => {
+    const body = Buffer.from(JSON.stringify(args));
+    const req = request(
+      { socketPath: controlPath(dataDir), path: `/${op}`, method: 'POST', agent: false, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const reply = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ControlReply;
+          if (reply.ok) resolve(reply.result as ResultOf<K>);
+          else reject(new ControlError(reply.error, reply.name));
+        });
+      },
+    );
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') resolve(undefined);
+      else reject(err);
+    });
+    req.end(body);
+  });
+}

@@ -1,0 +1,148 @@
+// The node's operations (docs/ARCHITECTURE.md, Layers: application): one table giving, for each, its
+// argument type, its result type and what runs it on a Node. Every surface reaches the node through it:
+// the daemon's control socket serves exactly this table, the CLI and `anet mcp` run it through `run`
+// (open.ts: through the daemon when one runs, else in-process), the A2A endpoint calls `operate` on the
+// daemon's own node. Results are plain JSON data (no bigint, bytes or Date), so an answer that crossed the
+// control socket is the same value as one computed in-process.
+import type { Node, CardView } from './node.js';
+import type { OwnCard } from '../card/publish.js';
+import type { ReadCard } from '../reader/reader.js';
+import type { Account } from '../protocol/hub-api.js';
+import type { TaskRecord } from './caller/index.js';
+import type { InboxEntry } from './provider/text.js';
+import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from './audit.js';
+
+// The result types, for the surfaces that show them, and the refusal `pay` and `reject` throw.
+export type { CardView, OwnCard, ReadCard, Account, TaskRecord, InboxEntry, CardAuditRow, PriceAudit };
+export { PaymentError } from './caller/payment.js';
+
+/** A file sent with a call: its name and its bytes in base64. */
+export interface FileArg {
+  name: string;
+  data_b64: string;
+}
+
+/** Arguments of an operation that takes none. */
+export type NoArgs = Record<string, never>;
+
+export interface FindArgs {
+  q?: string;
+  skill?: string;
+  tag?: string;
+  limit?: number;
+}
+
+/** A row of `anet find --json` and MCP `find_agents`: the directory's answer without each whole card. */
+export type AgentRow = Omit<ReadCard, 'card'>;
+
+/** Told of each change of a task's record while an operation waits for it. */
+export type OnUpdate = (r: TaskRecord) => void;
+
+export interface CallArgs {
+  aid: string;
+  capability: string;
+  /** The capability's arguments as JSON text (the caller checked it is JSON; A2A keeps every digit). */
+  args: string;
+  files: FileArg[];
+  /** How long to wait for a final state before answering with the task as it stands. */
+  waitMs: number;
+  /** In-process only: a function does not cross the control socket. */
+  onUpdate?: OnUpdate;
+}
+
+export interface PayArgs {
+  task: string;
+  waitMs?: number;
+  /** In-process only, as for `call`. */
+  onUpdate?: OnUpdate;
+}
+
+export interface NodeStatus {
+  aid: string;
+  hub: string;
+  card: OwnCard | null;
+  relay: ReturnType<Node['relayStatus']>;
+}
+
+/** Each operation's arguments and result. The names are the control socket's paths (`POST /<name>`). */
+export interface Operations {
+  ping: { args: NoArgs; result: { aid: string } };
+  status: { args: NoArgs; result: NodeStatus };
+  publish: { args: NoArgs; result: { own: OwnCard; outcome: 'published' | 'withdrawn' } };
+  find: { args: FindArgs; result: AgentRow[] };
+  /** SPEC §6.3–6.4: the public card and, when §6.1 allows a fetch, the extended card. */
+  card: { args: { aid: string }; result: CardView };
+  /** The public card alone, verified against the KEL (no extended-card fetch): what the A2A endpoint serves. */
+  'public-card': { args: { aid: string }; result: ReadCard };
+  call: { args: CallArgs; result: TaskRecord };
+  send: { args: { aid: string; text: string; waitMs: number }; result: TaskRecord };
+  tasks: { args: NoArgs; result: TaskRecord[] };
+  task: { args: { id: string }; result: TaskRecord | null };
+  pay: { args: PayArgs; result: TaskRecord };
+  reject: { args: { task: string }; result: TaskRecord };
+  inbox: { args: NoArgs; result: InboxEntry[] };
+  reply: { args: { task: string; text: string }; result: InboxEntry };
+  'audit-cards': { args: { aid?: string }; result: CardAuditRow[] };
+  'audit-prices': { args: { aid: string }; result: PriceAudit };
+  balance: { args: NoArgs; result: Account };
+}
+
+export type OpName = keyof Operations;
+export type ArgsOf<K extends OpName> = Operations[K]['args'];
+export type ResultOf<K extends OpName> = Operations[K]['result'];
+
+/** Runs operations somewhere (a node here, or a daemon's through its socket): what a surface is handed. */
+export type Operate = <K extends OpName>(op: K, args: ArgsOf<K>) => Promise<ResultOf<K>>;
+
+const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<K>> } = {
+  ping: async (node) => ({ aid: node.identity.aid }),
+  status: async (node) => ({
+    aid: node.identity.aid,
+    hub: node.config.hub,
+    card: ((await node.store.meta.get('card')) as OwnCard | undefined) ?? null,
+    relay: node.relayStatus(),
+  }),
+  publish: (node) => node.publish(),
+  find: async (node, args) => findData(await node.find(args)),
+  card: (node, { aid }) => node.card(aid),
+  'public-card': (node, { aid }) => node.reader.publicCard(aid),
+  call: (node, a) => node.caller.call(a.aid, a.capability, a.args, a.files, a.waitMs, a.onUpdate),
+  send: (node, a) => node.caller.send(a.aid, a.text, a.waitMs),
+  tasks: (node) => node.caller.tasks(),
+  task: async (node, { id }) => (await node.caller.task(id)) ?? null,
+  pay: (node, a) => node.caller.pay(a.task, a.waitMs ?? 0, a.onUpdate),
+  reject: (node, { task }) => node.caller.reject(task),
+  inbox: (node) => node.inbox(),
+  reply: (node, { task, text }) => node.reply(task, text),
+  'audit-cards': (node, { aid }) => auditCards(node, aid),
+  'audit-prices': (node, { aid }) => auditPrices(node, aid),
+  balance: (node) => node.client.account(node.identity.aid),
+};
+
+/** The names of the table, in its order: what the control socket serves. */
+export const OP_NAMES = Object.keys(TABLE) as OpName[];
+
+export const isOpName = (name: string): name is OpName => Object.hasOwn(TABLE, name);
+
+/** Runs one operation on a node in this process. */
+export function operate<K extends OpName>(node: Node, op: K, args: ArgsOf<K>): Promise<ResultOf<K>> {
+  const run = TABLE[op] as (node: Node, args: ArgsOf<K>) => Promise<ResultOf<K>>;
+  return run(node, args);
+}
+
+/** The table bound to one node in this process: what the daemon hands its A2A endpoint. */
+export const operatorOf =
+  (node: Node): Operate =>
+  (op, args) =>
+    operate(node, op, args);
+
+/** The rows of `find`: each without its whole card (the card is `card`'s answer). */
+export function findData(rows: ReadCard[]): AgentRow[] {
+  return rows.map(({ card: _c, ...r }) => r);
+}
+
+/** The data of `anet card --json` and MCP `get_agent_card` (SPEC §6.4: exactly the same). */
+export function cardData(view: CardView): Omit<CardView, 'name' | 'skills'> {
+  const { name: _n, skills: _s, ...data } = view;
+  return data;
+}
