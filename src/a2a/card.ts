@@ -3,14 +3,14 @@
 import type { AgentCard } from '../protocol/card/types.js';
 import { HubRefusedError } from '../hub-client/client.js';
 import { explain } from '../protocol/reasons.js';
-import type { A2aNode } from './rpc.js';
+import type { Operate } from '../node/operations.js';
 
 export type CardAnswer = { status: 200; card: AgentCard } | { status: 404 | 502; error: string; reason?: string; explanation?: string };
 
-export async function localCard(node: A2aNode, aid: string, rpcUrl: string): Promise<CardAnswer> {
+export async function localCard(operate: Operate, aid: string, rpcUrl: string): Promise<CardAnswer> {
   let read;
   try {
-    read = await node.reader.publicCard(aid);
+    read = await operate('public-card', { aid });
   } catch (err) {
     if (err instanceof HubRefusedError && err.status === 404) return { status: 404, error: `no card for ${aid} on the hub (${err.code})` };
     return { status: 502, error: (err as Error).message };

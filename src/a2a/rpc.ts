@@ -4,13 +4,10 @@
 // transport, which also speaks the v0.3 shapes, so answering them with v1.0 shapes would mislead).
 import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import type { Parsed } from './parse.js';
-import type { Node } from '../node/node.js';
+import { PaymentError, type Operate } from '../node/operations.js';
 import { explain } from '../protocol/reasons.js';
 import { readMessage, toTask, MessageError } from './tasks.js';
-import { PaymentError } from '../node/caller/payment.js';
 
-/** What the endpoint needs of the node. */
-export type A2aNode = Pick<Node, 'card' | 'caller' | 'reader'>;
 
 /** How long SendMessage waits for a final state before answering with the task as it stands; clients poll GetTask after. */
 export const SEND_WAIT_MS = 5_000;
@@ -37,7 +34,7 @@ export class RpcError extends Error {
 /** Numbers stay as written (lossless), so the answer echoes the id exactly. */
 type Id = string | LosslessNumber | null;
 type Params = Record<string, unknown>;
-type Method = (node: A2aNode, aid: string, params: Params) => Promise<unknown>;
+type Method = (operate: Operate, aid: string, params: Params) => Promise<unknown>;
 
 const METHODS: Record<string, Method> = {
   GetExtendedAgentCard: getExtendedAgentCard,
@@ -50,7 +47,7 @@ const METHODS: Record<string, Method> = {
  * One request body, parsed (parse.ts: losslessly, so a capability's arguments reach the service with every
  * digit the client wrote), in; one response object out (never throws).
  */
-export async function answerRpc(node: A2aNode, aid: string, parsed: Parsed): Promise<Record<string, unknown>> {
+export async function answerRpc(operate: Operate, aid: string, parsed: Parsed): Promise<Record<string, unknown>> {
   if (!parsed.ok) return failure(null, new RpcError(CODES.parseError, 'Parse error: the body is not JSON'));
   const r = parsed.value as Record<string, unknown> | null;
   // Every A2A call expects an answer, so a request without an id (a notification) is refused as well.
@@ -63,7 +60,7 @@ export async function answerRpc(node: A2aNode, aid: string, parsed: Parsed): Pro
   const params = r.params ?? {};
   if (typeof params !== 'object' || params === null || Array.isArray(params)) return failure(id, new RpcError(CODES.invalidParams, 'Invalid params: params must be an object'));
   try {
-    return { jsonrpc: '2.0', id, result: await method(node, aid, params as Params) };
+    return { jsonrpc: '2.0', id, result: await method(operate, aid, params as Params) };
   } catch (err) {
     return failure(id, err instanceof RpcError ? err : new RpcError(CODES.internal, (err as Error).message));
   }
@@ -82,8 +79,8 @@ function failure(id: Id, err: RpcError): Record<string, unknown> {
 const reasoned = (code: number, reason: string) => new RpcError(code, explain(reason), { reason, explanation: explain(reason) });
 
 /** SPEC §6.3, the right-hand column: the same outcome `anet card` shows, as A2A answers it. */
-async function getExtendedAgentCard(node: A2aNode, aid: string): Promise<unknown> {
-  const view = await node.card(aid);
+async function getExtendedAgentCard(operate: Operate, aid: string): Promise<unknown> {
+  const view = await operate('card', { aid });
   // A public card that does not verify (or whose KEL fails) is an invalid answer from that agent.
   if (!view.verified) throw reasoned(CODES.invalidAgentResponse, view.reason ?? 'card_signature_invalid');
   // Only the newest extended card is an answer: an older one held in its place (SPEC §6.3 "unavailable")
@@ -104,7 +101,7 @@ async function getExtendedAgentCard(node: A2aNode, aid: string): Promise<unknown
   }
 }
 
-async function sendMessage(node: A2aNode, aid: string, params: Params): Promise<unknown> {
+async function sendMessage(operate: Operate, aid: string, params: Params): Promise<unknown> {
   let request;
   try {
     request = readMessage(params.message);
@@ -114,18 +111,18 @@ async function sendMessage(node: A2aNode, aid: string, params: Params): Promise<
   }
   const configuration = params.configuration as { returnImmediately?: unknown } | undefined;
   const waitMs = configuration?.returnImmediately === true ? 0 : SEND_WAIT_MS;
-  if (request.kind === 'payment') return { task: toTask(await answerQuote(node, aid, request.task, request.decision, waitMs)) };
+  if (request.kind === 'payment') return { task: toTask(await answerQuote(operate, aid, request.task, request.decision, waitMs)) };
   const record = request.kind === 'call'
-    ? await node.caller.call(aid, request.capability, request.argsText, request.files, waitMs)
-    : await node.caller.send(aid, request.text, waitMs);
+    ? await operate('call', { aid, capability: request.capability, args: request.argsText, files: request.files, waitMs })
+    : await operate('send', { aid, text: request.text, waitMs });
   return { task: toTask(record) };
 }
 
 /** a2a-x402: the client's answer to a quote. The node signs the payment itself, under `anet pay` rules. */
-async function answerQuote(node: A2aNode, aid: string, id: string, decision: 'payment-submitted' | 'payment-rejected', waitMs: number) {
-  const record = await taskOf(node, aid, { id });
+async function answerQuote(operate: Operate, aid: string, id: string, decision: 'payment-submitted' | 'payment-rejected', waitMs: number) {
+  const record = await taskOf(operate, aid, { id });
   try {
-    return decision === 'payment-submitted' ? await node.caller.pay(record.task, waitMs) : await node.caller.reject(record.task);
+    return decision === 'payment-submitted' ? await operate('pay', { task: record.task, waitMs }) : await operate('reject', { task: record.task });
   } catch (err) {
     if (err instanceof PaymentError) throw new RpcError(CODES.invalidParams, `Invalid params: ${err.message}`, { state: record.state });
     throw err;
@@ -133,15 +130,15 @@ async function answerQuote(node: A2aNode, aid: string, id: string, decision: 'pa
 }
 
 /** The task by id, when it was sent to this agent (another agent's endpoint does not see it). */
-async function taskOf(node: A2aNode, aid: string, params: Params) {
+async function taskOf(operate: Operate, aid: string, params: Params) {
   if (typeof params.id !== 'string' || params.id === '') throw new RpcError(CODES.invalidParams, 'Invalid params: id must be the task id');
-  const record = await node.caller.task(params.id);
+  const record = await operate('task', { id: params.id });
   if (!record || record.to !== aid) throw new RpcError(CODES.taskNotFound, `Task not found: ${params.id}`);
   return record;
 }
 
-async function getTask(node: A2aNode, aid: string, params: Params): Promise<unknown> {
-  return toTask(await taskOf(node, aid, params));
+async function getTask(operate: Operate, aid: string, params: Params): Promise<unknown> {
+  return toTask(await taskOf(operate, aid, params));
 }
 
 /**
@@ -149,15 +146,15 @@ async function getTask(node: A2aNode, aid: string, params: Params): Promise<unkn
  * §10), and it ends `canceled` on both sides. Any other sent task cannot be called back: once the
  * provider has it, it runs or waits for that side's operator.
  */
-async function cancelTask(node: A2aNode, aid: string, params: Params): Promise<unknown> {
-  let record = await taskOf(node, aid, params);
+async function cancelTask(operate: Operate, aid: string, params: Params): Promise<unknown> {
+  let record = await taskOf(operate, aid, params);
   if (record.state === 'input-required') {
     try {
-      return toTask(await node.caller.reject(record.task));
+      return toTask(await operate('reject', { task: record.task }));
     } catch (err) {
       // Paid (or expired) in the meantime: say what it is now.
       if (!(err instanceof PaymentError)) throw err;
-      record = await taskOf(node, aid, params);
+      record = await taskOf(operate, aid, params);
     }
   }
   throw new RpcError(CODES.taskNotCancelable, `Task cannot be canceled: ${record.task} is ${record.state}`, { state: record.state });

@@ -10,7 +10,8 @@ import { MAX_ENVELOPE } from '../protocol/relay.js';
 import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches, tokenPath } from './token.js';
-import { answerRpc, type A2aNode } from './rpc.js';
+import { answerRpc } from './rpc.js';
+import type { Operate } from '../node/operations.js';
 import { BodyParser } from './parse.js';
 import { localCard } from './card.js';
 
@@ -30,14 +31,19 @@ export interface A2aEndpoint {
 export const MAX_BODY = 2 * MAX_ENVELOPE;
 const ROUTE = /^\/a2a\/v1\/agents\/([^/]+)\/(\.well-known\/agent-card\.json|jsonrpc)$/;
 
-type EndpointNode = A2aNode & { dataDir: string; config: { local: { a2a: string } } };
+/** What the endpoint needs of its daemon: the node's data dir, its `local.a2a` address and its operations. */
+export interface EndpointNode {
+  dataDir: string;
+  address: string;
+  operate: Operate;
+}
 
 /**
  * Starts the endpoint. A bad address or token file throws (one line: the operator must fix it); an
  * address that cannot be bound (in use, say) is logged and gives null: the node works without it.
  */
 export async function startA2a(node: EndpointNode, log: (line: string) => void): Promise<A2aEndpoint | null> {
-  const listen = parseListen(node.config.local.a2a);
+  const listen = parseListen(node.address);
   const token = await ensureToken(node.dataDir);
   let origin = '';
   const parser = new BodyParser();
@@ -45,7 +51,7 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
   try {
     origin = originOf(listen, await bind(server, listen));
   } catch (err) {
-    log(`local A2A endpoint not started: cannot listen on ${node.config.local.a2a} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    log(`local A2A endpoint not started: cannot listen on ${node.address} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
     return null;
   }
   const agentUrl = (aid: string) => `${origin}/a2a/v1/agents/${aid}/`;
@@ -90,10 +96,10 @@ async function handle(node: EndpointNode, token: string, origin: string, parser:
       if (req.method !== 'POST') return send(res, 405, { error: 'JSON-RPC takes POST' }, { allow: 'POST' });
       const body = await readBody(req, res);
       if (body === null) return; // answered 413
-      return send(res, 200, await answerRpc(node, aid, await parser.parse(body)));
+      return send(res, 200, await answerRpc(node.operate, aid, await parser.parse(body)));
     }
     if (req.method !== 'GET') return send(res, 405, { error: 'the card takes GET' }, { allow: 'GET' });
-    const answer = await localCard(node, aid, `${origin}/a2a/v1/agents/${aid}/jsonrpc`);
+    const answer = await localCard(node.operate, aid, `${origin}/a2a/v1/agents/${aid}/jsonrpc`);
     if (answer.status === 200) return send(res, 200, answer.card);
     const { status, ...error } = answer;
     return send(res, status, error);

@@ -7,7 +7,7 @@
 // Nothing else is guessed: a message mixing text with a data part, a file by URL, or a data part with
 // other keys is refused with the reason, so a client never sends something we silently read otherwise.
 import { stringify as stringifyLossless } from 'lossless-json';
-import type { TaskRecord } from '../node/caller/records.js';
+import type { TaskRecord } from '../node/operations.js';
 import { CHAT } from '../protocol/messages.js';
 import { X402_STATUS, X402_REQUIRED, X402_RECEIPTS } from '../protocol/messages.js';
 

@@ -1,8 +1,8 @@
 // `anet audit cards [AID]` and `anet audit prices AID` (SPEC §14): what was signed, by whom, and when.
-import { viaNode } from './node.js';
+import { run } from '../node/open.js';
 import { printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
-import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from '../node/audit.js';
+import type { PriceAudit } from '../node/operations.js';
 
 const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19));
 const short = (digest: string) => digest.slice(0, 12);
@@ -10,7 +10,7 @@ const short = (digest: string) => digest.slice(0, 12);
 export async function cmdAudit(io: Io, dataDir: string, what: string | undefined, aid: string | undefined, json: boolean): Promise<void> {
   if (aid !== undefined && !isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
   if (what === 'cards') {
-    const rows = await viaNode<CardAuditRow[]>(dataDir, 'audit-cards', aid ? { aid } : {}, (node) => auditCards(node, aid));
+    const rows = await run(dataDir, 'audit-cards', aid ? { aid } : {});
     if (json) return printJson(io, rows);
     if (rows.length === 0) return io.out('no cards published or seen yet');
     for (const r of rows) {
@@ -22,7 +22,7 @@ export async function cmdAudit(io: Io, dataDir: string, what: string | undefined
   }
   if (what === 'prices') {
     if (!aid) throw usageError('audit prices needs the provider\'s full AID');
-    const audit = await viaNode<PriceAudit>(dataDir, 'audit-prices', { aid }, (node) => auditPrices(node, aid));
+    const audit = await run(dataDir, 'audit-prices', { aid });
     if (json) return printJson(io, audit);
     printPrices(io, audit);
     return;

@@ -7,8 +7,7 @@ import { configPath } from '../config/load.js';
 import { EXAMPLE_CONFIG } from '../config/example.js';
 import { ensureDir, isNotFound } from '../util/fsutil.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
-import { callDaemon } from '../daemon/control.js';
-import { Node } from '../node/node.js';
+import { askDaemon, run } from '../node/open.js';
 import { Store } from '../../store/db.js';
 
 export async function cmdInit(io: Io, dataDir: string, json: boolean): Promise<void> {
@@ -36,7 +35,7 @@ export async function cmdId(io: Io, dataDir: string, json: boolean): Promise<voi
 }
 
 export async function cmdKeyRotate(io: Io, dataDir: string, json: boolean): Promise<void> {
-  if ((await callDaemon(dataDir, 'ping', {})) !== undefined) {
+  if ((await askDaemon(dataDir, 'ping', {})) !== undefined) {
     throw new CliError('anet daemon is running with this data dir: stop it, rotate, then start it again (it publishes the new key)');
   }
   // Holding the store's lock serialises rotations (and keeps a daemon from starting meanwhile).
@@ -50,13 +49,8 @@ export async function cmdKeyRotate(io: Io, dataDir: string, json: boolean): Prom
   // Readers follow the KEL: publish it (and a card signed with the new key) right away when we can.
   let published: string;
   try {
-    const node = await Node.open(dataDir);
-    try {
-      const r = await node.publish();
-      published = r.outcome === 'published' ? `card seq ${r.own.seq} signed with the new key and published` : 'new KEL published';
-    } finally {
-      await node.close();
-    }
+    const r = await run(dataDir, 'publish', {});
+    published = r.outcome === 'published' ? `card seq ${r.own.seq} signed with the new key and published` : 'new KEL published';
   } catch (err) {
     published = `not published yet (${(err as Error).message.split('\n')[0]}); the daemon publishes it at its next start`;
   }

@@ -16,6 +16,7 @@ import { cmdAudit } from './audit.js';
 import { cmdCall, cmdTasks, cmdTask, cmdSend, cmdInbox, cmdReply, cmdPay, cmdReject } from './tasks.js';
 import { serveMcp } from '../mcp/server.js';
 import { ConfigInvalidError } from '../node/node.js';
+import { ControlError } from '../node/open.js';
 import { HubUnreachableError, HubRefusedError } from '../hub-client/client.js';
 
 const HELP = `usage: anet <command> [options]
@@ -96,9 +97,10 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     await dispatch(argv, io);
     return 0;
   } catch (err) {
-    if (err instanceof CliError) {
+    // A refusal the daemon sent back through the control socket is a command's refusal too.
+    if (err instanceof CliError || err instanceof ControlError) {
       if (err.message) io.err(`anet: ${err.message}`);
-      return err.exitCode;
+      return err instanceof CliError ? err.exitCode : 1;
     }
     if (err instanceof IdentityError || err instanceof StoreLockedError || err instanceof StoreMissingError || err instanceof ConfigInvalidError || err instanceof HubUnreachableError || err instanceof HubRefusedError) {
       io.err(`anet: ${err.message}`);

@@ -1,28 +1,11 @@
-// CLI commands that need the node: through the running daemon's control socket, else in-process.
-import { callDaemon, ControlError } from '../daemon/control.js';
-import { Node, type CardView } from '../node/node.js';
+// CLI commands that need the node: each runs an operation of the node's table (src/node/operations.ts)
+// through the running daemon's control socket, else in-process (`run`, src/node/open.ts).
 import { startDaemon } from '../daemon/daemon.js';
 import { readProfile, writeProfile } from '../card/publish.js';
-import type { ReadCard } from '../reader/reader.js';
+import { run } from '../node/open.js';
+import { cardData, type CardView } from '../node/operations.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
-
-export async function viaNode<T>(dataDir: string, op: string, args: Record<string, unknown>, local: (node: Node) => Promise<T>): Promise<T> {
-  let remote: unknown;
-  try {
-    remote = await callDaemon(dataDir, op, args);
-  } catch (err) {
-    if (err instanceof ControlError) throw new CliError(err.message);
-    throw err;
-  }
-  if (remote !== undefined) return remote as T;
-  const node = await Node.open(dataDir);
-  try {
-    return await local(node);
-  } finally {
-    await node.close();
-  }
-}
 
 export async function cmdDaemon(io: Io, dataDir: string): Promise<void> {
   const daemon = await startDaemon(dataDir, (line) => io.out(`anet daemon: ${line}`));
@@ -36,15 +19,15 @@ export async function cmdProfileSet(io: Io, dataDir: string, name: string | unde
   if (name === undefined && description === undefined) throw usageError('profile set needs --name and/or --description');
   const profile = { ...(await readProfile(dataDir)), ...(name !== undefined ? { name } : {}), ...(description !== undefined ? { description } : {}) };
   await writeProfile(dataDir, profile);
-  const r = await viaNode(dataDir, 'publish', {}, (node) => node.publish());
+  const r = await run(dataDir, 'publish', {});
   if (json) return printJson(io, { profile, ...r });
   io.out(r.outcome === 'published' ? `profile saved; card seq ${r.own.seq} published` : 'profile saved; no capability is offered, so no card is published');
 }
 
 export async function cmdFind(io: Io, dataDir: string, words: string[], opts: { skill?: string; tag?: string; limit?: string }, json: boolean): Promise<void> {
   const args = { q: words.join(' '), skill: opts.skill, tag: opts.tag, limit: opts.limit ? Number(opts.limit) : undefined };
-  const rows = await viaNode<ReadCard[]>(dataDir, 'find', args, (node) => node.find(args));
-  if (json) return printJson(io, findData(rows));
+  const rows = await run(dataDir, 'find', args);
+  if (json) return printJson(io, rows);
   if (rows.length === 0) return io.out('no agents found');
   const table = [['name', 'charge', 'key', 'skills', 'AID'], ...rows.map((r) => [r.name, r.charge, r.key, r.skills.join(', '), r.aid])];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
@@ -54,7 +37,7 @@ export async function cmdFind(io: Io, dataDir: string, words: string[], opts: { 
 export async function cmdCard(io: Io, dataDir: string, aid: string | undefined, json: boolean): Promise<void> {
   if (!aid) throw usageError('card needs the full AID, as `anet find` prints it');
   if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
-  const view = await viaNode<CardView>(dataDir, 'card', { aid }, (node) => node.card(aid));
+  const view = await run(dataDir, 'card', { aid });
   if (json) return printJson(io, cardData(view));
   const status = view.verified ? `verified, key ${view.key}` : `NOT verified: ${view.reason}, key ${view.key}`;
   io.out(`${view.name} ${view.aid} (${status}) ${view.charge}`);
@@ -62,17 +45,6 @@ export async function cmdCard(io: Io, dataDir: string, aid: string | undefined, 
   for (const skill of view.skills) io.out(view.prices ? `${skill.padEnd(width)}  ${priceOf(view, skill)}` : skill);
   io.out(view.explanation);
   if (!view.verified) throw new CliError('', 1);
-}
-
-/** The data of `anet find --json` and MCP `find_agents`: each row without its whole card. */
-export function findData(rows: ReadCard[]): Omit<ReadCard, 'card'>[] {
-  return rows.map(({ card: _c, ...r }) => r);
-}
-
-/** The data of `anet card --json` and MCP `get_agent_card` (SPEC §6.4: exactly the same). */
-export function cardData(view: CardView): Omit<CardView, 'name' | 'skills'> {
-  const { name: _n, skills: _s, ...data } = view;
-  return data;
 }
 
 function priceOf(view: CardView, skill: string): string {

@@ -1,4 +1,6 @@
 // Exit codes of SPEC §12: 0 success, 1 refused or failed, 2 usage. Errors are one clear line.
+import { jsonReplacer } from '../util/json.js';
+
 export class CliError extends Error {
   override name = 'CliError';
   constructor(message: string, readonly exitCode: 1 | 2 = 1) {
@@ -18,9 +20,8 @@ export const processIo: Io = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
-/** JSON for data output: bigints as decimal strings, bytes as hex. */
-export const jsonReplacer = (_key: string, v: unknown) =>
-  typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v;
+/** JSON for data output (src/util/json.ts): bigints as decimal strings, bytes as hex. */
+export { jsonReplacer };
 
 export function printJson(io: Io, value: unknown): void {
   io.out(JSON.stringify(value, jsonReplacer, 2));

@@ -1,11 +1,10 @@
 // `anet call`, `anet tasks`, `anet task` (SPEC §12): capability calls to other nodes and their records.
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { viaNode } from './node.js';
+import { run } from '../node/open.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
-import type { TaskRecord } from '../node/caller/records.js';
-import { type InboxEntry } from '../node/provider/text.js';
+import type { TaskRecord } from '../node/operations.js';
 import { CHAT } from '../protocol/messages.js';
 
 /** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
@@ -43,8 +42,9 @@ export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, 
   const attached = await Promise.all(files.map(async (path) => ({ name: basename(path), data_b64: (await readFile(path)).toString('base64') })));
   const show = progress(io);
   // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
+  // In-process the node lives only as long as the operation: it waits the whole time, telling progress.
   const req = { aid, capability, args: argsText, files: attached, waitMs: FIRST_WAIT_MS };
-  const first = await viaNode<TaskRecord>(dataDir, 'call', req, (node) => node.caller.call(aid, capability, argsText, attached, WAIT_MS, show.update));
+  const first = await run(dataDir, 'call', req, { waitMs: WAIT_MS, onUpdate: show.update });
   return finishTask(io, dataDir, first, show, json);
 }
 
@@ -55,7 +55,7 @@ async function finishTask(io: Io, dataDir: string, first: TaskRecord, show: Retu
   while (!FINAL.includes(record.state) && !operatorDecides(record) && Date.now() < until) {
     show.update(record);
     await new Promise((r) => setTimeout(r, POLL_MS));
-    record = (await viaNode<TaskRecord | null>(dataDir, 'task', { id: record.task }, async (node) => (await node.caller.task(record.task)) ?? null)) ?? record;
+    record = (await run(dataDir, 'task', { id: record.task })) ?? record;
   }
   show.stop();
   if (json) printJson(io, record);
@@ -69,13 +69,13 @@ const operatorDecides = (r: TaskRecord) => r.state === 'input-required' && r.pay
 export async function cmdPay(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
   if (!id) throw usageError('pay needs a task id, as `anet tasks` prints it');
   const show = progress(io);
-  const first = await viaNode<TaskRecord>(dataDir, 'pay', { task: id, waitMs: FIRST_WAIT_MS }, (node) => node.caller.pay(id, WAIT_MS, show.update));
+  const first = await run(dataDir, 'pay', { task: id, waitMs: FIRST_WAIT_MS }, { waitMs: WAIT_MS, onUpdate: show.update });
   return finishTask(io, dataDir, first, show, json);
 }
 
 export async function cmdReject(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
   if (!id) throw usageError('reject needs a task id, as `anet tasks` prints it');
-  const r = await viaNode<TaskRecord>(dataDir, 'reject', { task: id }, (node) => node.caller.reject(id));
+  const r = await run(dataDir, 'reject', { task: id });
   if (json) return printJson(io, r);
   io.out(`rejected the quote of task ${r.task}; the provider was told and nothing was paid`);
 }
@@ -122,7 +122,7 @@ function printQuote(io: Io, r: TaskRecord): void {
 }
 
 export async function cmdTasks(io: Io, dataDir: string, json: boolean): Promise<void> {
-  const rows = await viaNode<TaskRecord[]>(dataDir, 'tasks', {}, (node) => node.caller.tasks());
+  const rows = await run(dataDir, 'tasks', {});
   if (json) return printJson(io, rows);
   if (rows.length === 0) return io.out('no tasks sent yet');
   for (const r of rows) io.out(`${r.task}  ${r.state.padEnd(9)}  ${r.capability}  ${r.to}${r.reason ? `  ${r.reason}` : ''}`);
@@ -130,7 +130,7 @@ export async function cmdTasks(io: Io, dataDir: string, json: boolean): Promise<
 
 export async function cmdTask(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
   if (!id) throw usageError('task needs a task id, as `anet tasks` prints it');
-  const r = await viaNode<TaskRecord | null>(dataDir, 'task', { id }, async (node) => (await node.caller.task(id)) ?? null);
+  const r = await run(dataDir, 'task', { id });
   if (!r) throw new CliError(`no task ${id}`, 1);
   if (json) return printJson(io, r);
   io.out(`task ${r.task}: ${r.capability} on ${r.to}, ${r.state}`);
@@ -144,7 +144,7 @@ export async function cmdSend(io: Io, dataDir: string, aid: string | undefined, 
   if (!aid || words.length === 0) throw usageError('send needs the AID and the text: anet send <aid> TEXT');
   if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
   const text = words.join(' ');
-  const record = await viaNode<TaskRecord>(dataDir, 'send', { aid, text, waitMs: SEND_WAIT_MS }, (node) => node.caller.send(aid, text, SEND_WAIT_MS));
+  const record = await run(dataDir, 'send', { aid, text, waitMs: SEND_WAIT_MS });
   if (json) printJson(io, record);
   else if (record.state === 'completed') io.out(clean(String((record.result as { text?: unknown })?.text ?? '')));
   else printRecord(io, record);
@@ -152,7 +152,7 @@ export async function cmdSend(io: Io, dataDir: string, aid: string | undefined, 
 }
 
 export async function cmdInbox(io: Io, dataDir: string, json: boolean): Promise<void> {
-  const rows = await viaNode<InboxEntry[]>(dataDir, 'inbox', {}, (node) => node.inbox());
+  const rows = await run(dataDir, 'inbox', {});
   if (json) return printJson(io, rows);
   if (rows.length === 0) return io.out('the inbox is empty');
   for (const r of rows) io.out(`${r.task}  ${r.from}  ${clean(r.text.length > 80 ? `${r.text.slice(0, 77)}...` : r.text)}`);
@@ -161,7 +161,7 @@ export async function cmdInbox(io: Io, dataDir: string, json: boolean): Promise<
 export async function cmdReply(io: Io, dataDir: string, task: string | undefined, words: string[], json: boolean): Promise<void> {
   if (!task || words.length === 0) throw usageError('reply needs the task id and the text: anet reply <task> TEXT');
   const text = words.join(' ');
-  const entry = await viaNode<InboxEntry>(dataDir, 'reply', { task, text }, (node) => node.reply(task, text));
+  const entry = await run(dataDir, 'reply', { task, text });
   if (json) return printJson(io, { ...entry, answer: text });
   io.out(`answered ${entry.from}`);
 }

@@ -4,8 +4,9 @@
 import type { Server } from 'node:http';
 import { unlink } from 'node:fs/promises';
 import { Node } from '../node/node.js';
-import { auditCards, auditPrices } from '../node/audit.js';
-import { serveControl, controlPath } from './control.js';
+import { serveControl } from './control.js';
+import { operatorOf } from '../node/operations.js';
+import { controlPath } from '../node/open.js';
 import { HubUnreachableError } from '../hub-client/client.js';
 import type { Clock } from '../runtime/clock.js';
 import { startA2a, type A2aEndpoint } from '../a2a/server.js';
@@ -38,8 +39,8 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
   let server: Server | undefined;
   let a2a: A2aEndpoint | null = null;
   try {
-    server = await serveControl(dataDir, (op, args) => dispatch(node, op, args));
-    a2a = await startA2a(node, log);
+    server = await serveControl(dataDir, node);
+    a2a = await startA2a({ dataDir, address: node.config.local.a2a, operate: operatorOf(node) }, log);
   } catch (err) {
     server?.close();
     await node.close();
@@ -80,44 +81,4 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
       await node.close();
     },
   };
-}
-
-/** One operation of the control socket; `anet mcp` runs its tools through this too, so they always agree. */
-export async function dispatch(node: Node, op: string, args: Record<string, unknown>): Promise<unknown> {
-  switch (op) {
-    case 'ping':
-      return { aid: node.identity.aid };
-    case 'status':
-      return { aid: node.identity.aid, hub: node.config.hub, card: (await node.store.meta.get('card')) ?? null, relay: node.relayStatus() };
-    case 'find':
-      return node.find(args as never);
-    case 'card':
-      return node.card(String(args.aid));
-    case 'publish':
-      return node.publish();
-    case 'call':
-      return node.caller.call(String(args.aid), String(args.capability), String(args.args), (args.files as never) ?? [], Number(args.waitMs));
-    case 'send':
-      return node.caller.send(String(args.aid), String(args.text), Number(args.waitMs));
-    case 'inbox':
-      return node.inbox();
-    case 'reply':
-      return node.reply(String(args.task), String(args.text));
-    case 'pay':
-      return node.caller.pay(String(args.task), Number(args.waitMs ?? 0));
-    case 'reject':
-      return node.caller.reject(String(args.task));
-    case 'audit-cards':
-      return auditCards(node, args.aid === undefined ? undefined : String(args.aid));
-    case 'audit-prices':
-      return auditPrices(node, String(args.aid));
-    case 'tasks':
-      return node.caller.tasks();
-    case 'task':
-      return (await node.caller.task(String(args.id))) ?? null;
-    case 'balance':
-      return node.client.account(node.identity.aid);
-    default:
-      throw new Error(`unknown control operation "${op}"`);
-  }
 }

@@ -1,13 +1,13 @@
-// `anet mcp` (SPEC §12): an MCP server on stdio whose tools are the node's control operations, run through
-// the daemon when it runs, else in-process. stdout carries the protocol only; log lines go to stderr.
+// `anet mcp` (SPEC §12): an MCP server on stdio whose tools are operations of the node's table
+// (src/node/operations.ts), run through the daemon when it runs, else in-process. stdout carries the protocol only; log lines go to stderr.
 import { readFileSync } from 'node:fs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { viaNode } from '../cli/node.js';
-import { dispatch } from '../daemon/daemon.js';
-import { jsonReplacer } from '../cli/output.js';
+import { run } from '../node/open.js';
+import type { Operate } from '../node/operations.js';
+import { jsonReplacer } from '../util/json.js';
 import { KeyedSerial } from '../runtime/serial.js';
-import { TOOLS, type Operate } from './tools.js';
+import { TOOLS } from './tools.js';
 import { LineStdioTransport } from './stdio.js';
 
 const INSTRUCTIONS =
@@ -15,7 +15,7 @@ const INSTRUCTIONS =
   'call their capabilities or send them text, follow the tasks sent, pay or reject quotes, and see the credit balance. ' +
   'A refusal is data, not an error: the task or card carries `reason` and a one-sentence `explanation`.';
 
-/** The MCP server with the nine tools; `operate` runs one control operation. */
+/** The MCP server with the nine tools; `operate` runs one operation of the node's table. */
 export function mcpServer(operate: Operate, log: (line: string) => void = () => {}): McpServer {
   const server = new McpServer({ name: 'anet', version: packageVersion() }, { instructions: INSTRUCTIONS });
   for (const tool of TOOLS) {
@@ -46,12 +46,12 @@ export function errorResult(err: unknown): CallToolResult {
 }
 
 /**
- * Control operations over the data dir. Without a daemon each opens the node in-process, and the node's
+ * The node's operations over the data dir. Without a daemon each opens the node in-process, and the node's
  * store has one owner at a time, so operations run in turn (an MCP client may call tools in parallel).
  */
 export function nodeOperations(dataDir: string): Operate {
   const serial = new KeyedSerial();
-  return (op, args) => serial.run('node', () => viaNode(dataDir, op, args, (node) => dispatch(node, op, args)));
+  return (op, args) => serial.run('node', () => run(dataDir, op, args));
 }
 
 /**

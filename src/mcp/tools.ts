@@ -1,14 +1,9 @@
-// The MCP tools of `anet mcp` (SPEC §12). Each tool is one operation of the node's control socket, run
-// through the daemon when it runs (else in-process), so MCP, the CLI and the daemon always agree.
+// The MCP tools of `anet mcp` (SPEC §12). Each tool is one operation of the node's table
+// (src/node/operations.ts), run through the daemon when it runs (else in-process), so MCP, the CLI and
+// the daemon always agree.
 import { z } from 'zod';
-import type { CardView } from '../node/node.js';
-import type { ReadCard } from '../reader/reader.js';
-import type { TaskRecord } from '../node/caller/records.js';
-import { cardData, findData } from '../cli/node.js';
+import { cardData, type Operate } from '../node/operations.js';
 import { isAid } from '../identity/cid.js';
-
-/** Runs one control operation (`viaNode` + the daemon's `dispatch`); the server supplies it. */
-export type Operate = (op: string, args: Record<string, unknown>) => Promise<unknown>;
 
 /** A tool's answer is data; a thrown `ToolError` (or any error) becomes an MCP tool error of one line. */
 export class ToolError extends Error {
@@ -25,6 +20,11 @@ export interface Tool {
   run(operate: Operate, input: Record<string, unknown>): Promise<object>;
 }
 
+/** A tool whose `run` takes the input its schema describes (the MCP server has checked it against it). */
+function tool<S extends z.ZodRawShape>(def: Omit<Tool, 'input' | 'run'> & { input: S; run(operate: Operate, input: z.output<z.ZodObject<S>>): Promise<object> }): Tool {
+  return def as unknown as Tool;
+}
+
 /**
  * How long call_capability and send_text wait for the final answer. Below the 60 s an MCP client waits
  * for a tool by default; a task still running after it is left to get_task.
@@ -36,14 +36,13 @@ export const SEND_WAIT_MS = 15_000;
 const aid = z.string().describe('The agent\'s full AID (starts with "bafyrei"), as find_agents returns it.');
 const task = z.string().describe('The task id, as call_capability, send_text or list_tasks return it in `task`.');
 
-function checkAid(value: unknown): string {
-  const text = String(value);
+function checkAid(text: string): string {
   if (!isAid(text)) throw new ToolError(`"${text}" is not a full AID (bafyrei...), as find_agents returns it`);
   return text;
 }
 
 export const TOOLS: Tool[] = [
-  {
+  tool({
     name: 'find_agents',
     title: 'Find agents',
     description:
@@ -56,11 +55,10 @@ export const TOOLS: Tool[] = [
     },
     readOnly: true,
     async run(operate, i) {
-      const rows = (await operate('find', { q: i.query ?? '', skill: i.skill, tag: i.tag, limit: i.limit })) as ReadCard[];
-      return { agents: findData(rows) };
+      return { agents: await operate('find', { q: i.query ?? '', skill: i.skill, tag: i.tag, limit: i.limit }) };
     },
-  },
-  {
+  }),
+  tool({
     name: 'get_agent_card',
     title: 'Get an agent card',
     description:
@@ -68,10 +66,10 @@ export const TOOLS: Tool[] = [
     input: { aid },
     readOnly: true,
     async run(operate, i) {
-      return cardData((await operate('card', { aid: checkAid(i.aid) })) as CardView);
+      return cardData(await operate('card', { aid: checkAid(i.aid) }));
     },
-  },
-  {
+  }),
+  tool({
     name: 'call_capability',
     title: 'Call a capability',
     description:
@@ -88,10 +86,10 @@ export const TOOLS: Tool[] = [
     readOnly: false,
     async run(operate, i) {
       const args = { aid: checkAid(i.aid), capability: i.capability, args: JSON.stringify(i.args ?? {}), files: i.files ?? [], waitMs: CALL_WAIT_MS };
-      return (await operate('call', args)) as TaskRecord;
+      return operate('call', args);
     },
-  },
-  {
+  }),
+  tool({
     name: 'send_text',
     title: 'Send a text message',
     description:
@@ -99,32 +97,32 @@ export const TOOLS: Tool[] = [
     input: { aid, text: z.string().min(1).describe('The message for the other agent.') },
     readOnly: false,
     async run(operate, i) {
-      return (await operate('send', { aid: checkAid(i.aid), text: i.text, waitMs: SEND_WAIT_MS })) as TaskRecord;
+      return operate('send', { aid: checkAid(i.aid), text: i.text, waitMs: SEND_WAIT_MS });
     },
-  },
-  {
+  }),
+  tool({
     name: 'get_task',
     title: 'Get a task',
     description: 'One task this node sent (a capability call or a text message): its state, result, receipt, or reason and explanation.',
     input: { task },
     readOnly: true,
     async run(operate, i) {
-      const record = (await operate('task', { id: i.task })) as TaskRecord | null;
-      if (!record) throw new ToolError(`no task ${String(i.task)}`);
+      const record = await operate('task', { id: i.task });
+      if (!record) throw new ToolError(`no task ${i.task}`);
       return record;
     },
-  },
-  {
+  }),
+  tool({
     name: 'list_tasks',
     title: 'List tasks',
     description: 'Every task this node sent, oldest first, with its state; use get_task for one of them.',
     input: {},
     readOnly: true,
     async run(operate) {
-      return { tasks: (await operate('tasks', {})) as TaskRecord[] };
+      return { tasks: await operate('tasks', {}) };
     },
-  },
-  {
+  }),
+  tool({
     name: 'pay_task',
     title: 'Pay a task',
     description:
@@ -132,32 +130,27 @@ export const TOOLS: Tool[] = [
     input: { task },
     readOnly: false,
     async run(operate, i) {
-      return asRecord(await operate('pay', { task: i.task, waitMs: CALL_WAIT_MS }));
+      return operate('pay', { task: i.task, waitMs: CALL_WAIT_MS });
     },
-  },
-  {
+  }),
+  tool({
     name: 'reject_task',
     title: 'Reject a task\'s quote',
     description: 'Declines to pay a task that waits for payment (`input-required`): the task ends `canceled` (reason `payment_rejected`) without running, and nothing is charged.',
     input: { task },
     readOnly: false,
     async run(operate, i) {
-      return asRecord(await operate('reject', { task: i.task }));
+      return operate('reject', { task: i.task });
     },
-  },
-  {
+  }),
+  tool({
     name: 'get_balance',
     title: 'Get the balance',
     description: 'This node\'s credits on its hub\'s ledger, which pay for priced capabilities: `balance`, `held` (reserved for paid calls still running) and the newest entries of its `history`.',
     input: {},
     readOnly: true,
     async run(operate) {
-      return asRecord(await operate('balance', {}));
+      return operate('balance', {});
     },
-  },
+  }),
 ];
-
-/** Structured content is an object; an operation answering anything else is given as `{ result }`. */
-function asRecord(value: unknown): object {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : { result: value };
-}
