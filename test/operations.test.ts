@@ -1,0 +1,102 @@
+// SPEC §12 (control socket), §6.3: the daemon's control socket serves exactly the node's table of
+// operations (src/node/operations.ts), so the CLI and MCP get through a running daemon what the node
+// computes in-process — on a real hub and real daemons on loopback, in temporary directories.
+import test from 'ava';
+import { startNet, providerConfig } from './helpers/net.js';
+import { askDaemon, run, ControlError } from '../src/node/open.js';
+import { OP_NAMES, operate, type ArgsOf, type OpName } from '../src/node/operations.js';
+import type { Node } from '../src/node/node.js';
+
+type Cases = { [K in OpName]?: ArgsOf<K> };
+const UNKNOWN_TASK = 'feedfeedfeedfeed';
+
+/** Operations that only read (or, for `publish`, repeat what the daemon did at start); `aid` is the provider's. */
+const reads = (aid: string): Cases => ({
+  ping: {},
+  status: {},
+  publish: {},
+  find: { q: 'summarize' },
+  card: { aid },
+  'public-card': { aid },
+  tasks: {},
+  task: { id: UNKNOWN_TASK },
+  inbox: {},
+  'audit-cards': {},
+  'audit-prices': { aid },
+  balance: {},
+});
+
+/** Operations on a task this node does not have: each is refused. */
+const refusals: Cases = {
+  pay: { task: UNKNOWN_TASK, waitMs: 0 },
+  reject: { task: UNKNOWN_TASK },
+  reply: { task: UNKNOWN_TASK, text: 'hello' },
+};
+
+/** Sent to peers: test/mcp.test.ts and test/a2a.test.ts run them through the socket and the endpoint. */
+const SENDS: OpName[] = ['call', 'send'];
+
+test('SPEC §12: the cases here and the sends cover every operation of the table', (t) => {
+  t.deepEqual([...Object.keys(reads('')), ...Object.keys(refusals), ...SENDS].sort(), [...OP_NAMES].sort());
+});
+
+test("SPEC §12: each read of the table answers through the daemon's control socket exactly as on its node in-process", async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'text.summarize' }], 'open'));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  const daemon = await net.start(c.dir);
+  for (const [op, args] of Object.entries(reads(p.aid)) as [OpName, ArgsOf<OpName>][]) {
+    // Once first, so what a first read keeps (the card seen, the KEL) is there for both answers.
+    await operate(daemon.node, op, args);
+    const remote = await askDaemon(c.dir, op, args);
+    t.deepEqual(remote, await operate(daemon.node, op, args), op);
+  }
+  t.like(await askDaemon(c.dir, 'card', { aid: p.aid }), { aid: p.aid, verified: true, extended: 'not_applicable' });
+});
+
+test('SPEC §12: a refusal reads the same through the socket as in-process; a name outside the table is refused', async (t) => {
+  const net = await startNet(t);
+  const c = await net.node('c');
+  const daemon = await net.start(c.dir);
+  for (const [op, args] of Object.entries(refusals) as [OpName, ArgsOf<OpName>][]) {
+    const local = await operate(daemon.node, op, args).then(
+      () => null,
+      (err: Error) => err.message,
+    );
+    t.truthy(local, `${op} refuses a task it does not have`);
+    const remote = await t.throwsAsync(askDaemon(c.dir, op, args), { instanceOf: ControlError });
+    t.is(remote.message, local!, op);
+  }
+  const unknown = await t.throwsAsync(askDaemon(c.dir, 'dispatch' as OpName, {}), { instanceOf: ControlError });
+  t.is(unknown.message, 'unknown control operation "dispatch"');
+  t.true(OP_NAMES.includes('card') && !OP_NAMES.includes('dispatch' as OpName));
+});
+
+test("SPEC §12: without a daemon, run opens the data dir's node in-process and gives the daemon's answer", async (t) => {
+  const net = await startNet(t);
+  const c = await net.node('c');
+  const daemon = await net.start(c.dir);
+  const through = await run(c.dir, 'ping', {});
+  await daemon.close();
+  t.is(await askDaemon(c.dir, 'ping', {}), undefined, 'no daemon listens any more');
+  t.deepEqual(await run(c.dir, 'ping', {}), through);
+  t.deepEqual(await run(c.dir, 'inbox', {}), []);
+});
+
+/** Never run: `tsc --noEmit -p .` (which covers test/) checks that the table types each operation's arguments and result. */
+function typedAtCompileTime(node: Node): void {
+  // @ts-expect-error: `card` takes the AID
+  void operate(node, 'card', {});
+  // @ts-expect-error: `card` takes no text
+  void operate(node, 'card', { aid: 'x', text: 'y' });
+  // @ts-expect-error: not an operation of the table
+  void operate(node, 'dispatch', {});
+  void operate(node, 'card', { aid: 'x' }).then((view) => {
+    const verified: boolean = view.verified;
+    // @ts-expect-error: a card view is not a task record
+    void view.state;
+    return verified;
+  });
+}
+void typedAtCompileTime;
