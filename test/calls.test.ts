@@ -238,6 +238,7 @@ test('SPEC §12: a long call shows its progress on stderr while stdout keeps the
     await progressShown;
     return { slow: true };
   });
+  t.teardown(() => shown()); // a call still held would keep the service from closing
   const c = await net.node('c');
   await net.start(p.dir);
   await net.start(c.dir);
