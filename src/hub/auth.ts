@@ -21,7 +21,10 @@ export class RequestAuth {
   private readonly checking = new Set<string>();
   private lastPrune = 0;
 
-  constructor(private readonly store: HubStore, private readonly now: () => number) {}
+  constructor(
+    private readonly store: HubStore,
+    private readonly now: () => number,
+  ) {}
 
   /** Checks the request signature against `kel`'s current key, the clock window, and nonce reuse. */
   async check(req: IncomingMessage, path: string, body: Buffer, kel: KelState): Promise<void> {
@@ -36,7 +39,7 @@ export class RequestAuth {
     }
     if (!/^[0-9a-f]{32}$/.test(nonce)) throw new HubError(401, 'UNAUTHENTICATED', 'x-anet-nonce must be 16 random bytes in hex');
     if (!verifyEd25519(kel.currentKey, authMessage(req.method ?? '', path, time, nonce, body), sig)) {
-      throw new HubError(401, 'UNAUTHENTICATED', 'the request is not signed by the agent\'s current key');
+      throw new HubError(401, 'UNAUTHENTICATED', "the request is not signed by the agent's current key");
     }
     // Checked and claimed before any await: of copies of one request arriving together, one gets past; the
     // claim lasts until the nonce is on disk, where later copies find it.

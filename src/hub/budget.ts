@@ -9,7 +9,10 @@ export class Budget {
   used = 0;
   private readonly clients = new Map<string, number>();
 
-  constructor(readonly total: number, readonly perClient: number) {}
+  constructor(
+    readonly total: number,
+    readonly perClient: number,
+  ) {}
 
   take(client: string, bytes: number): boolean {
     const mine = this.clients.get(client) ?? 0;

@@ -47,7 +47,12 @@ export function kelFrom(body: Record<string, unknown>): { kel: KelState; bytes: 
   }
 }
 
-export function checkCard(wire: unknown, kel: KelState, rec: AgentRecord | undefined, now: number): { seq: string; digest: string; card: AgentCard } {
+export function checkCard(
+  wire: unknown,
+  kel: KelState,
+  rec: AgentRecord | undefined,
+  now: number,
+): { seq: string; digest: string; card: AgentCard } {
   if (typeof wire !== 'string') throw new HubError(400, 'BAD_REQUEST', 'card must be the signed card JSON, as a string');
   const highWater = rec?.seq ? { seq: BigInt(rec.seq), digest: rec.digest! } : null;
   const r = verifyCard(wire, { kel, now, highWater });
@@ -59,7 +64,7 @@ export function acceptKel(known: KelState, incoming: KelState): void {
   const cmp = compareKel(known, incoming);
   if (cmp.kind === 'shorter') throw new HubError(409, 'KEL_ROLLBACK', 'the hub holds a longer KEL for this AID');
   if (cmp.kind === 'duplicity') throw new HubError(409, 'KEL_DUPLICITY', `a different event at seq ${cmp.seq}`);
-  if (cmp.kind === 'other_aid') throw new HubError(400, 'KEL_WRONG_AID', 'the KEL is another AID\'s');
+  if (cmp.kind === 'other_aid') throw new HubError(400, 'KEL_WRONG_AID', "the KEL is another AID's");
 }
 
 export async function known(store: HubStore, aid: string): Promise<AgentRecord> {
@@ -91,7 +96,7 @@ export async function withdraw(ctx: HubContext, req: IncomingMessage, path: stri
 export async function updateKel(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
   const rec = await known(ctx.store, aid);
   const { kel, bytes } = kelFrom(json(raw));
-  if (kel.aid !== aid) throw new HubError(400, 'KEL_WRONG_AID', 'the KEL is another AID\'s');
+  if (kel.aid !== aid) throw new HubError(400, 'KEL_WRONG_AID', "the KEL is another AID's");
   acceptKel(validateKel(rec.kel), kel);
   // After a rotation the node signs with its new key, which only the new KEL names.
   await ctx.auth.check(req, path, raw, kel);
@@ -116,13 +121,25 @@ export async function putKeys(ctx: HubContext, req: IncomingMessage, path: strin
 
 function jwks(rec: AgentRecord) {
   const kel = validateKel(rec.kel);
-  return { keys: [{ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', kid: `did:anet:${rec.aid}#${kel.ksn}`, x: Buffer.from(kel.currentKey).toString('base64url') }] };
+  return {
+    keys: [
+      {
+        kty: 'OKP',
+        crv: 'Ed25519',
+        alg: 'EdDSA',
+        kid: `did:anet:${rec.aid}#${kel.ksn}`,
+        x: Buffer.from(kel.currentKey).toString('base64url'),
+      },
+    ],
+  };
 }
 
 const words = (text: string) => text.toLowerCase().split(/\s+/).filter(Boolean);
 
 function haystack(rec: AgentRecord, card: AgentCard): string {
-  return [rec.name, card.name, card.description, ...card.skills.flatMap((s) => [s.id, s.name, s.description, ...s.tags])].join(' ').toLowerCase();
+  return [rec.name, card.name, card.description, ...card.skills.flatMap((s) => [s.id, s.name, s.description, ...s.tags])]
+    .join(' ')
+    .toLowerCase();
 }
 
 /** Search by words (all must match), skill id and tag; AID order, cursor = the last AID of a page. */
@@ -155,5 +172,3 @@ export async function search(store: HubStore, params: URLSearchParams) {
   }
   return { agents, next };
 }
-
-

@@ -11,12 +11,23 @@ const LINGER_MS = 1000;
 
 export class HubError extends Error {
   /** `retryAfterS`: sent as Retry-After. */
-  constructor(readonly status: number, readonly code: string, message: string, readonly retryAfterS?: number) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly retryAfterS?: number,
+  ) {
     super(message);
   }
 }
 
-export function send(res: ServerResponse, status: number, body: unknown, type = 'application/json', headers: Record<string, string> = {}): void {
+export function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  type = 'application/json',
+  headers: Record<string, string> = {},
+): void {
   const data = typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
   res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', ...headers });
   res.end(data);
@@ -50,7 +61,7 @@ export function clientOf(req: IncomingMessage, trustProxy: boolean): string {
   let address = req.socket.remoteAddress ?? '';
   if (trustProxy) {
     const forwarded = req.headers['x-forwarded-for'];
-    const last = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded ?? '').split(',').pop()?.trim();
+    const last = (Array.isArray(forwarded) ? forwarded.join(',') : (forwarded ?? '')).split(',').pop()?.trim();
     if (last && isIP(last)) address = last;
   }
   if (address.startsWith('::ffff:') && isIPv4(address.slice(7))) return address.slice(7);
@@ -60,7 +71,10 @@ export function clientOf(req: IncomingMessage, trustProxy: boolean): string {
   const tail = right ? right.split(':') : [];
   const width = (groups: string[]) => groups.reduce((n, g) => n + (g.includes('.') ? 2 : 1), 0);
   const groups = [...head, ...Array<string>(Math.max(0, 8 - width(head) - width(tail))).fill('0'), ...tail];
-  return `${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
 }
 
 /** How long a request body may take: see readBody(). */
@@ -77,7 +91,14 @@ export interface BodyDeadlines {
  * holds its bytes a short while only. Read with plain events: a Readable's async iterator cost a relay
  * send more than its body.
  */
-export function readBody(ctx: BodyDeadlines, req: IncomingMessage, client: string, max: number, budget: Budget, busy: string): Promise<Buffer> {
+export function readBody(
+  ctx: BodyDeadlines,
+  req: IncomingMessage,
+  client: string,
+  max: number,
+  budget: Budget,
+  busy: string,
+): Promise<Buffer> {
   const length = req.headers['content-length'];
   const declared = length === undefined ? null : Number(length);
   if (declared !== null && !(declared <= max)) return Promise.reject(new HubError(413, 'TOO_LARGE', `request body over ${max} bytes`));
@@ -109,9 +130,19 @@ export function readBody(ctx: BodyDeadlines, req: IncomingMessage, client: strin
       if (!req.complete) finish(new HubError(400, 'BAD_REQUEST', 'the request ended before its body'));
     };
     const allowed = ctx.bodyIdleMs + Math.ceil(((declared ?? max) / ctx.minBodyRate) * 1000);
-    const idle = setTimeout(() => finish(new HubError(408, 'BODY_TIMEOUT', `no byte of the request body came for ${ctx.bodyIdleMs / 1000} s`)), ctx.bodyIdleMs);
+    const idle = setTimeout(
+      () => finish(new HubError(408, 'BODY_TIMEOUT', `no byte of the request body came for ${ctx.bodyIdleMs / 1000} s`)),
+      ctx.bodyIdleMs,
+    );
     const deadline = setTimeout(
-      () => finish(new HubError(408, 'BODY_TIMEOUT', `the request body did not arrive within ${allowed / 1000} s (${ctx.minBodyRate} bytes a second at least)`)),
+      () =>
+        finish(
+          new HubError(
+            408,
+            'BODY_TIMEOUT',
+            `the request body did not arrive within ${allowed / 1000} s (${ctx.minBodyRate} bytes a second at least)`,
+          ),
+        ),
       allowed,
     );
     idle.unref();

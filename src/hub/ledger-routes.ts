@@ -13,15 +13,22 @@ import { known } from './directory.js';
 export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: string, method: string, raw: Buffer) {
   const { store, ledger, hubKel } = ctx;
   const parts = path.split('/').filter(Boolean);
-  const route = method === 'GET' && parts.length === 3 && parts[1] === 'accounts' ? 'account' : method === 'POST' && parts.length === 2 ? parts[1] : undefined;
-  if (route !== 'account' && route !== 'mint' && route !== 'hold' && route !== 'settle') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
+  const route =
+    method === 'GET' && parts.length === 3 && parts[1] === 'accounts'
+      ? 'account'
+      : method === 'POST' && parts.length === 2
+        ? parts[1]
+        : undefined;
+  if (route !== 'account' && route !== 'mint' && route !== 'hold' && route !== 'settle')
+    throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
   // The hub is no agent of its own directory: its requests are checked against the KEL it loaded.
   const signer = header(req, 'x-anet-aid');
   const kel = signer === hubKel.aid ? hubKel : validateKel((await known(store, signer)).kel);
   await ctx.auth.check(req, path, raw, kel);
   if (route === 'account') {
     const aid = parts[2]!;
-    if (signer !== aid && signer !== hubKel.aid) throw new HubError(403, 'FORBIDDEN', 'an account is shown to its own AID and to the hub only');
+    if (signer !== aid && signer !== hubKel.aid)
+      throw new HubError(403, 'FORBIDDEN', 'an account is shown to its own AID and to the hub only');
     return ledger.account(aid);
   }
   const body = json(raw);
@@ -30,7 +37,8 @@ export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: 
     return ledger.mint(body.aid as string, body.amount as string, body.nonce as string);
   }
   if (route === 'hold') {
-    if (typeof body.authorization !== 'string') throw new HubError(400, 'BAD_AUTHORIZATION', 'authorization must be the signed authorization, base64');
+    if (typeof body.authorization !== 'string')
+      throw new HubError(400, 'BAD_AUTHORIZATION', 'authorization must be the signed authorization, base64');
     return ledger.hold(signer, new Uint8Array(Buffer.from(body.authorization, 'base64')));
   }
   return ledger.settle(signer, body.hold as string, body.action as 'capture' | 'release', body.nonce as string);

@@ -40,7 +40,11 @@ const NONCE = /^[0-9a-f]{32}$/;
 /** A refusal, with the HTTP status and code the hub answers it with. */
 export class LedgerRefused extends Error {
   override name = 'LedgerRefused';
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -65,7 +69,12 @@ type StoredEntry = HistoryEntry & { prev?: string | null };
 /** The hub refuses to run on a damaged ledger: one line with the data dir, the account and seq, what to do. */
 export class LedgerDamagedError extends Error {
   override name = 'LedgerDamagedError';
-  constructor(readonly dataDir: string, readonly aid: string, readonly seq: number, readonly problem: string) {
+  constructor(
+    readonly dataDir: string,
+    readonly aid: string,
+    readonly seq: number,
+    readonly problem: string,
+  ) {
     super(
       `the ledger in ${dataDir} is damaged: the history of ${aid} from seq ${seq} (${problem}); acknowledged ledger entries are lost or altered, so the hub will not run on it: ` +
         `restore ${dataDir} from a backup made before the damage (\`anet replay --verify --data ${dataDir}\` checks every entry)`,
@@ -92,7 +101,9 @@ interface OpRecord {
   answer: unknown;
 }
 
-type Write = { type: 'put'; sublevel: unknown; key: string; value: unknown; valueEncoding?: 'buffer' } | { type: 'del'; sublevel: unknown; key: string };
+type Write =
+  | { type: 'put'; sublevel: unknown; key: string; value: unknown; valueEncoding?: 'buffer' }
+  | { type: 'del'; sublevel: unknown; key: string };
 
 const MINTED = 'ledger-minted';
 const newTx = () => `tx_${randomHex(16)}`;
@@ -108,7 +119,10 @@ class Change {
   readonly writes: Write[] = [];
   private readonly accounts = new Map<string, { balance: bigint; held: bigint; seq: number; head: string | undefined }>();
 
-  constructor(private readonly store: HubStore, readonly at: number) {}
+  constructor(
+    private readonly store: HubStore,
+    readonly at: number,
+  ) {}
 
   async account(aid: string): Promise<{ balance: bigint; held: bigint; seq: number; head: string | undefined }> {
     let a = this.accounts.get(aid);
@@ -158,7 +172,11 @@ export class Ledger {
   private readonly serial = new KeyedSerial();
   private checked: Promise<void> | null = null;
 
-  constructor(private readonly store: HubStore, private readonly hubAid: string, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly store: HubStore,
+    private readonly hubAid: string,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /**
    * The start check (`checkLedger` fast), once: every op waits for it, and a damaged ledger refuses them
@@ -173,13 +191,20 @@ export class Ledger {
   async mint(aid: string, amount: string, nonce: string): Promise<MintAnswer> {
     checkNonce(nonce);
     if (typeof aid !== 'string' || aid.length === 0) throw new LedgerRefused(400, 'BAD_REQUEST', 'aid must be the AID to credit');
-    if (!isAmount(amount)) throw new LedgerRefused(400, 'BAD_REQUEST', 'amount must be a canonical decimal string from 1 to 9223372036854775807');
+    if (!isAmount(amount))
+      throw new LedgerRefused(400, 'BAD_REQUEST', 'amount must be a canonical decimal string from 1 to 9223372036854775807');
     const digest = digestOf('mint', aid, amount);
     return this.op(`mint:${nonce}`, digest, async (c) => {
-      if (!(await this.store.agent(aid))) throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: the node registers when it publishes (\`anet hub-register --name NAME\`)`);
+      if (!(await this.store.agent(aid)))
+        throw new LedgerRefused(
+          404,
+          'UNKNOWN_AID',
+          `no agent ${aid} on this hub: the node registers when it publishes (\`anet hub-register --name NAME\`)`,
+        );
       const minted = await this.minted();
       // Every balance is part of what was minted, so capping the total keeps every balance an amount.
-      if (minted + BigInt(amount) > MAX_AMOUNT) throw new LedgerRefused(409, 'SUPPLY_LIMIT', `the hub has minted ${minted} credits; ${amount} more would pass 2^63-1`);
+      if (minted + BigInt(amount) > MAX_AMOUNT)
+        throw new LedgerRefused(409, 'SUPPLY_LIMIT', `the hub has minted ${minted} credits; ${amount} more would pass 2^63-1`);
       const account = await c.account(aid);
       account.balance += BigInt(amount);
       await c.entry(aid, 'mint', amount, null, null);
@@ -194,7 +219,8 @@ export class Ledger {
     if (!peek.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', peek.why);
     // Only the payee may hold, and learns a retried hold's answer. The payer's signature is checked after
     // the nonce record, so a retry of an accepted hold answers the same after the payer rotated its key.
-    if (peek.auth.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee named in the authorization can ask for its hold');
+    if (peek.auth.to !== signer)
+      throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee named in the authorization can ask for its hold');
     return this.op(`hold:${peek.auth.nonce}`, hex(sha256(bytes)), async (c) => {
       const payer = await this.store.agent(peek.auth.from);
       if (!payer) throw new LedgerRefused(404, 'UNKNOWN_AID', `the payer ${peek.auth.from} is not registered on this hub`);
@@ -202,17 +228,29 @@ export class Ledger {
       if (!read.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', read.why);
       const auth = read.auth;
       // Only a tombstone can be here: a hold made from this nonce has a nonce record, answered before.
-      if (await this.store.holds.get(auth.nonce)) throw new LedgerRefused(409, 'HOLD_CLOSED', 'this authorization was already released unseen; ask the payer for a new one');
-      if (auth.network !== `hub:${this.hubAid}` || auth.asset !== 'credit') throw new LedgerRefused(400, 'WRONG_NETWORK', `this hub holds asset "credit" on network hub:${this.hubAid}`);
-      if (auth.validBefore <= c.at) throw new LedgerRefused(410, 'AUTHORIZATION_EXPIRED', 'the authorization is past its validBefore; ask the payer for a new one');
+      if (await this.store.holds.get(auth.nonce))
+        throw new LedgerRefused(409, 'HOLD_CLOSED', 'this authorization was already released unseen; ask the payer for a new one');
+      if (auth.network !== `hub:${this.hubAid}` || auth.asset !== 'credit')
+        throw new LedgerRefused(400, 'WRONG_NETWORK', `this hub holds asset "credit" on network hub:${this.hubAid}`);
+      if (auth.validBefore <= c.at)
+        throw new LedgerRefused(410, 'AUTHORIZATION_EXPIRED', 'the authorization is past its validBefore; ask the payer for a new one');
       const account = await c.account(auth.from);
       const amount = BigInt(auth.amount);
-      if (account.balance < amount) throw new LedgerRefused(402, 'INSUFFICIENT_FUNDS', `the payer has ${account.balance} credits, ${auth.amount} asked`);
+      if (account.balance < amount)
+        throw new LedgerRefused(402, 'INSUFFICIENT_FUNDS', `the payer has ${account.balance} credits, ${auth.amount} asked`);
       account.balance -= amount;
       account.held += amount;
       await c.entry(auth.from, 'hold', auth.amount, auth.to, auth.nonce);
       const expires = c.at + HOLD_TTL_MS;
-      c.put(this.store.holds, auth.nonce, { from: auth.from, to: auth.to, amount: auth.amount, state: 'held', at: c.at, expires, tx: c.tx } satisfies HoldRecord);
+      c.put(this.store.holds, auth.nonce, {
+        from: auth.from,
+        to: auth.to,
+        amount: auth.amount,
+        state: 'held',
+        at: c.at,
+        expires,
+        tx: c.tx,
+      } satisfies HoldRecord);
       c.put(this.store.expiries, expiryKey(expires, auth.nonce), '');
       return { tx: c.tx, hold: auth.nonce, from: auth.from, to: auth.to, amount: auth.amount, state: 'held' as const, at: c.at };
     });
@@ -221,7 +259,8 @@ export class Ledger {
   /** Captures a hold to its payee or releases it to the payer; asked for by the payee (`signer`). */
   async settle(signer: string, hold: string, action: 'capture' | 'release', nonce: string): Promise<SettleAnswer> {
     checkNonce(nonce);
-    if (typeof hold !== 'string' || !NONCE.test(hold)) throw new LedgerRefused(400, 'BAD_REQUEST', 'hold must be the authorization nonce (32 lowercase hex)');
+    if (typeof hold !== 'string' || !NONCE.test(hold))
+      throw new LedgerRefused(400, 'BAD_REQUEST', 'hold must be the authorization nonce (32 lowercase hex)');
     if (action !== 'capture' && action !== 'release') throw new LedgerRefused(400, 'BAD_REQUEST', 'action must be "capture" or "release"');
     const payee = async () => {
       const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
@@ -230,36 +269,53 @@ export class Ledger {
     // The payee check comes before the record, so nobody else learns a settlement's answer. A hold is
     // settled once: its settlement's record is keyed by the hold, not by a nonce anyone could pick (a
     // payer that used the provider's settle nonce first must not be able to block the capture).
-    return this.op(`settle:${hold}`, digestOf('settle', hold, action, nonce), async (c) => {
-      const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
-      if (!rec) {
-        if (action === 'capture') throw new LedgerRefused(404, 'UNKNOWN_HOLD', `the hub holds nothing under ${hold}`);
-        // A release can overtake its hold (the provider restarted while the hold was in flight): the
-        // tombstone makes that hold refused when it arrives, so the payer is never charged for it.
-        c.put(this.store.holds, hold, { from: null, to: signer, amount: '0', state: 'void', at: c.at, expires: null, tx: c.tx } satisfies HoldRecord);
-        return { tx: c.tx, hold, action, amount: '0', state: 'void' as const, at: c.at };
-      }
-      if (rec.state === 'expired') throw new LedgerRefused(409, 'HOLD_EXPIRED', 'the hold was older than 24 h and went back to the payer');
-      if (rec.state !== 'held') throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${rec.state})`);
-      const state = action === 'capture' ? ('captured' as const) : ('released' as const);
-      await this.endHold(c, hold, rec, state);
-      return { tx: c.tx, hold, action, amount: rec.amount, state, at: c.at };
-    }, payee);
+    return this.op(
+      `settle:${hold}`,
+      digestOf('settle', hold, action, nonce),
+      async (c) => {
+        const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
+        if (!rec) {
+          if (action === 'capture') throw new LedgerRefused(404, 'UNKNOWN_HOLD', `the hub holds nothing under ${hold}`);
+          // A release can overtake its hold (the provider restarted while the hold was in flight): the
+          // tombstone makes that hold refused when it arrives, so the payer is never charged for it.
+          c.put(this.store.holds, hold, {
+            from: null,
+            to: signer,
+            amount: '0',
+            state: 'void',
+            at: c.at,
+            expires: null,
+            tx: c.tx,
+          } satisfies HoldRecord);
+          return { tx: c.tx, hold, action, amount: '0', state: 'void' as const, at: c.at };
+        }
+        if (rec.state === 'expired')
+          throw new LedgerRefused(409, 'HOLD_EXPIRED', 'the hold was older than 24 h and went back to the payer');
+        if (rec.state !== 'held') throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${rec.state})`);
+        const state = action === 'capture' ? ('captured' as const) : ('released' as const);
+        await this.endHold(c, hold, rec, state);
+        return { tx: c.tx, hold, action, amount: rec.amount, state, at: c.at };
+      },
+      payee,
+    );
   }
 
   /** An AID's balance, open holds and recent history (a registered AID; none of it yet is all zeros). */
   account(aid: string): Promise<Account> {
-    return this.check().then(() => this.serial.run('ledger', async () => {
-      await this.expireDue();
-      if (!(await this.store.agent(aid))) throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first (\`anet hub-register --name NAME\`)`);
-      const rec = (await this.store.accounts.get(aid)) as AccountRecord | undefined;
-      const history: HistoryEntry[] = [];
-      for await (const e of this.store.history.values({ gt: `${aid}!`, lt: `${aid}!~`, reverse: true, limit: HISTORY_LIMIT })) {
-        const { prev: _, ...entry } = e as StoredEntry;
-        history.push(entry);
-      }
-      return { aid, balance: rec?.balance ?? '0', held: rec?.held ?? '0', history: history.reverse() };
-    }));
+    return this.check().then(() =>
+      this.serial.run('ledger', async () => {
+        await this.expireDue();
+        if (!(await this.store.agent(aid)))
+          throw new LedgerRefused(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first (\`anet hub-register --name NAME\`)`);
+        const rec = (await this.store.accounts.get(aid)) as AccountRecord | undefined;
+        const history: HistoryEntry[] = [];
+        for await (const e of this.store.history.values({ gt: `${aid}!`, lt: `${aid}!~`, reverse: true, limit: HISTORY_LIMIT })) {
+          const { prev: _, ...entry } = e as StoredEntry;
+          history.push(entry);
+        }
+        return { aid, balance: rec?.balance ?? '0', held: rec?.held ?? '0', history: history.reverse() };
+      }),
+    );
   }
 
   /** Releases to their payers the holds older than 24 h (at hub start, every minute, and before each op). */
@@ -296,7 +352,8 @@ export class Ledger {
       const seen = (await this.store.ops.get(key)) as OpRecord | undefined;
       if (seen) {
         if (seen.digest === digest) return seen.answer as T;
-        if (key.startsWith('settle:')) throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${(seen.answer as SettleAnswer).state})`);
+        if (key.startsWith('settle:'))
+          throw new LedgerRefused(409, 'HOLD_SETTLED', `the hold was already settled (${(seen.answer as SettleAnswer).state})`);
         throw new LedgerRefused(409, 'NONCE_REUSED', 'this nonce was used for another ledger operation');
       }
       const c = new Change(this.store, this.now());
@@ -348,7 +405,8 @@ async function storedEntry(store: HubStore, aid: string, seq: number): Promise<B
   return bytes;
 }
 
-const damaged = (store: HubStore, aid: string, seq: number, problem: string) => new LedgerDamagedError(dirname(store.db.location), aid, seq, problem);
+const damaged = (store: HubStore, aid: string, seq: number, problem: string) =>
+  new LedgerDamagedError(dirname(store.db.location), aid, seq, problem);
 
 /**
  * Checks the ledger's history; throws LedgerDamagedError at the first damage. `fast` (every hub start):
@@ -370,8 +428,10 @@ export async function checkLedger(store: HubStore, depth: 'fast' | 'full'): Prom
         const rec = accounts.get(aid)!;
         const newest = values[2 * j];
         if (newest === undefined) throw damaged(store, aid, rec.seq, `its newest entry, ${rec.seq}, is missing`);
-        if (values[2 * j + 1] !== undefined) throw damaged(store, aid, rec.seq + 1, `an entry past the account's newest (${rec.seq}) is there`);
-        if (rec.head !== undefined && hex(sha256(newest)) !== rec.head) throw damaged(store, aid, rec.seq, `entry ${rec.seq} does not match its hash`);
+        if (values[2 * j + 1] !== undefined)
+          throw damaged(store, aid, rec.seq + 1, `an entry past the account's newest (${rec.seq}) is there`);
+        if (rec.head !== undefined && hex(sha256(newest)) !== rec.head)
+          throw damaged(store, aid, rec.seq, `entry ${rec.seq} does not match its hash`);
       });
     }
     return { accounts: accounts.size, entries: aids.length };
@@ -386,8 +446,15 @@ export async function checkLedger(store: HubStore, depth: 'fast' | 'full'): Prom
     if (aid === null) return;
     const rec = accounts.get(aid);
     if (!rec) throw damaged(store, aid, 1, 'its account record is missing');
-    if (rec.seq !== expected - 1) throw damaged(store, aid, Math.min(rec.seq, expected - 1) + 1, rec.seq > expected - 1 ? `entries ${expected}–${rec.seq} are missing` : `entries past the account's newest (${rec.seq}) are there`);
-    if (rec.head !== undefined && rec.head !== prevHash) throw damaged(store, aid, rec.seq, `entry ${rec.seq} does not match the account's hash`);
+    if (rec.seq !== expected - 1)
+      throw damaged(
+        store,
+        aid,
+        Math.min(rec.seq, expected - 1) + 1,
+        rec.seq > expected - 1 ? `entries ${expected}–${rec.seq} are missing` : `entries past the account's newest (${rec.seq}) are there`,
+      );
+    if (rec.head !== undefined && rec.head !== prevHash)
+      throw damaged(store, aid, rec.seq, `entry ${rec.seq} does not match the account's hash`);
   };
   for await (const [key, bytes] of store.history.iterator({ valueEncoding: 'buffer' })) {
     const bang = key.lastIndexOf('!');
@@ -401,7 +468,8 @@ export async function checkLedger(store: HubStore, depth: 'fast' | 'full'): Prom
       prevHash = null;
       chained = false;
     }
-    if (seq !== expected) throw damaged(store, aid, expected, seq > expected ? `entry ${expected} is missing` : `entry ${seq} is out of order`);
+    if (seq !== expected)
+      throw damaged(store, aid, expected, seq > expected ? `entry ${expected} is missing` : `entry ${seq} is out of order`);
     let entry: StoredEntry;
     try {
       entry = unpack(bytes as Buffer) as StoredEntry;
@@ -411,17 +479,20 @@ export async function checkLedger(store: HubStore, depth: 'fast' | 'full'): Prom
     if (entry.seq !== seq) throw damaged(store, aid, seq, `entry ${seq} holds seq ${entry.seq}`);
     if ('prev' in entry) {
       chained = true;
-      if (entry.prev !== (seq === 1 ? null : prevHash)) throw damaged(store, aid, seq - 1, `entry ${seq - 1} does not match the hash entry ${seq} holds`);
+      if (entry.prev !== (seq === 1 ? null : prevHash))
+        throw damaged(store, aid, seq - 1, `entry ${seq - 1} does not match the hash entry ${seq} holds`);
     } else if (chained) throw damaged(store, aid, seq, `entry ${seq} has no link to the entry before it`);
     prevHash = hex(sha256(bytes as Buffer));
     expected++;
     entries++;
   }
   close();
-  for (const [owner, rec] of accounts) if (rec.seq > 0 && !seen.has(owner)) throw damaged(store, owner, 1, `all ${rec.seq} entries are missing`);
+  for (const [owner, rec] of accounts)
+    if (rec.seq > 0 && !seen.has(owner)) throw damaged(store, owner, 1, `all ${rec.seq} entries are missing`);
   return { accounts: accounts.size, entries };
 }
 
 function checkNonce(nonce: unknown): void {
-  if (typeof nonce !== 'string' || !NONCE.test(nonce)) throw new LedgerRefused(400, 'BAD_REQUEST', 'nonce must be 16 random bytes in lowercase hex');
+  if (typeof nonce !== 'string' || !NONCE.test(nonce))
+    throw new LedgerRefused(400, 'BAD_REQUEST', 'nonce must be 16 random bytes in lowercase hex');
 }

@@ -13,7 +13,10 @@ import { kelFrom, checkCard, acceptKel } from './directory.js';
 export class RateLimit {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
 
-  constructor(private readonly perMinute: number, private readonly now: () => number) {}
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number,
+  ) {}
 
   /** Takes one for `client`: 0, or the seconds until one is back. */
   take(client: string): number {
@@ -46,7 +49,7 @@ export async function register(ctx: HubContext, client: string, req: IncomingMes
   const rec = await store.agent(kel.aid);
   if (rec) acceptKel(validateKel(rec.kel), kel);
   await ctx.auth.check(req, path, raw, kel);
-  const name = typeof body.name === 'string' && body.name.length > 0 ? body.name.slice(0, 128) : rec?.name ?? '';
+  const name = typeof body.name === 'string' && body.name.length > 0 ? body.name.slice(0, 128) : (rec?.name ?? '');
   const next: AgentRecord = {
     aid: kel.aid,
     name,
@@ -96,7 +99,11 @@ async function admit(ctx: HubContext, client: string, invite: unknown, next: Age
     return;
   }
   if (ctx.requireInvite) {
-    throw new HubError(403, 'INVITE_REQUIRED', 'this hub admits new AIDs by invitation only: ask its operator for an invite (`anet hub invite`), then register with `anet hub-register --name NAME --invite TOKEN`');
+    throw new HubError(
+      403,
+      'INVITE_REQUIRED',
+      'this hub admits new AIDs by invitation only: ask its operator for an invite (`anet hub invite`), then register with `anet hub-register --name NAME --invite TOKEN`',
+    );
   }
   const wait = ctx.registrations?.take(client) ?? 0;
   if (wait > 0) throw new HubError(429, 'RATE_LIMITED', `too many new AIDs registered from this address; retry in ${wait} s`, wait);
@@ -105,7 +112,8 @@ async function admit(ctx: HubContext, client: string, invite: unknown, next: Age
 
 /** POST /invites, signed by the hub's own identity (`anet hub invite`): a new single-use invite token. */
 export async function mintInvite(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer) {
-  if (header(req, 'x-anet-aid') !== ctx.hubKel.aid) throw new HubError(403, 'NOT_HUB', "only the hub's operator makes invites (`anet hub invite`)");
+  if (header(req, 'x-anet-aid') !== ctx.hubKel.aid)
+    throw new HubError(403, 'NOT_HUB', "only the hub's operator makes invites (`anet hub invite`)");
   await ctx.auth.check(req, path, raw, ctx.hubKel);
   return { token: await ctx.store.mintInvite(ctx.now()) };
 }

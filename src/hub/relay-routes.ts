@@ -13,7 +13,14 @@ import { known } from './directory.js';
 const BUSY_RELAY = 'the hub is receiving too many messages at once; retry shortly';
 
 /** POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed). */
-export async function handleRelay(ctx: HubContext, client: string, req: IncomingMessage, res: ServerResponse, path: string, method: string): Promise<void> {
+export async function handleRelay(
+  ctx: HubContext,
+  client: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  method: string,
+): Promise<void> {
   if (method === 'POST' && path === '/relay/v2/send') {
     const body = await readBody(ctx, req, client, MAX_ENVELOPE, ctx.relay.uploads, BUSY_RELAY);
     const answer = ctx.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), client);
@@ -34,14 +41,25 @@ export async function handleRelay(ctx: HubContext, client: string, req: Incoming
  * upgrade pipelined behind a request still being answered would mix that answer into the new protocol:
  * its connection is closed.
  */
-export function upgrade(relay: Relay, answering: (socket: Socket) => boolean, client: string, req: IncomingMessage, socket: Socket, head: Buffer): void {
+export function upgrade(
+  relay: Relay,
+  answering: (socket: Socket) => boolean,
+  client: string,
+  req: IncomingMessage,
+  socket: Socket,
+  head: Buffer,
+): void {
   socket.on('error', () => socket.destroy());
   try {
     if (answering(socket)) return void socket.destroy();
     if (req.method !== 'GET' || req.url !== '/relay/v2/upstream' || req.headers.upgrade?.toLowerCase() !== UPSTREAM_PROTOCOL) {
-      return refuseUpgrade(socket, 400, 'BAD_UPGRADE', `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}`);
+      refuseUpgrade(socket, 400, 'BAD_UPGRADE', `this hub upgrades only GET /relay/v2/upstream, to ${UPSTREAM_PROTOCOL}`);
+      return;
     }
-    if (!relay.upstreamRoom()) return refuseUpgrade(socket, 503, 'BUSY', 'the hub has too many upstreams open; POST to /relay/v2/send');
+    if (!relay.upstreamRoom()) {
+      refuseUpgrade(socket, 503, 'BUSY', 'the hub has too many upstreams open; POST to /relay/v2/send');
+      return;
+    }
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
     relay.upstream(socket, head, client);
   } catch {
@@ -53,5 +71,7 @@ export function upgrade(relay: Relay, answering: (socket: Socket) => boolean, cl
 function refuseUpgrade(socket: Socket, status: number, code: string, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
   socket.once('finish', () => socket.destroy());
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

@@ -50,7 +50,6 @@ export const DEFAULT_LIMITS: RelayLimits = {
   frameTimeoutMs: 30_000,
 };
 
-
 interface Queued {
   bytes: Uint8Array;
   expires: number;
@@ -80,7 +79,11 @@ export class Relay {
    * queued for it (the hub: registered, with encryption keys published); anyone may otherwise name any
    * string as a recipient and fill the queue for everyone.
    */
-  constructor(private readonly now: () => number, limits: Partial<RelayLimits> = {}, private readonly recipient: (aid: string) => boolean = () => true) {
+  constructor(
+    private readonly now: () => number,
+    limits: Partial<RelayLimits> = {},
+    private readonly recipient: (aid: string) => boolean = () => true,
+  ) {
     this.limits = { ...DEFAULT_LIMITS, ...limits };
     this.uploads = new Budget(this.limits.uploadBytes, this.limits.uploadBytesPerClient);
     this.upstreams = new Upstreams(this, this.limits.upstreams, this.limits.frameTimeoutMs);
@@ -103,7 +106,9 @@ export class Relay {
     if (!this.recipient(to)) return 'unknown';
     const queue = this.live(to);
     if (queue.length >= this.limits.perRecipient || queuedBytes(queue) + bytes.length > this.limits.perRecipientBytes) return this.drop();
-    const room = () => this.queued + bytes.length <= this.limits.totalBytes && (this.queuedBy.get(client) ?? 0) + bytes.length <= this.limits.queuedBytesPerClient;
+    const room = () =>
+      this.queued + bytes.length <= this.limits.totalBytes &&
+      (this.queuedBy.get(client) ?? 0) + bytes.length <= this.limits.queuedBytesPerClient;
     if (!room()) this.sweep();
     if (!room()) return this.drop();
     queue.push({ bytes, expires: this.now() + this.limits.ttlMs, client });
@@ -132,7 +137,12 @@ export class Relay {
       throw err;
     }
     if (outcome === 'full') return refused(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full');
-    if (outcome === 'unknown') return refused(404, 'UNKNOWN_RECIPIENT', 'the recipient is not a node of this hub (registered, with encryption keys published): the hub holds envelopes only for its own nodes');
+    if (outcome === 'unknown')
+      return refused(
+        404,
+        'UNKNOWN_RECIPIENT',
+        'the recipient is not a node of this hub (registered, with encryption keys published): the hub holds envelopes only for its own nodes',
+      );
     return { outcome };
   }
 

@@ -74,7 +74,6 @@ export interface Hub {
   close(): Promise<void>;
 }
 
-
 /** How often holds past their 24 h are released to their payers (each op also does it first). */
 const SWEEP_EVERY_MS = 60_000;
 
@@ -88,7 +87,10 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const relay = new Relay(now, opts.limits, (aid) => recipients.has(aid));
   const ledger = new Ledger(store, identity.aid, now);
   // A damaged ledger history refuses the start (LedgerDamagedError: one line, what to do).
-  await ledger.check().catch(async (err) => { await store.close(); throw err; });
+  await ledger.check().catch(async (err) => {
+    await store.close();
+    throw err;
+  });
   const perMinute = opts.registrationsPerMinute ?? REGISTRATIONS_PER_MINUTE;
   const ctx: HubContext = {
     store,
@@ -117,7 +119,9 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     res.once('close', () => answering.set(socket, answering.get(socket)! - 1));
     handle(ctx, clientOf(req, ctx.trustProxy), req, res).catch((err) => refuse(req, res, err));
   });
-  server.on('upgrade', (req, socket, head) => upgrade(relay, (s) => (answering.get(s) ?? 0) > 0, clientOf(req, ctx.trustProxy), req, socket as Socket, head));
+  server.on('upgrade', (req, socket, head) =>
+    upgrade(relay, (s) => (answering.get(s) ?? 0) > 0, clientOf(req, ctx.trustProxy), req, socket as Socket, head),
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
@@ -160,7 +164,8 @@ async function handle(ctx: HubContext, client: string, req: IncomingMessage, res
   // The relay counts envelopes (never who sent them to whom): operators watch them, tests count them.
   if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true, aid: hubAid, relay: relay.stats });
   if (parts[0] === 'ledger') return send(res, 200, await handleLedger(ctx, req, url.pathname, method, body));
-  if (parts[0] === 'invites' && parts.length === 1 && method === 'POST') return send(res, 200, await mintInvite(ctx, req, url.pathname, body));
+  if (parts[0] === 'invites' && parts.length === 1 && method === 'POST')
+    return send(res, 200, await mintInvite(ctx, req, url.pathname, body));
   if (parts[0] !== 'agents') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${url.pathname}`);
   if (parts.length === 1 && method === 'GET') return send(res, 200, await search(store, url.searchParams));
   if (parts.length === 1 && method === 'POST') return send(res, 200, await register(ctx, client, req, url.pathname, body));

@@ -1,6 +1,6 @@
 // The hub's LevelDB: agents (KEL, card wire, name, high-water), seen nonces, and the credits ledger
 // (src/hub/ledger.ts). The hub keeps no record of who talked to whom, and the ledger none of what was paid for.
-import { Level } from 'level';
+import type { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
 import { sha256 } from '@noble/hashes/sha2.js';

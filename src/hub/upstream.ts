@@ -16,7 +16,11 @@ export interface UpstreamRelay {
 export class Upstreams {
   private readonly open = new Set<Socket>();
 
-  constructor(private readonly relay: UpstreamRelay, private readonly max: number, private readonly frameTimeoutMs: number) {}
+  constructor(
+    private readonly relay: UpstreamRelay,
+    private readonly max: number,
+    private readonly frameTimeoutMs: number,
+  ) {}
 
   /** Whether another upstream may be opened now. */
   room(): boolean {
@@ -71,7 +75,12 @@ class UpstreamConnection {
   private ended = false;
   private deadline: NodeJS.Timeout | null = null;
 
-  constructor(private readonly relay: UpstreamRelay, private readonly socket: Socket, private readonly frameTimeoutMs: number, private readonly client: string) {}
+  constructor(
+    private readonly relay: UpstreamRelay,
+    private readonly socket: Socket,
+    private readonly frameTimeoutMs: number,
+    private readonly client: string,
+  ) {}
 
   received(chunk: Buffer): void {
     if (this.ended) return;
@@ -98,7 +107,8 @@ class UpstreamConnection {
         if (at === chunk.length) break;
         const n = Math.min(this.skipping, chunk.length - at);
         at += n;
-        if ((this.skipping -= n) === 0) this.stopDeadline();
+        this.skipping -= n;
+        if (this.skipping === 0) this.stopDeadline();
       } else if (this.expect >= 0) {
         if (this.filled === this.expect) this.complete();
         else {
@@ -117,7 +127,8 @@ class UpstreamConnection {
         const n = Math.min(4 - this.headFilled, chunk.length - at);
         chunk.copy(this.head, this.headFilled, at, at + n);
         at += n;
-        if ((this.headFilled += n) === 4) this.begin(this.head.readUInt32BE(0));
+        this.headFilled += n;
+        if (this.headFilled === 4) this.begin(this.head.readUInt32BE(0));
       }
       if (this.pending === null && this.blocked()) this.pending = chunk.subarray(at);
     }
