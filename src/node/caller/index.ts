@@ -21,7 +21,7 @@ import { TaskBook } from './book.js';
 import { Resends } from './resend.js';
 import { sendTask, wireBody, type Request } from './send.js';
 import { sendFailure } from './limits.js';
-import { takeAnswer } from './answers.js';
+import { takeAnswer, type AnswerParts } from './answers.js';
 
 export type { TaskRecord, TaskState } from './records.js';
 export {
@@ -54,12 +54,13 @@ export class Caller {
   private readonly resends: Resends;
   /** One change of a task at a time. */
   private readonly turns = new KeyedSerial();
-  private readonly contacts: Contacts;
+  /** What reading an answer uses: the credentials held, the provider's KEL, the payment part. */
+  private readonly answering: AnswerParts;
   /** Resends sent and tasks given up by this process (tests read them). */
   readonly stats: { resent: number; gaveUp: number };
 
   constructor(private readonly parts: CallerParts) {
-    this.contacts = new Contacts(parts.store);
+    this.answering = { me: parts.me, reader: parts.reader, contacts: new Contacts(parts.store), payer: parts.payer, now: parts.now };
     this.book = new TaskBook(parts.store, parts.now);
     this.resends = new Resends(parts, {
       turn: (task, fn) => this.turns.run(task, fn),
@@ -153,7 +154,7 @@ export class Caller {
     const rec = await this.book.raw(id);
     // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
     if (!rec || rec.to !== from || isFinal(rec.state)) return;
-    const after = await takeAnswer({ ...this.parts, contacts: this.contacts }, rec, body, at);
+    const after = await takeAnswer(this.answering, rec, body, at);
     await this.record(id, after, this.resends.heard(id));
     // The auto-pay rule may fetch the provider's extended card (up to 10 s): not on the bus.
     if (after.state === 'input-required' && after.payment && !after.payment.decided) {
@@ -218,17 +219,17 @@ export class Caller {
   /** At start: payments authorized before a crash whose task had not ended go out again (same bytes). */
   async resendPayments(): Promise<number> {
     const { sent, abandoned } = await this.parts.payer.resend();
-    for (const task of abandoned) await this.change(task, { type: 'abandoned', at: this.parts.now() });
-    for (const { task, nonce, auto } of sent) await this.change(task, { type: 'payment-resent', nonce, auto });
+    for (const task of abandoned) await this.change(task, () => ({ type: 'abandoned', at: this.parts.now() }));
+    for (const { task, nonce, auto } of sent) await this.change(task, () => ({ type: 'payment-resent', nonce, auto }));
     return sent.length;
   }
 
-  /** Applies `event` to a task's record in its turn; an event that does not apply writes nothing. */
-  private change(task: string, event: TaskEvent): Promise<void> {
+  /** Applies `event` (made in the task's turn, so its time is when the record was read) to a task's record; one that does not apply writes nothing. */
+  private change(task: string, event: () => TaskEvent): Promise<void> {
     return this.turns.run(task, async () => {
       const rec = await this.book.raw(task);
       if (!rec) return;
-      const after = next(rec, event);
+      const after = next(rec, event());
       if (after !== rec) await this.record(task, after);
     });
   }
