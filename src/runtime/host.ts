@@ -20,7 +20,7 @@ import { DeadlineTimer, deadlineOps } from './deadlines.js';
 import { Checkpoints } from './checkpoints.js';
 import { journalPast, checkpointOf } from './recovery.js';
 import { restoreSnapshot, snapshotOp, type Live } from './snapshots.js';
-import { kindFor } from './versions.js';
+import { kindAt, unknownVersion } from './versions.js';
 
 export { restoreSnapshot } from './snapshots.js';
 
@@ -142,7 +142,8 @@ export class ActorHost {
     let applied = 0;
     for await (const page of journalPast(this.store, checkpoint)) {
       for (const entry of page) {
-        const kind = kindFor(this.kinds, entry, `journal entry #${entry.seq} (actor ${entry.actor})`, this.store.dataDir);
+        const kind = kindAt(this.kinds, entry);
+        if (!kind) throw unknownVersion(this.kinds, entry, `journal entry #${entry.seq} (actor ${entry.actor})`, this.store.dataDir);
         const actor = await this.load(entry.actor, entry.kind, entry.input);
         this.touch(actor, entry.kind);
         if (entry.seq <= actor.seq) continue;
@@ -486,7 +487,9 @@ export class ActorHost {
 
   /** The kind of a stored snapshot, when this build has it at the snapshot's version (versions.ts). */
   private kindOf(id: string, rec: SnapshotRecord): ActorKind {
-    return kindFor(this.kinds, rec, `the snapshot of actor ${id} (as of #${rec.seq})`, this.store.dataDir);
+    const kind = kindAt(this.kinds, rec);
+    if (!kind) throw unknownVersion(this.kinds, rec, `the snapshot of actor ${id} (as of #${rec.seq})`, this.store.dataDir);
+    return kind;
   }
 
   /** Snapshots are current for every event up to the checkpoint, and recovery applies the rest. */

@@ -10,7 +10,7 @@ import { step, initial, scopeOf } from './pure.js';
 import { advance, materialize, toLean, leanInitial, SAME, CHANGED, DONE, type Lean } from './flat-step.js';
 import type { JournalEntry } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
-import { kindFor } from './versions.js';
+import { kindAt, unknownVersion } from './versions.js';
 
 export interface ReplayStep {
   entry: JournalEntry;
@@ -91,7 +91,7 @@ export class Rebuild {
   ) {}
 
   apply(entry: JournalEntry): void {
-    const kind = kindFor(this.kinds, entry, `journal entry #${entry.seq} (actor ${entry.actor})`, this.dataDir);
+    const kind = kindAt(this.kinds, entry) ?? refuse(this.kinds, entry, this.dataDir);
     const machine = kind.machine;
     let actor = this.actors.get(entry.actor);
     if (actor === undefined) this.actors.set(entry.actor, (actor = create(machine, entry.input)));
@@ -142,4 +142,8 @@ export class Rebuild {
     const actor = this.actor!;
     return new Step(entry, this.before, this.after, actor.lean, actor.lean ? null : actor.snap);
   }
+}
+
+function refuse(kinds: Record<string, ActorKind>, entry: JournalEntry, dataDir: string): never {
+  throw unknownVersion(kinds, entry, `journal entry #${entry.seq} (actor ${entry.actor})`, dataDir);
 }

@@ -9,7 +9,7 @@ import { fullCheck, type Damage } from '../../store/chain.js';
 import { Rebuild, type ReplayStep } from './rebuild.js';
 
 export type { ReplayStep } from './rebuild.js';
-import { kindFor } from './versions.js';
+import { kindAt, unknownVersion } from './versions.js';
 
 export interface ReplayFilter {
   actor?: string;
@@ -141,7 +141,8 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
       if (ids === undefined || !ids.includes(entry.actor)) continue;
       const rec = snapshots.get(entry.actor)!;
       reached.add(entry.actor);
-      const kind = kindFor(kinds, rec, `the snapshot of actor ${entry.actor} (as of #${rec.seq})`, store.dataDir);
+      const kind = kindAt(kinds, rec);
+      if (!kind) throw unknownVersion(kinds, rec, `the snapshot of actor ${entry.actor} (as of #${rec.seq})`, store.dataDir);
       const rebuilt = comparable(kind, unpack(pack(kind.machine.getPersistedSnapshot(rebuild.snapshot()))));
       const stored = comparable(kind, rec.state);
       if (!isDeepStrictEqual(rebuilt, stored)) differences.push({ actor: entry.actor, seq: rec.seq, problem: describe(rebuilt, stored) });

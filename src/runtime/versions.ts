@@ -36,11 +36,16 @@ export class UnknownVersionError extends Error {
 
 /**
  * The kind of `record` (an entry or a snapshot), when this build has it at the record's version; else
- * UnknownVersionError naming `what`.
+ * undefined (the caller refuses it with UnknownVersionError.about). Called for every entry replayed: no
+ * message is built unless one is needed.
  */
-export function kindFor(kinds: Record<string, ActorKind>, record: { kind: string; version?: number }, what: string, dataDir: string): ActorKind {
+export function kindAt(kinds: Record<string, ActorKind>, record: { kind: string; version?: number }): ActorKind | undefined {
   const kind = kinds[record.kind];
-  const version = versionOf(record);
-  if (kind === undefined || kind.version !== version) throw new UnknownVersionError(dataDir, what, record.kind, version, kind ? kind.version : null);
-  return kind;
+  return kind !== undefined && kind.version === (record.version ?? 1) ? kind : undefined;
+}
+
+/** The refusal of `record`, which `kindAt` did not find; `what` names it. */
+export function unknownVersion(kinds: Record<string, ActorKind>, record: { kind: string; version?: number }, what: string, dataDir: string): UnknownVersionError {
+  const kind = kinds[record.kind];
+  return new UnknownVersionError(dataDir, what, record.kind, versionOf(record), kind ? kind.version : null);
 }
