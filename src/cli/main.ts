@@ -184,7 +184,7 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
     case 'mcp':
       return serveMcp(dataDir);
     case 'demo':
-      return cmdDemo(io);
+      return cmdDemo(io, main);
     default:
       throw usageError(`unknown command "${command}"`);
   }

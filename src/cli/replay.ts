@@ -1,10 +1,10 @@
 // `anet replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]` (SPEC §14). On a hub's data dir,
-// `--verify` checks the ledger's history (every account's seqs and hash chain, src/hub/ledger.ts).
+// `--verify` checks the ledger's history (every account's seqs and hash chain: `anet-hub verify`, run
+// through the hub's entry, src/hub/main.ts, which is loaded only then).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Store } from '../../store/db.js';
-import { HubStore } from '../hub/store.js';
-import { checkLedger, LedgerDamagedError } from '../hub/ledger.js';
+import { cmdHubVerify } from './hub.js';
 import { replay, verify } from '../runtime/replay.js';
 import { CliError, printJson, usageError, jsonReplacer, type Io } from './output.js';
 
@@ -33,9 +33,16 @@ export async function cmdReplay(io: Io, dataDir: string, args: ReplayArgs): Prom
     await replay(store, filter, (step) => {
       const { entry } = step;
       if (args.json) {
-        io.out(JSON.stringify({ seq: entry.seq, actor: entry.actor, kind: entry.kind, event: entry.event, from: step.before, to: step.after }, jsonReplacer));
+        io.out(
+          JSON.stringify(
+            { seq: entry.seq, actor: entry.actor, kind: entry.kind, event: entry.event, from: step.before, to: step.after },
+            jsonReplacer,
+          ),
+        );
       } else {
-        io.out(`#${entry.seq} ${new Date(entry.event.at).toISOString()} ${entry.actor} ${entry.event.type}: ${show(step.before)} -> ${show(step.after)}`);
+        io.out(
+          `#${entry.seq} ${new Date(entry.event.at).toISOString()} ${entry.actor} ${entry.event.type}: ${show(step.before)} -> ${show(step.after)}`,
+        );
       }
     });
   } finally {
@@ -49,10 +56,15 @@ async function report(io: Io, store: Store, args: ReplayArgs): Promise<void> {
   if (args.json) printJson(io, result);
   else {
     // The journal's own damage first: a rebuilt state past it is not the node's history.
-    if (result.damage) io.out(`damaged: the journal from #${result.damage.seq}: ${result.damage.problem}; restore ${store.dataDir} from a backup made before the damage`);
+    if (result.damage)
+      io.out(
+        `damaged: the journal from #${result.damage.seq}: ${result.damage.problem}; restore ${store.dataDir} from a backup made before the damage`,
+      );
     for (const d of result.differences) io.out(`differs: ${d.actor} at #${d.seq}: ${d.problem}`);
     const damage = result.damage ? `; the journal is damaged from #${result.damage.seq}` : '';
-    io.out(`${failed ? 'FAILED' : 'ok'}: ${result.checked} of ${result.snapshots} snapshots rebuilt from ${result.events} events, ${result.differences.length} difference(s)${damage}`);
+    io.out(
+      `${failed ? 'FAILED' : 'ok'}: ${result.checked} of ${result.snapshots} snapshots rebuilt from ${result.events} events, ${result.differences.length} difference(s)${damage}`,
+    );
   }
   if (failed) throw new CliError('', 1);
 }
@@ -60,23 +72,9 @@ async function report(io: Io, store: Store, args: ReplayArgs): Promise<void> {
 /** `anet replay --verify` on a hub's data dir: every entry of the ledger's history. */
 async function verifyHub(io: Io, dataDir: string, args: ReplayArgs): Promise<void> {
   if (!args.verify || args.actor !== undefined || args.from !== undefined || args.to !== undefined) {
-    throw usageError(`${dataDir} is a hub's data dir: \`anet replay --verify --data ${dataDir}\` checks its ledger (there is no journal to replay)`);
+    throw usageError(
+      `${dataDir} is a hub's data dir: \`anet replay --verify --data ${dataDir}\` checks its ledger (there is no journal to replay)`,
+    );
   }
-  const store = await HubStore.open(dataDir);
-  try {
-    const r = await checkLedger(store, 'full');
-    if (args.json) printJson(io, { ledger: r, damage: null });
-    else io.out(`ok: the ledger's history, ${r.entries} entries of ${r.accounts} accounts, each in order and matching its hash chain`);
-  } catch (err) {
-    if (!(err instanceof LedgerDamagedError)) throw err;
-    if (args.json) printJson(io, { ledger: null, damage: { aid: err.aid, seq: err.seq, problem: err.problem } });
-    else {
-      io.out(`damaged: the history of ${err.aid} from seq ${err.seq}: ${err.problem}; restore ${dataDir} from a backup made before the damage`);
-      io.out(`FAILED: the ledger's history is damaged`);
-    }
-    throw new CliError('', 1);
-  } finally {
-    await store.close();
-  }
+  return cmdHubVerify(io, dataDir, args.json);
 }
-
