@@ -128,7 +128,7 @@ async function rawRelay(t: any, limits: Partial<RelayLimitsT> = {}) {
       }
     });
     const closed = new Promise<void>((r) => socket.once('close', () => r()));
-    /** The hub's side of this connection. */
+    /** The hub's side of this connection (while it is open: a closed socket has no remote port). */
     const hubSideOf = () => hubSide.find((s) => s.remotePort === socket.localPort);
     return { socket, answers, closed, hubSide: hubSideOf };
   };
@@ -198,10 +198,12 @@ test('SPEC §11: an upstream whose client goes, or whose frame stalls, is closed
   const idle = client();
   idle.socket.write(frame(new Uint8Array(5)));
   await until(() => idle.answers.length === 1, 'the idle connection\'s answer');
+  const idleHubSide = idle.hubSide();
+  t.truthy(idleHubSide);
   const later = client();
   later.socket.write(Buffer.concat([header(10), Buffer.alloc(1)]));
   await later.closed;
-  t.false(idle.hubSide()?.destroyed, 'the idle connection is still open');
+  t.false(idleHubSide?.destroyed, 'the idle connection is still open');
   idle.socket.write(frame(new Uint8Array(5)));
   await until(() => idle.answers.length === 2, 'two answers');
   t.is(idle.answers.length, 2);
@@ -299,12 +301,18 @@ test('SPEC §11: a frame that trickles in past its deadline ends its connection;
   const { hubSide, client, free } = await rawRelay(t, { uploadBytes: 1000, frameTimeoutMs: 1000 });
   const trickle = client();
   trickle.socket.write(header(500));
-  const drip = setInterval(() => trickle.socket.writable && trickle.socket.write(Buffer.alloc(1)), 50);
+  // A byte every 50 ms: the whole frame would take 25 s. The deadline, a second after the header, comes first.
+  let dripped = 0;
+  let whole!: () => void;
+  const wholeSent = new Promise<boolean>((r) => (whole = () => r(false)));
+  const drip = setInterval(() => {
+    if (trickle.socket.writable) trickle.socket.write(Buffer.alloc(1));
+    if (++dripped === 500) whole();
+  }, 50);
   t.teardown(() => clearInterval(drip));
-  // Closed by the deadline a second after the header, though a byte came every 50 ms.
-  const ended = await Promise.race([trickle.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 8000))]);
+  const ended = await Promise.race([trickle.closed.then(() => true), wholeSent]);
   clearInterval(drip);
-  t.true(ended, 'the connection was closed');
+  t.true(ended, 'the connection was closed before its frame was whole');
   await until(() => free(1000), 'the trickled frame\'s room to be given back');
   t.true(free(1000), 'its room was given back');
   // A client that reads nothing sends a frame over the limit, then keeps sending: the hub closes the
