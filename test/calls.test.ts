@@ -149,7 +149,7 @@ test('SPEC §14, §9.5: the answer leaves only once the outcome is journaled: an
   await until(() => failed, 'the outcome write to fail', 200);
   // The answer was sealed while the write ran. The call's run ends (and is logged) only after the answer
   // would have been handed to the relay: from then on nothing of this run can leave.
-  await until(() => net.log(prov).some((l) => l.includes('simulated write failure')), 'the call to end on the failed write', 200);
+  await until(() => net.log(prov).some((l) => / \(demo\.echo\): simulated write failure$/.test(l)), 'the call to end on the failed write', 200);
   t.false(answered, 'no answer for an outcome the journal does not hold');
   await prov.close();
   prov = await net.start(p.dir);
