@@ -11,7 +11,9 @@ export class A2aAddressError extends Error {
 
 export function parseListen(text: string): Listen {
   if (!isLoopbackListen(text)) {
-    throw new A2aAddressError(`local.a2a "${text}" is not a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT) or unix:///path: the A2A endpoint is not started on it`);
+    throw new A2aAddressError(
+      `local.a2a "${text}" is not a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT) or unix:///path: the A2A endpoint is not started on it`,
+    );
   }
   if (text.startsWith('unix://')) return { kind: 'unix', path: text.slice('unix://'.length) };
   const colon = text.lastIndexOf(':');

@@ -3,12 +3,12 @@
 import type { AgentCard } from '../protocol/card/types.js';
 import { HubRefusedError } from '../hub-client/client.js';
 import { explain } from '../protocol/reasons.js';
-import type { Operate } from '../node/operations.js';
+import type { Operate, ReadCard } from '../node/operations.js';
 
 export type CardAnswer = { status: 200; card: AgentCard } | { status: 404 | 502; error: string; reason?: string; explanation?: string };
 
 export async function localCard(operate: Operate, aid: string, rpcUrl: string): Promise<CardAnswer> {
-  let read;
+  let read: ReadCard;
   try {
     read = await operate('public-card', { aid });
   } catch (err) {

@@ -32,7 +32,16 @@ const STACK_MB = (984 + 192) / 1024;
  * clone recurses, and failed on bodies the parser takes), and three objects to post whatever the body (a
  * posted array of a string per value costs ~0.25 µs a value to receive); a number can be nothing else.
  */
-const enum Kind { String = 0, Number = 1, Key = 2, Object = 3, Array = 4, True = 5, False = 6, Null = 7 }
+enum Kind {
+  String = 0,
+  Number = 1,
+  Key = 2,
+  Object = 3,
+  Array = 4,
+  True = 5,
+  False = 6,
+  Null = 7,
+}
 
 /**
  * The worker (plain JS, evaluated: the same in the built code and under tsx). It parses one body with the
@@ -98,7 +107,10 @@ export class BodyParser {
   parse(body: Buffer): Promise<Parsed> {
     if (body.length <= INLINE_MAX) return Promise.resolve(parseInline(body));
     const job = this.queue.then(() => this.inWorker(body));
-    this.queue = job.then((j) => j.exited, () => undefined);
+    this.queue = job.then(
+      (j) => j.exited,
+      () => undefined,
+    );
     return job.then((j) => j.parsed);
   }
 
@@ -120,7 +132,12 @@ export class BodyParser {
       resourceLimits: { stackSizeMb: STACK_MB },
     });
     this.running.add(worker);
-    const exited = new Promise<void>((done) => worker.once('exit', () => (this.running.delete(worker), done())));
+    const exited = new Promise<void>((done) =>
+      worker.once('exit', () => {
+        this.running.delete(worker);
+        done();
+      }),
+    );
     const parsed = new Promise<Parsed>((resolve, reject) => {
       worker.once('message', (m: Reply) => {
         resolve(m.ok ? { ok: true, value: rebuild(m) } : m);
@@ -145,7 +162,8 @@ function rebuild({ kinds, sizes, text }: { kinds: Uint8Array; sizes: Uint32Array
     const size = sizes[i]!;
     let v: unknown;
     if (kind === Kind.String || kind === Kind.Number || kind === Kind.Key) {
-      const s = text.slice(at, (at += size));
+      const s = text.slice(at, at + size);
+      at += size;
       if (kind === Kind.Key) {
         open[open.length - 1]!.key = s;
         continue;
@@ -159,11 +177,13 @@ function rebuild({ kinds, sizes, text }: { kinds: Uint8Array; sizes: Uint32Array
     else {
       if (Array.isArray(parent.into)) parent.into.push(v);
       // `__proto__` is an own key of a parsed object: defined, as the parser does, not set as the prototype.
-      else if (parent.key === '__proto__') Object.defineProperty(parent.into, parent.key, { value: v, writable: true, enumerable: true, configurable: true });
+      else if (parent.key === '__proto__')
+        Object.defineProperty(parent.into, parent.key, { value: v, writable: true, enumerable: true, configurable: true });
       else parent.into[parent.key] = v;
       parent.left--;
     }
-    if ((kind === Kind.Object || kind === Kind.Array) && size > 0) open.push({ into: v as Record<string, unknown> | unknown[], left: size, key: '' });
+    if ((kind === Kind.Object || kind === Kind.Array) && size > 0)
+      open.push({ into: v as Record<string, unknown> | unknown[], left: size, key: '' });
     while (open.length > 0 && open[open.length - 1]!.left === 0) open.pop();
   }
   return root;

@@ -6,8 +6,7 @@ import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import type { Parsed } from './parse.js';
 import { PaymentError, type Operate } from '../node/operations.js';
 import { explain } from '../protocol/reasons.js';
-import { readMessage, toTask, MessageError } from './tasks.js';
-
+import { readMessage, toTask, MessageError, type Request } from './tasks.js';
 
 /** How long SendMessage waits for a final state before answering with the task as it stands; clients poll GetTask after. */
 export const SEND_WAIT_MS = 5_000;
@@ -26,7 +25,11 @@ export const CODES = {
 } as const;
 
 export class RpcError extends Error {
-  constructor(readonly code: number, message: string, readonly data?: unknown) {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
     super(message);
   }
 }
@@ -53,12 +56,16 @@ export async function answerRpc(operate: Operate, aid: string, parsed: Parsed): 
   // Every A2A call expects an answer, so a request without an id (a notification) is refused as well.
   const id = idOf(r?.id);
   if (typeof r !== 'object' || r === null || Array.isArray(r) || r.jsonrpc !== '2.0' || typeof r.method !== 'string' || id === undefined) {
-    return failure(id ?? null, new RpcError(CODES.invalidRequest, 'Invalid Request: one JSON-RPC 2.0 request object with an id and a method'));
+    return failure(
+      id ?? null,
+      new RpcError(CODES.invalidRequest, 'Invalid Request: one JSON-RPC 2.0 request object with an id and a method'),
+    );
   }
   const method = METHODS[r.method];
   if (!method) return failure(id, new RpcError(CODES.methodNotFound, `Method not found: ${r.method}`));
   const params = r.params ?? {};
-  if (typeof params !== 'object' || params === null || Array.isArray(params)) return failure(id, new RpcError(CODES.invalidParams, 'Invalid params: params must be an object'));
+  if (typeof params !== 'object' || params === null || Array.isArray(params))
+    return failure(id, new RpcError(CODES.invalidParams, 'Invalid params: params must be an object'));
   try {
     return { jsonrpc: '2.0', id, result: await method(operate, aid, params as Params) };
   } catch (err) {
@@ -86,7 +93,14 @@ async function getExtendedAgentCard(operate: Operate, aid: string): Promise<unkn
   // Only the newest extended card is an answer: an older one held in its place (SPEC §6.3 "unavailable")
   // is an error that still carries that signed card and when the provider may be asked again.
   if (view.stale) {
-    const data = { reason: 'card_stale', explanation: view.explanation, stale: true, card: view.card, lastAttemptAt: view.lastAttemptAt, nextAttemptAt: view.nextAttemptAt };
+    const data = {
+      reason: 'card_stale',
+      explanation: view.explanation,
+      stale: true,
+      card: view.card,
+      lastAttemptAt: view.lastAttemptAt,
+      nextAttemptAt: view.nextAttemptAt,
+    };
     throw new RpcError(CODES.internal, explain('card_stale'), data);
   }
   if (view.extended === 'ok') return view.card; // the signed card as the provider sent it
@@ -102,7 +116,7 @@ async function getExtendedAgentCard(operate: Operate, aid: string): Promise<unkn
 }
 
 async function sendMessage(operate: Operate, aid: string, params: Params): Promise<unknown> {
-  let request;
+  let request: Request;
   try {
     request = readMessage(params.message);
   } catch (err) {
@@ -112,9 +126,10 @@ async function sendMessage(operate: Operate, aid: string, params: Params): Promi
   const configuration = params.configuration as { returnImmediately?: unknown } | undefined;
   const waitMs = configuration?.returnImmediately === true ? 0 : SEND_WAIT_MS;
   if (request.kind === 'payment') return { task: toTask(await answerQuote(operate, aid, request.task, request.decision, waitMs)) };
-  const record = request.kind === 'call'
-    ? await operate('call', { aid, capability: request.capability, args: request.argsText, files: request.files, waitMs })
-    : await operate('send', { aid, text: request.text, waitMs });
+  const record =
+    request.kind === 'call'
+      ? await operate('call', { aid, capability: request.capability, args: request.argsText, files: request.files, waitMs })
+      : await operate('send', { aid, text: request.text, waitMs });
   return { task: toTask(record) };
 }
 
@@ -122,7 +137,9 @@ async function sendMessage(operate: Operate, aid: string, params: Params): Promi
 async function answerQuote(operate: Operate, aid: string, id: string, decision: 'payment-submitted' | 'payment-rejected', waitMs: number) {
   const record = await taskOf(operate, aid, { id });
   try {
-    return decision === 'payment-submitted' ? await operate('pay', { task: record.task, waitMs }) : await operate('reject', { task: record.task });
+    return decision === 'payment-submitted'
+      ? await operate('pay', { task: record.task, waitMs })
+      : await operate('reject', { task: record.task });
   } catch (err) {
     if (err instanceof PaymentError) throw new RpcError(CODES.invalidParams, `Invalid params: ${err.message}`, { state: record.state });
     throw err;

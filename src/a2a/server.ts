@@ -51,11 +51,15 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
   try {
     origin = originOf(listen, await bind(server, listen));
   } catch (err) {
-    log(`local A2A endpoint not started: cannot listen on ${node.address} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    log(
+      `local A2A endpoint not started: cannot listen on ${node.address} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
     return null;
   }
   const agentUrl = (aid: string) => `${origin}/a2a/v1/agents/${aid}/`;
-  log(`local A2A endpoint ${agentUrl('<aid>')}${listen.kind === 'unix' ? ` on ${listen.path}` : ''} (bearer token in ${tokenPath(node.dataDir)})`);
+  log(
+    `local A2A endpoint ${agentUrl('<aid>')}${listen.kind === 'unix' ? ` on ${listen.path}` : ''} (bearer token in ${tokenPath(node.dataDir)})`,
+  );
   return {
     origin,
     listen,
@@ -83,15 +87,30 @@ async function bind(server: Server, listen: Listen): Promise<number> {
   return (server.address() as { port: number }).port;
 }
 
-async function handle(node: EndpointNode, token: string, origin: string, parser: BodyParser, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  node: EndpointNode,
+  token: string,
+  origin: string,
+  parser: BodyParser,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   try {
     if (!bearerMatches(req.headers.authorization, token)) {
-      return send(res, 401, { error: 'a bearer token is required: Authorization: Bearer <the token in a2a.token of the data dir>' }, { 'www-authenticate': 'Bearer' });
+      return send(
+        res,
+        401,
+        { error: 'a bearer token is required: Authorization: Bearer <the token in a2a.token of the data dir>' },
+        { 'www-authenticate': 'Bearer' },
+      );
     }
     const url = new URL(req.url ?? '/', 'http://localhost');
     const route = ROUTE.exec(url.pathname);
     const aid = route?.[1] ?? '';
-    if (!route || !isAid(aid)) return send(res, 404, { error: `no such resource: ${url.pathname} (expected /a2a/v1/agents/<full AID>/.well-known/agent-card.json or /jsonrpc)` });
+    if (!route || !isAid(aid))
+      return send(res, 404, {
+        error: `no such resource: ${url.pathname} (expected /a2a/v1/agents/<full AID>/.well-known/agent-card.json or /jsonrpc)`,
+      });
     if (route[2] === 'jsonrpc') {
       if (req.method !== 'POST') return send(res, 405, { error: 'JSON-RPC takes POST' }, { allow: 'POST' });
       const body = await readBody(req, res);

@@ -18,7 +18,10 @@ export type Request =
 
 /** A message we cannot take: the JSON-RPC answer is invalid params (or unsupported, for continuations). */
 export class MessageError extends Error {
-  constructor(message: string, readonly unsupported = false) {
+  constructor(
+    message: string,
+    readonly unsupported = false,
+  ) {
     super(message);
   }
 }
@@ -34,7 +37,10 @@ export function readMessage(message: unknown): Request {
   if (typeof message.taskId === 'string' && message.taskId !== '') {
     const decision = isObject(message.metadata) ? message.metadata[X402_STATUS] : undefined;
     if (decision === 'payment-submitted' || decision === 'payment-rejected') return { kind: 'payment', task: message.taskId, decision };
-    throw new MessageError('a message continues a task only to answer its payment quote (metadata x402.payment.status: payment-submitted or payment-rejected); any other message starts a new anet task', true);
+    throw new MessageError(
+      'a message continues a task only to answer its payment quote (metadata x402.payment.status: payment-submitted or payment-rejected); any other message starts a new anet task',
+      true,
+    );
   }
   const parts = message.parts;
   if (!Array.isArray(parts) || parts.length === 0) throw new MessageError('params.message.parts must be a non-empty array');
@@ -45,7 +51,8 @@ export function readMessage(message: unknown): Request {
     if (!isObject(part)) throw new MessageError(`part ${i} is not an object`);
     if (typeof part.text === 'string') texts.push(part.text);
     else if ('data' in part) data.push(part.data);
-    else if (typeof part.raw === 'string' && BASE64.test(part.raw)) files.push({ name: typeof part.filename === 'string' && part.filename ? part.filename : `file-${i}`, data_b64: part.raw });
+    else if (typeof part.raw === 'string' && BASE64.test(part.raw))
+      files.push({ name: typeof part.filename === 'string' && part.filename ? part.filename : `file-${i}`, data_b64: part.raw });
     else if ('url' in part) throw new MessageError(`part ${i}: files by URL are not fetched; send the bytes (raw, base64)`);
     else throw new MessageError(`part ${i} is not a text, data or raw (base64) file part`);
   }
@@ -63,8 +70,10 @@ export function readMessage(message: unknown): Request {
 function readCall(data: unknown): { capability: string; argsText: string } {
   if (!isObject(data)) throw new MessageError('the data part must be an object {"capability": ..., "args": ...}');
   const extra = Object.keys(data).filter((k) => k !== 'capability' && k !== 'args');
-  if (extra.length > 0) throw new MessageError(`the data part has only "capability" and "args", not ${extra.map((k) => `"${k}"`).join(', ')}`);
-  if (typeof data.capability !== 'string' || data.capability === '') throw new MessageError('data.capability must be the capability id (a string)');
+  if (extra.length > 0)
+    throw new MessageError(`the data part has only "capability" and "args", not ${extra.map((k) => `"${k}"`).join(', ')}`);
+  if (typeof data.capability !== 'string' || data.capability === '')
+    throw new MessageError('data.capability must be the capability id (a string)');
   const args = data.args ?? {};
   if (!isObject(args)) throw new MessageError('data.args must be a JSON object');
   // The request was parsed losslessly: numbers keep every digit on their way to the service.
@@ -87,7 +96,10 @@ const STATES: Record<string, string> = {
  * context (contextId = task id): a later GetTask gives the same answer without storing the client's ids.
  */
 export function toTask(r: TaskRecord): Record<string, unknown> {
-  const status: Record<string, unknown> = { state: STATES[r.state] ?? 'TASK_STATE_UNSPECIFIED', timestamp: new Date(r.updatedAt).toISOString() };
+  const status: Record<string, unknown> = {
+    state: STATES[r.state] ?? 'TASK_STATE_UNSPECIFIED',
+    timestamp: new Date(r.updatedAt).toISOString(),
+  };
   const message = statusMessage(r);
   if (message) status.message = message;
   return {

@@ -16,12 +16,14 @@ export async function cmdAudit(io: Io, dataDir: string, what: string | undefined
     for (const r of rows) {
       io.out(`${r.aid} seq ${r.seq} ${r.kind} issued ${when(r.issuedAt)} obtained ${when(r.obtainedAt)} from ${r.source}: ${r.check}`);
       const priced = (skill: string) => r.prices?.find((p) => p.skillId === skill);
-      io.out(`  digest ${short(r.digest)}  skills ${r.skills.map((s) => (priced(s) ? `${s} (${priced(s)!.amount})` : s)).join(', ') || '-'}`);
+      io.out(
+        `  digest ${short(r.digest)}  skills ${r.skills.map((s) => (priced(s) ? `${s} (${priced(s)!.amount})` : s)).join(', ') || '-'}`,
+      );
     }
     return;
   }
   if (what === 'prices') {
-    if (!aid) throw usageError('audit prices needs the provider\'s full AID');
+    if (!aid) throw usageError("audit prices needs the provider's full AID");
     const audit = await run(dataDir, 'audit-prices', { aid });
     if (json) return printJson(io, audit);
     printPrices(io, audit);
@@ -34,12 +36,20 @@ function printPrices(io: Io, a: PriceAudit): void {
   if (a.skills.length === 0) io.out(`no signed prices from ${a.aid} yet (its extended card was never fetched)`);
   for (const s of a.skills) {
     io.out(s.skillId);
-    for (const v of s.versions) io.out(`  ${v.amount} credits  card seq ${v.seq} digest ${short(v.digest)}  obtained ${when(v.obtainedAt)}`);
+    for (const v of s.versions)
+      io.out(`  ${v.amount} credits  card seq ${v.seq} digest ${short(v.digest)}  obtained ${when(v.obtainedAt)}`);
   }
-  if (a.payments.length === 0) return io.out(`no payments to ${a.aid}`);
+  if (a.payments.length === 0) {
+    io.out(`no payments to ${a.aid}`);
+    return;
+  }
   io.out(`payments to ${a.aid}`);
   for (const p of a.payments) {
-    const under = p.price ? `checked against ${p.price.amount} credits signed in card seq ${p.price.seq} digest ${short(p.price.digest)}` : 'no signed price checked';
-    io.out(`  ${when(p.at)}  task ${p.task}  ${p.skillId}  ${p.amount} credits  ${p.auto ? 'auto' : 'by the operator'}  ${p.status}${p.hubTx ? `  hub ${p.hubTx}` : ''}  ${under}`);
+    const under = p.price
+      ? `checked against ${p.price.amount} credits signed in card seq ${p.price.seq} digest ${short(p.price.digest)}`
+      : 'no signed price checked';
+    io.out(
+      `  ${when(p.at)}  task ${p.task}  ${p.skillId}  ${p.amount} credits  ${p.auto ? 'auto' : 'by the operator'}  ${p.status}${p.hubTx ? `  hub ${p.hubTx}` : ''}  ${under}`,
+    );
   }
 }

@@ -1,6 +1,6 @@
 // `anet init`, `anet id`, `anet key rotate`, `anet kel export|verify`.
 import { writeFile, readFile, chmod } from 'node:fs/promises';
-import { createIdentity, loadIdentity, rotateIdentity, hasIdentity } from '../identity/store.js';
+import { createIdentity, loadIdentity, rotateIdentity, hasIdentity, type Identity } from '../identity/store.js';
 import { encodeKel, validateKel, KelError, type KelState } from '../identity/kel.js';
 import { verifyCard } from '../protocol/card/verify.js';
 import { configPath } from '../config/load.js';
@@ -25,7 +25,9 @@ export async function cmdInit(io: Io, dataDir: string, json: boolean): Promise<v
   if (json) return printJson(io, { aid: identity.aid, dataDir, config: wroteConfig ? 'created' : 'kept' });
   io.out(`created identity ${identity.aid}`);
   io.out(`data directory ${dataDir}`);
-  io.out(wroteConfig ? `wrote an example ${configPath(dataDir)}; edit it, then run \`anet doctor\`` : `kept the existing ${configPath(dataDir)}`);
+  io.out(
+    wroteConfig ? `wrote an example ${configPath(dataDir)}; edit it, then run \`anet doctor\`` : `kept the existing ${configPath(dataDir)}`,
+  );
 }
 
 export async function cmdId(io: Io, dataDir: string, json: boolean): Promise<void> {
@@ -40,7 +42,7 @@ export async function cmdKeyRotate(io: Io, dataDir: string, json: boolean): Prom
   }
   // Holding the store's lock serialises rotations (and keeps a daemon from starting meanwhile).
   const lock = await Store.open(dataDir);
-  let identity;
+  let identity: Identity;
   try {
     identity = await rotateIdentity(dataDir, Date.now());
   } finally {
@@ -102,8 +104,15 @@ export async function cmdKelVerify(io: Io, file: string | undefined, json: boole
  * `anet card verify <card.json> --kel <kel file> [--now MS]` (SPEC §12): the WIRE §3 checks of a card
  * against a KEL, offline. Prints `ok` or the WIRE §3.4 code; exit 0 or 1.
  */
-export async function cmdCardVerify(io: Io, cardFile: string | undefined, kelFile: string | undefined, nowFlag: string | undefined, json: boolean): Promise<void> {
-  if (!cardFile || !kelFile) throw usageError('card verify needs the card and a KEL: anet card verify <card.json> --kel <kel file> [--now MS]');
+export async function cmdCardVerify(
+  io: Io,
+  cardFile: string | undefined,
+  kelFile: string | undefined,
+  nowFlag: string | undefined,
+  json: boolean,
+): Promise<void> {
+  if (!cardFile || !kelFile)
+    throw usageError('card verify needs the card and a KEL: anet card verify <card.json> --kel <kel file> [--now MS]');
   if (nowFlag !== undefined && !/^[0-9]{1,16}$/.test(nowFlag)) throw usageError('--now takes unix milliseconds');
   const wire = await readFile(cardFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
     throw new CliError(`cannot read ${cardFile}: ${err.code ?? err.message}`, 1);
@@ -116,7 +125,13 @@ export async function cmdCardVerify(io: Io, cardFile: string | undefined, kelFil
     kel = 'invalid';
   }
   const r = verifyCard(wire, { kel, now: nowFlag === undefined ? Date.now() : Number(nowFlag) });
-  if (json) printJson(io, r.ok ? { ok: true, aid: r.identity.aid, seq: r.seq.toString(), ksn: r.ksn, digest: r.digest } : { ok: false, code: r.code, detail: r.detail });
+  if (json)
+    printJson(
+      io,
+      r.ok
+        ? { ok: true, aid: r.identity.aid, seq: r.seq.toString(), ksn: r.ksn, digest: r.digest }
+        : { ok: false, code: r.code, detail: r.detail },
+    );
   else io.out(r.ok ? 'ok' : `${r.code}: ${r.detail}`);
   if (!r.ok) throw new CliError('', 1);
 }

@@ -4,7 +4,14 @@ import { listPath, readList, editList, type ListName } from '../contacts/lists.j
 import { isAid } from '../identity/cid.js';
 import { CliError, printJson, usageError, type Io } from './output.js';
 
-export async function cmdList(io: Io, dataDir: string, list: ListName, op: string | undefined, aid: string | undefined, json: boolean): Promise<void> {
+export async function cmdList(
+  io: Io,
+  dataDir: string,
+  list: ListName,
+  op: string | undefined,
+  aid: string | undefined,
+  json: boolean,
+): Promise<void> {
   const { config } = await readConfig(dataDir);
   if (!config) throw new CliError('config.json has errors; run `anet doctor`');
   const path = listPath(dataDir, config, list);
@@ -21,5 +28,9 @@ export async function cmdList(io: Io, dataDir: string, list: ListName, op: strin
   if (!aid || !isAid(aid)) throw usageError(`${list} ${op} needs a full AID (bafyrei...)`);
   const changed = await editList(path, op, aid);
   if (json) return printJson(io, { list, op, aid, changed });
-  io.out(changed ? `${op === 'add' ? 'added to' : 'removed from'} the ${list} list: ${aid}` : `${aid} was ${op === 'add' ? 'already' : 'not'} on the ${list} list`);
+  io.out(
+    changed
+      ? `${op === 'add' ? 'added to' : 'removed from'} the ${list} list: ${aid}`
+      : `${aid} was ${op === 'add' ? 'already' : 'not'} on the ${list} list`,
+  );
 }

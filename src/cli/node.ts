@@ -15,16 +15,36 @@ export async function cmdDaemon(io: Io, dataDir: string): Promise<void> {
   io.out('anet daemon: stopped');
 }
 
-export async function cmdProfileSet(io: Io, dataDir: string, name: string | undefined, description: string | undefined, json: boolean): Promise<void> {
+export async function cmdProfileSet(
+  io: Io,
+  dataDir: string,
+  name: string | undefined,
+  description: string | undefined,
+  json: boolean,
+): Promise<void> {
   if (name === undefined && description === undefined) throw usageError('profile set needs --name and/or --description');
-  const profile = { ...(await readProfile(dataDir)), ...(name !== undefined ? { name } : {}), ...(description !== undefined ? { description } : {}) };
+  const profile = {
+    ...(await readProfile(dataDir)),
+    ...(name !== undefined ? { name } : {}),
+    ...(description !== undefined ? { description } : {}),
+  };
   await writeProfile(dataDir, profile);
   const r = await run(dataDir, 'publish', {});
   if (json) return printJson(io, { profile, ...r });
-  io.out(r.outcome === 'published' ? `profile saved; card seq ${r.own.seq} published` : 'profile saved; no capability is offered, so no card is published');
+  io.out(
+    r.outcome === 'published'
+      ? `profile saved; card seq ${r.own.seq} published`
+      : 'profile saved; no capability is offered, so no card is published',
+  );
 }
 
-export async function cmdFind(io: Io, dataDir: string, words: string[], opts: { skill?: string; tag?: string; limit?: string }, json: boolean): Promise<void> {
+export async function cmdFind(
+  io: Io,
+  dataDir: string,
+  words: string[],
+  opts: { skill?: string; tag?: string; limit?: string },
+  json: boolean,
+): Promise<void> {
   const args = { q: words.join(' '), skill: opts.skill, tag: opts.tag, limit: opts.limit ? Number(opts.limit) : undefined };
   const rows = await run(dataDir, 'find', args);
   if (json) return printJson(io, rows);

@@ -3,7 +3,10 @@ import { jsonReplacer } from '../util/json.js';
 
 export class CliError extends Error {
   override name = 'CliError';
-  constructor(message: string, readonly exitCode: 1 | 2 = 1) {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2 = 1,
+  ) {
     super(message);
   }
 }

@@ -24,13 +24,23 @@ function progress(io: Io): { update(r: TaskRecord): void; stop(): void } {
       if (FINAL.includes(r.state) || (r.state === last && now - lastAt < 5_000)) return;
       last = r.state;
       lastAt = now;
-      io.err(`task ${r.task}: ${r.state === 'submitted' ? 'sent, waiting for the provider' : 'working'} (${Math.round((now - started) / 1000)} s)`);
+      io.err(
+        `task ${r.task}: ${r.state === 'submitted' ? 'sent, waiting for the provider' : 'working'} (${Math.round((now - started) / 1000)} s)`,
+      );
     },
     stop() {},
   };
 }
 
-export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, capability: string | undefined, args: string | undefined, files: string[], json: boolean): Promise<void> {
+export async function cmdCall(
+  io: Io,
+  dataDir: string,
+  aid: string | undefined,
+  capability: string | undefined,
+  args: string | undefined,
+  files: string[],
+  json: boolean,
+): Promise<void> {
   if (!aid || !capability) throw usageError('call needs the AID and the capability: anet call <aid> <capability> --args JSON');
   if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
   const argsText = args ?? '{}';
@@ -39,7 +49,9 @@ export async function cmdCall(io: Io, dataDir: string, aid: string | undefined, 
   } catch {
     throw usageError(`--args is not JSON: ${argsText.slice(0, 80)}`);
   }
-  const attached = await Promise.all(files.map(async (path) => ({ name: basename(path), data_b64: (await readFile(path)).toString('base64') })));
+  const attached = await Promise.all(
+    files.map(async (path) => ({ name: basename(path), data_b64: (await readFile(path)).toString('base64') })),
+  );
   const show = progress(io);
   // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
   // In-process the node lives only as long as the operation: it waits the whole time, telling progress.
@@ -81,6 +93,7 @@ export async function cmdReject(io: Io, dataDir: string, id: string | undefined,
 }
 
 /** Words from another node, printed without control characters (no terminal escapes from peers). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const clean = (text: string) => text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '?');
 
 /** A completed capability call whose receipt did not verify is reported, and `anet call` exits 1. */
@@ -90,8 +103,13 @@ function printRecord(io: Io, r: TaskRecord): void {
   if (r.state === 'completed') {
     io.out(clean(JSON.stringify(r.result, null, 2)));
     if (r.capability === CHAT) return;
-    io.out(receiptFailed(r) ? `receipt NOT verified: ${clean(String(r.receipt ?? 'none'))}; do not rely on this result` : `receipt ${r.receipt} (signed by the provider, verified)`);
-    if (r.payment?.status === 'payment-completed') io.out(`paid ${r.payment.quote!.amount} credits (hub transaction ${clean(String(r.payment.hubTx))})`);
+    io.out(
+      receiptFailed(r)
+        ? `receipt NOT verified: ${clean(String(r.receipt ?? 'none'))}; do not rely on this result`
+        : `receipt ${r.receipt} (signed by the provider, verified)`,
+    );
+    if (r.payment?.status === 'payment-completed')
+      io.out(`paid ${r.payment.quote!.amount} credits (hub transaction ${clean(String(r.payment.hubTx))})`);
     return;
   }
   if (r.state === 'input-required' && r.payment) {

@@ -21,9 +21,7 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
-export interface DaemonLog {
-  (line: string): void;
-}
+export type DaemonLog = (line: string) => void;
 
 const RETRY_MS = 5000;
 
@@ -52,7 +50,11 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
       try {
         if (!done) {
           const { own, outcome } = await node.publish();
-          log(outcome === 'published' ? `card seq ${own.seq} published to ${node.config.hub}` : `no capability offered: card withdrawn from ${node.config.hub}`);
+          log(
+            outcome === 'published'
+              ? `card seq ${own.seq} published to ${node.config.hub}`
+              : `no capability offered: card withdrawn from ${node.config.hub}`,
+          );
           done = true;
         }
         // Registered: now the hub accepts our key set and our signed relay stream.

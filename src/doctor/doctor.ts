@@ -57,5 +57,10 @@ async function checkA2aToken(dataDir: string): Promise<Problem[]> {
   if (!existsSync(path)) return [];
   const read = await readTokenFile(path);
   if (!('error' in read)) return [];
-  return [fileError('a2a.token', `${read.error}; the local A2A endpoint will not start until it is fixed (or deleted: the next start makes a new one)`)];
+  return [
+    fileError(
+      'a2a.token',
+      `${read.error}; the local A2A endpoint will not start until it is fixed (or deleted: the next start makes a new one)`,
+    ),
+  ];
 }

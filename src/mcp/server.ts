@@ -20,15 +20,19 @@ export function mcpServer(operate: Operate, log: (line: string) => void = () => 
   const server = new McpServer({ name: 'anet', version: packageVersion() }, { instructions: INSTRUCTIONS });
   for (const tool of TOOLS) {
     const annotations = { readOnlyHint: tool.readOnly, openWorldHint: true };
-    server.registerTool(tool.name, { title: tool.title, description: tool.description, inputSchema: tool.input, annotations }, async (input) => {
-      try {
-        return dataResult(await tool.run(operate, input as Record<string, unknown>));
-      } catch (err) {
-        const result = errorResult(err);
-        log(`${tool.name}: ${(result.content[0] as { text: string }).text}`);
-        return result;
-      }
-    });
+    server.registerTool(
+      tool.name,
+      { title: tool.title, description: tool.description, inputSchema: tool.input, annotations },
+      async (input) => {
+        try {
+          return dataResult(await tool.run(operate, input as Record<string, unknown>));
+        } catch (err) {
+          const result = errorResult(err);
+          log(`${tool.name}: ${(result.content[0] as { text: string }).text}`);
+          return result;
+        }
+      },
+    );
   }
   return server;
 }
@@ -65,7 +69,9 @@ export async function serveMcp(dataDir: string): Promise<void> {
   const server = mcpServer(nodeOperations(dataDir), log);
   const transport = new LineStdioTransport();
   transport.onrefused = (bytes, id) =>
-    log(`refused a request of ${bytes} bytes${id !== undefined ? ` (id ${JSON.stringify(id)})` : ''}: over the limit of ${transport.maxLineBytes} bytes; reading on`);
+    log(
+      `refused a request of ${bytes} bytes${id !== undefined ? ` (id ${JSON.stringify(id)})` : ''}: over the limit of ${transport.maxLineBytes} bytes; reading on`,
+    );
   server.server.onerror = (err) => log(`protocol: ${err.message.split('\n')[0]}`);
   // Whatever ends the session ends the process too, never an unsettled wait (Node's exit code 13).
   const closed = new Promise<void>((resolve) => (server.server.onclose = resolve));

@@ -85,7 +85,10 @@ export class LineStdioTransport implements Transport {
     this.chunks = [];
     this.size = 0;
     this.skipping = null;
-    if (skipped) return this.refuse(size, skipped);
+    if (skipped) {
+      this.refuse(size, skipped);
+      return;
+    }
     let text = line!.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
     if (text.trim() === '') return;
@@ -93,7 +96,8 @@ export class LineStdioTransport implements Transport {
     try {
       message = JSONRPCMessageSchema.parse(JSON.parse(text));
     } catch (err) {
-      return this.onerror?.(err as Error);
+      this.onerror?.(err as Error);
+      return;
     }
     this.onmessage?.(message);
   }
@@ -104,7 +108,9 @@ export class LineStdioTransport implements Transport {
     this.onrefused?.(bytes, id);
     if (id === undefined && scanned.hasMethod()) return;
     const error = { code: ErrorCode.InvalidRequest, message: tooLongMessage(bytes, this.maxLineBytes), data: { limit: this.maxLineBytes } };
-    void this.send({ jsonrpc: '2.0', ...(id !== undefined ? { id } : {}), error } as JSONRPCMessage).catch((err) => this.onerror?.(err as Error));
+    void this.send({ jsonrpc: '2.0', ...(id !== undefined ? { id } : {}), error } as JSONRPCMessage).catch((err) =>
+      this.onerror?.(err as Error),
+    );
   }
 
   send(message: JSONRPCMessage): Promise<void> {

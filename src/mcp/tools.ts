@@ -21,7 +21,9 @@ export interface Tool {
 }
 
 /** A tool whose `run` takes the input its schema describes (the MCP server has checked it against it). */
-function tool<S extends z.ZodRawShape>(def: Omit<Tool, 'input' | 'run'> & { input: S; run(operate: Operate, input: z.output<z.ZodObject<S>>): Promise<object> }): Tool {
+function tool<S extends z.ZodRawShape>(
+  def: Omit<Tool, 'input' | 'run'> & { input: S; run(operate: Operate, input: z.output<z.ZodObject<S>>): Promise<object> },
+): Tool {
   return def as unknown as Tool;
 }
 
@@ -62,7 +64,7 @@ export const TOOLS: Tool[] = [
     name: 'get_agent_card',
     title: 'Get an agent card',
     description:
-      'An agent\'s card, verified against its key history: its skills, and its signed prices when the agent has them (the extended card). `reason` and `explanation` say why only the public card is shown; read this before calling a capability.',
+      "An agent's card, verified against its key history: its skills, and its signed prices when the agent has them (the extended card). `reason` and `explanation` say why only the public card is shown; read this before calling a capability.",
     input: { aid },
     readOnly: true,
     async run(operate, i) {
@@ -72,20 +74,33 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'call_capability',
     title: 'Call a capability',
-    description:
-      `Calls another agent's capability (a skill id from its card) with JSON arguments and waits up to ${CALL_WAIT_MS / 1000} s. Returns the task: \`completed\` with \`result\` and a verified \`receipt\`, or \`rejected\`/\`failed\`/\`input-required\` with \`reason\` and \`explanation\`; if still \`submitted\` or \`working\`, ask get_task later.`,
+    description: `Calls another agent's capability (a skill id from its card) with JSON arguments and waits up to ${CALL_WAIT_MS / 1000} s. Returns the task: \`completed\` with \`result\` and a verified \`receipt\`, or \`rejected\`/\`failed\`/\`input-required\` with \`reason\` and \`explanation\`; if still \`submitted\` or \`working\`, ask get_task later.`,
     input: {
       aid,
       capability: z.string().describe('The capability (skill) id, as get_agent_card lists it, e.g. "text.translate".'),
-      args: z.record(z.string(), z.unknown()).optional().describe('The arguments: a JSON object as the capability describes it (default {}).'),
+      args: z
+        .record(z.string(), z.unknown())
+        .optional()
+        .describe('The arguments: a JSON object as the capability describes it (default {}).'),
       files: z
-        .array(z.object({ name: z.string().describe('The file name, e.g. "photo.png".'), data_b64: z.string().describe('The file\'s bytes in base64.') }))
+        .array(
+          z.object({
+            name: z.string().describe('The file name, e.g. "photo.png".'),
+            data_b64: z.string().describe("The file's bytes in base64."),
+          }),
+        )
         .optional()
         .describe('Files to attach, for capabilities that accept them.'),
     },
     readOnly: false,
     async run(operate, i) {
-      const args = { aid: checkAid(i.aid), capability: i.capability, args: JSON.stringify(i.args ?? {}), files: i.files ?? [], waitMs: CALL_WAIT_MS };
+      const args = {
+        aid: checkAid(i.aid),
+        capability: i.capability,
+        args: JSON.stringify(i.args ?? {}),
+        files: i.files ?? [],
+        waitMs: CALL_WAIT_MS,
+      };
       return operate('call', args);
     },
   }),
@@ -125,8 +140,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'pay_task',
     title: 'Pay a task',
-    description:
-      `Pays a task that waits for payment (\`input-required\`) at the amount its quote names, when it was not paid automatically; the call then runs and this waits up to ${CALL_WAIT_MS / 1000} s for its answer, like call_capability. Check the quote (\`payment\`) against the prices on the agent's card first.`,
+    description: `Pays a task that waits for payment (\`input-required\`) at the amount its quote names, when it was not paid automatically; the call then runs and this waits up to ${CALL_WAIT_MS / 1000} s for its answer, like call_capability. Check the quote (\`payment\`) against the prices on the agent's card first.`,
     input: { task },
     readOnly: false,
     async run(operate, i) {
@@ -135,8 +149,9 @@ export const TOOLS: Tool[] = [
   }),
   tool({
     name: 'reject_task',
-    title: 'Reject a task\'s quote',
-    description: 'Declines to pay a task that waits for payment (`input-required`): the task ends `canceled` (reason `payment_rejected`) without running, and nothing is charged.',
+    title: "Reject a task's quote",
+    description:
+      'Declines to pay a task that waits for payment (`input-required`): the task ends `canceled` (reason `payment_rejected`) without running, and nothing is charged.',
     input: { task },
     readOnly: false,
     async run(operate, i) {
@@ -146,7 +161,8 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'get_balance',
     title: 'Get the balance',
-    description: 'This node\'s credits on its hub\'s ledger, which pay for priced capabilities: `balance`, `held` (reserved for paid calls still running) and the newest entries of its `history`.',
+    description:
+      "This node's credits on its hub's ledger, which pay for priced capabilities: `balance`, `held` (reserved for paid calls still running) and the newest entries of its `history`.",
     input: {},
     readOnly: true,
     async run(operate) {

@@ -55,7 +55,8 @@ export async function auditCards(node: Node, aid?: string): Promise<CardAuditRow
   const rows: CardAuditRow[] = [];
   const kels = new Map<string, KelState | null>();
   for (const seen of await cardHistory(node.store, aid)) {
-    if (!kels.has(seen.aid)) kels.set(seen.aid, seen.aid === node.identity.aid ? node.identity.kel : await node.reader.kel(seen.aid).catch(() => null));
+    if (!kels.has(seen.aid))
+      kels.set(seen.aid, seen.aid === node.identity.aid ? node.identity.kel : await node.reader.kel(seen.aid).catch(() => null));
     rows.push(auditRow(seen, kels.get(seen.aid)!, node.now()));
   }
   return rows.sort((a, b) => a.obtainedAt - b.obtainedAt);
@@ -71,9 +72,15 @@ function auditRow(seen: CardSeen, kel: KelState | null, now: number): CardAuditR
   const issued = card?.capabilities?.extensions?.find((e) => e.uri === EXT_CARD)?.params?.issuedAt;
   const prices = isExtended(seen) && card ? pricesOf(card) : null;
   return {
-    aid: seen.aid, seq: seen.seq, kind: isExtended(seen) ? 'extended' : 'public',
-    issuedAt: typeof issued === 'string' ? Number(issued) : null, obtainedAt: seen.obtainedAt, source: seen.source, digest: seen.digest,
-    skills: card?.skills?.map((s) => s.id) ?? [], prices: prices && !('error' in prices) ? prices.prices : null,
+    aid: seen.aid,
+    seq: seen.seq,
+    kind: isExtended(seen) ? 'extended' : 'public',
+    issuedAt: typeof issued === 'string' ? Number(issued) : null,
+    obtainedAt: seen.obtainedAt,
+    source: seen.source,
+    digest: seen.digest,
+    skills: card?.skills?.map((s) => s.id) ?? [],
+    prices: prices && !('error' in prices) ? prices.prices : null,
     check: checkNow(seen.wire, kel, now),
   };
 }
@@ -106,7 +113,13 @@ export async function auditPrices(node: Node, aid: string): Promise<PriceAudit> 
 function paymentRow(t: TaskRecord): PaymentAuditRow {
   const p = t.payment!;
   return {
-    task: t.task, skillId: p.skillId, amount: p.quote!.amount, at: p.authorizedAt ?? p.receivedAt, auto: p.auto, status: p.status, hubTx: p.hubTx,
+    task: t.task,
+    skillId: p.skillId,
+    amount: p.quote!.amount,
+    at: p.authorizedAt ?? p.receivedAt,
+    auto: p.auto,
+    status: p.status,
+    hubTx: p.hubTx,
     price: p.price ? { amount: p.price.amount, seq: p.price.seq, digest: p.price.digest } : null,
   };
 }
