@@ -9,7 +9,8 @@ import { stringify as stringifyLossless } from 'lossless-json';
 import { MAX_ENVELOPE } from '../protocol/relay.js';
 import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
-import { ensureToken, bearerMatches, tokenPath } from './token.js';
+import { ensureToken, bearerMatches } from './token.js';
+import { a2aTokenPath } from '../config/environment.js';
 import { answerRpc } from './rpc.js';
 import type { Operate } from '../node/operations.js';
 import { BodyParser } from './parse.js';
@@ -58,7 +59,7 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
   }
   const agentUrl = (aid: string) => `${origin}/a2a/v1/agents/${aid}/`;
   log(
-    `local A2A endpoint ${agentUrl('<aid>')}${listen.kind === 'unix' ? ` on ${listen.path}` : ''} (bearer token in ${tokenPath(node.dataDir)})`,
+    `local A2A endpoint ${agentUrl('<aid>')}${listen.kind === 'unix' ? ` on ${listen.path}` : ''} (bearer token in ${a2aTokenPath(node.dataDir)})`,
   );
   return {
     origin,

@@ -2,15 +2,12 @@
 // 0600. Made at the first daemon start and kept afterwards, so a client configured once keeps working;
 // an operator who wants a new one deletes the file and restarts the daemon.
 import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
-import { join } from 'node:path';
 import { writeFileExclusive } from '../util/fsutil.js';
-import { readTokenFile } from '../config/environment.js';
-
-export const tokenPath = (dataDir: string) => join(dataDir, 'a2a.token');
+import { a2aTokenPath, readTokenFile } from '../config/environment.js';
 
 /** The token, created when absent; refuses a file other users can read or a token that is too short. */
 export async function ensureToken(dataDir: string): Promise<string> {
-  const path = tokenPath(dataDir);
+  const path = a2aTokenPath(dataDir);
   try {
     await writeFileExclusive(path, `${randomBytes(32).toString('hex')}\n`, 0o600);
   } catch (err) {

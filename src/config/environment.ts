@@ -1,5 +1,6 @@
 // Checks of the live environment behind a config (SPEC §2.2, §3.2): sockets and token files.
 import { lstat, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Config } from './schema.js';
 import { error, warning, type Problem } from './problem.js';
 import { parseServiceUrl } from '../service/url.js';
@@ -7,6 +8,9 @@ import { checkSocket } from '../service/socket.js';
 import { noFaults, type Faulty } from './repair.js';
 
 export const MIN_TOKEN_BYTES = 16;
+
+/** The local A2A endpoint's bearer token file (SPEC §12): the daemon makes it, `anet doctor` checks it. */
+export const a2aTokenPath = (dataDir: string) => join(dataDir, 'a2a.token');
 
 /** Reads a bearer token, refusing files other users can read or write and tokens shorter than 16 bytes. */
 export async function readTokenFile(path: string, uid = process.getuid?.() ?? 0): Promise<{ token: string } | { error: string }> {

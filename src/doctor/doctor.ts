@@ -1,9 +1,8 @@
 // `anet doctor` (SPEC §2): the config file, the live environment it names, the identity (its file and
 // mode) and the encryption key file — without starting the node.
 import { readConfig } from '../config/load.js';
-import { checkEnvironment, readTokenFile } from '../config/environment.js';
+import { a2aTokenPath, checkEnvironment, readTokenFile } from '../config/environment.js';
 import { existsSync } from 'node:fs';
-import { tokenPath } from '../a2a/token.js';
 import { fileError, sortProblems, type Problem } from '../config/problem.js';
 import { hasIdentity, loadIdentity, identityModeProblem } from '../identity/store.js';
 import { checkKeyFile } from '../relay/keyset.js';
@@ -53,7 +52,7 @@ export async function runDoctor(dataDir: string): Promise<DoctorReport> {
  * that is not the daemon's, keeps the endpoint from starting. None yet is fine: the first start makes it.
  */
 async function checkA2aToken(dataDir: string): Promise<Problem[]> {
-  const path = tokenPath(dataDir);
+  const path = a2aTokenPath(dataDir);
   if (!existsSync(path)) return [];
   const read = await readTokenFile(path);
   if (!('error' in read)) return [];
