@@ -4,7 +4,8 @@
 // event the two snapshots must be deeply equal (every field, not only the persisted ones), and the step
 // must return the same object exactly when xstate does (an ignored event). Replay's rebuild (lean actors,
 // initial states computed directly) is driven with the same events as journal entries and must give the
-// same snapshots and state values as xstate too. A kind whose machine is outside the fast path's subset
+// same snapshots and state values as xstate too; the journal decoder (journal-decode.ts) must decode as
+// the codec does. A kind whose machine is outside the fast path's subset
 // (machines/README.md) is checked all the same: its steps are xstate's, and the line says so.
 // `node --import=tsx bench/step-equivalence.ts [runs]` (or the built dist/bench/step-equivalence.js) —
 // exits 1 on the first difference, with the sequence. test/step-equivalence.test.ts runs it on source.
@@ -16,6 +17,8 @@ import { step, initial, scopeOf } from '../src/runtime/pure.js';
 import { isFlat, flatStep, leanInitial, materialize } from '../src/runtime/flat-step.js';
 import { restoreSnapshot } from '../src/runtime/host.js';
 import { Rebuild } from '../src/runtime/rebuild.js';
+import { decodeValue, decodeStats } from '../src/runtime/journal-decode.js';
+import { pack, unpack } from '../store/codec.js';
 
 type Ev = { type: string; [k: string]: unknown };
 /** An event from a few draws: `pick` chooses among alternatives, `n` gives small numbers. */
@@ -193,7 +196,56 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
   );
 }
 
+/** Replay's journal decoder against the codec's msgpackr, on random values (and on cut buffers). */
+function checkDecoder(runs: number): void {
+  const key = fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('seq', 'actor', 'kind', 'event', 'type', 'at', '__proto__', '1', ''));
+  const leaf = fc.oneof(
+    fc.integer(),
+    fc.integer({ min: -300, max: 300 }),
+    fc.double(),
+    fc.constantFrom(0, -0, 2 ** 31, 2 ** 32, -(2 ** 31) - 1, 2 ** 53, 1_700_000_000_123, 63, 64, 127, 128, 255, 256, 65535, 65536),
+    fc.string({ maxLength: 40 }),
+    fc.string({ unit: 'grapheme', maxLength: 5 }),
+    fc.boolean(),
+    fc.constantFrom(null, undefined),
+    fc.bigInt({ min: -(2n ** 63n), max: 2n ** 64n - 1n }),
+    fc.uint8Array({ maxLength: 8 }),
+  );
+  const value = fc.letrec((tie) => ({
+    any: fc.oneof({ depthSize: 'small' }, leaf, tie('list'), tie('object')),
+    list: fc.array(tie('any'), { maxLength: 20 }),
+    object: fc.dictionary(key, tie('any'), { maxKeys: 20 }),
+  })).any;
+  fc.assert(
+    fc.property(value, fc.nat(), (v, cut) => {
+      const bytes = pack(v);
+      if (!isDeepStrictEqual(decodeValue(bytes), unpack(bytes))) return false;
+      // A cut buffer: both throw, or both give the same.
+      const short = bytes.subarray(0, cut % (bytes.length + 1));
+      let a: unknown, b: unknown;
+      try { a = decodeValue(short); } catch (err) { a = ['threw', (err as Error).message]; }
+      try { b = unpack(short); } catch (err) { b = ['threw', (err as Error).message]; }
+      return isDeepStrictEqual(a, b);
+    }),
+    { numRuns: runs },
+  );
+  // Journal-shaped values take the fast path (not msgpackr's).
+  const before = decodeStats.others;
+  for (let i = 0; i < 1000; i++) {
+    const entry = { seq: i, actor: `b:${i % 7}`, kind: 'bucket', input: i % 2 ? undefined : { limit: i, windowMs: 60_000 }, event: { type: 'ADMIT', at: 1_700_000_000_000 + i * 1.5, stamps: [i, -i, 0.5], ok: i % 3 === 0, none: null, long: 'x'.repeat(i % 300) } };
+    const bytes = pack(entry);
+    if (!isDeepStrictEqual(decodeValue(bytes), unpack(bytes))) throw new Error(`journal decoder: ${JSON.stringify(entry)} differs`);
+  }
+  if (decodeStats.others !== before) throw new Error('journal decoder: journal-shaped values were left to msgpackr');
+}
+
 const runs = Number(process.argv[2] ?? 2000);
+{
+  const t0 = performance.now();
+  checkDecoder(runs * 5);
+  const { values, others } = decodeStats;
+  console.log(`journal decoder: ${runs * 5} random values decode as the codec decodes them (${(performance.now() - t0).toFixed(0)} ms; ${values - others} of ${values} decodes by the fast path)`);
+}
 for (const [kind, { machine }] of Object.entries(KINDS)) {
   const t0 = performance.now();
   fast = slow = 0;

@@ -4,7 +4,7 @@
 // checkpoint already holds is checked in full by `anet replay --verify`. Damage refuses the start
 // (JournalDamagedError).
 import { Store, seqKey, type JournalEntry } from '../../store/db.js';
-import { unpack } from '../../store/codec.js';
+import { decodeValue } from './journal-decode.js';
 import { ChainCheck, JournalDamagedError, ZERO_HASH, lostChainStart, type Anchor } from '../../store/chain.js';
 
 /** The checkpoint seq: the journal up to it is in the snapshots. */
@@ -23,7 +23,7 @@ export async function* journalPast(store: Store, checkpoint: number): AsyncGener
       for (const bytes of page) {
         let entry: JournalEntry | undefined;
         try {
-          entry = unpack(bytes) as JournalEntry;
+          entry = decodeValue(bytes) as JournalEntry;
         } catch {
           entry = undefined;
         }

@@ -10,6 +10,7 @@ import { Rebuild, type ReplayStep } from './rebuild.js';
 
 export type { ReplayStep } from './rebuild.js';
 import { kindAt, unknownVersion } from './versions.js';
+import { decodeValue } from './journal-decode.js';
 
 export interface ReplayFilter {
   actor?: string;
@@ -27,7 +28,7 @@ const BATCH_BYTES = 1 << 20;
 /**
  * The journal's raw entries in seq order, a batch at a time. The next batch is requested before this one
  * is handed out, so LevelDB reads on its own thread while transitions run. Entries are decoded one at a
- * time as they are applied, so a decoded entry is garbage before the next batch.
+ * time as they are applied (journal-decode.ts), so a decoded entry is garbage before the next batch.
  */
 async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<Buffer[]> {
   // highWaterMarkBytes is classic-level's own iterator option (not in abstract-level's types).
@@ -63,7 +64,7 @@ export async function replay(
   const actor = filter.actor;
   for await (const page of batches(store, filter)) {
     for (let i = 0; i < page.length; i++) {
-      const entry = unpack(page[i]!) as JournalEntry;
+      const entry = decodeValue(page[i]!) as JournalEntry;
       if (actor !== undefined && entry.actor !== actor) continue;
       rebuild.apply(entry);
       applied++;
@@ -128,7 +129,7 @@ export async function verify(store: Store, actor?: string, kinds: Record<string,
     for (let i = 0; i < page.length; i++) {
       let entry: JournalEntry;
       try {
-        entry = unpack(page[i]!) as JournalEntry;
+        entry = decodeValue(page[i]!) as JournalEntry;
       } catch {
         chain.entry(undefined, page[i]!);
         continue;
