@@ -69,6 +69,16 @@ module.exports = {
       from: { path: '^src/hub/' },
       to: { path: '^src/', pathNot: '^src/(hub|util|identity|protocol|runtime|bus)/' },
     },
+    {
+      name: 'surfaces do not share code',
+      comment: 'a surface reaches the node through the table of operations (src/node/operations.ts); one surface may only start another, through its entry module',
+      severity: 'error',
+      from: { path: '^src/(cli|mcp|a2a|daemon|doctor)/' },
+      to: {
+        path: '^src/(cli|mcp|a2a|daemon|doctor)/',
+        pathNot: ['^src/$1/', '^src/(daemon/daemon|mcp/server|doctor/doctor|a2a/server)\\.ts$'],
+      },
+    },
     ...upward,
   ],
   options: {
