@@ -35,9 +35,9 @@ interface Step {
   to: unknown;
 }
 
-/** Every step `anet replay --json` prints for a data dir, through the built CLI. */
+/** Every step `anet replay --json` prints for a data dir (in-process: `--verify` runs the built CLI). */
 async function steps(t: ExecutionContext, dir: string): Promise<Step[]> {
-  const r = await runBin(['replay', '--json', '--data', dir]);
+  const r = await runCli(['replay', '--json', '--data', dir]);
   t.is(r.code, 0, r.stderr);
   return r.stdout
     .trim()
@@ -190,6 +190,10 @@ test('SPEC §14, §9.5, §10: a hub and nodes started on the data dirs of 2026-1
     t.like(result, { differences: [], damage: null });
     t.true(result.events > (dir === providerDir ? 50 : 13), 'the journal went on past the old entries');
   }
+  // The deadline the old data dir left pending (the cached card's 24 h) fired at start, as a TICK.
+  const first = (await steps(t, callerDir)).find((s) => s.seq === 14);
+  t.like(first, { kind: 'card-fetch-v2', event: { type: 'TICK' }, from: 'cached', to: 'idle' });
+  t.true(first!.event.at >= last + 2 * 86_400_000);
   const ledger = await runBin(['replay', '--verify', '--data', hubDir]);
   t.is(ledger.code, 0, ledger.stderr);
   t.regex(ledger.stdout, /^ok: the ledger's history, \d+ entries of 2 accounts/);
