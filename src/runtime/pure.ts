@@ -1,10 +1,13 @@
-// Pure transitions at speed. xstate's `transition()` builds a whole inert actor (and runs the machine's
-// initial state) on every call, which caps replay near 100k events/s. The same pure step is the public
-// `machine.transition(snapshot, event, actorScope)` with one inert scope per machine, reused: our
-// machines spawn no children and run no custom actions, so the scope carries no state between calls.
-// Machines of the flat shape the runtime hosts take a faster path still (flat-step.ts: the same
-// algorithm without xstate's generality, the same snapshots); anything else is xstate's own step.
-// Tests check that every path gives identical snapshots.
+// Pure transitions: the one interface through which the host (and replay, for what its lean actors
+// leave to it: rebuild.ts) steps a machine. xstate's `transition()` builds a whole inert actor (and runs
+// the machine's initial state) on every call, which capped replay near 100k events/s. The same pure step
+// is the public `machine.transition(snapshot, event, actorScope)` with one inert scope per machine,
+// reused: our machines spawn no children and run no custom actions, so the scope carries no state
+// between calls. Machines in the fast path's subset (machines/README.md) take flat-step.ts, the same
+// algorithm without xstate's generality and the same snapshots; any other machine is xstate's own step.
+// The fast path stays in the host because it pays there: with every step through xstate, bench/runtime's
+// append cost ~20% more CPU per event (bucket ADMITs; see bench/step for one step alone). Tests check
+// that every path gives identical snapshots (bench/step-equivalence.ts).
 import { createActor, type AnyStateMachine, type AnyMachineSnapshot } from 'xstate';
 import { flatStep } from './flat-step.js';
 
