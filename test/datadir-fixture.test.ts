@@ -69,34 +69,38 @@ test("SPEC §14: the provider's data dir of 2026-12 verifies and replays to the 
   const dir = await copyOf(t, 'provider');
   const verified = await runBin(['replay', '--verify', '--data', dir]);
   t.is(verified.code, 0, verified.stderr);
-  t.is(verified.stdout.trim(), 'ok: 20 of 20 snapshots rebuilt from 50 events, 0 difference(s)');
+  t.is(verified.stdout.trim(), 'ok: 24 of 24 snapshots rebuilt from 85 events, 0 difference(s)');
   const all = await steps(t, dir);
   t.deepEqual(
     all.map((s) => s.seq),
-    Array.from({ length: 50 }, (_, i) => i + 1),
+    Array.from({ length: 85 }, (_, i) => i + 1),
   );
   t.deepEqual(counts(all), {
-    'bucket ADMIT': 16,
+    'bucket ADMIT': 28,
+    'bucket CONFIGURE': 1,
     'bucket TICK': 1,
     'bucket UNDO': 2,
-    'call COMPLETED': 4,
-    'call HELD': 1,
-    'call PAY': 1,
-    'call QUOTED': 2,
-    'call RECEIVED': 6,
+    'call CANCELED': 1,
+    'call COMPLETED': 5,
+    'call HELD': 2,
+    'call INTERRUPTED': 1,
+    'call PAY': 2,
+    'call QUOTED': 4,
+    'call RECEIVED': 10,
     'call REFUSED': 1,
-    'call SETTLED': 1,
+    'call SERVICE_REJECTED': 1,
+    'call SETTLED': 2,
     'call STARTED': 1,
     'call TICK': 1,
-    'inflight CLEAR': 3,
-    'inflight FINISH': 4,
-    'inflight START': 4,
-    'reply-limiter ADMIT': 2,
+    'inflight CLEAR': 6,
+    'inflight FINISH': 6,
+    'inflight START': 7,
+    'reply-limiter ADMIT': 3,
   });
   t.deepEqual(finalStates(all), {
-    call: ['completed', 'completed', 'completed', 'completed', 'failed', 'rejected'],
-    inflight: ['idle', 'idle', 'idle'],
     bucket: Array(10).fill('open'),
+    call: ['canceled', 'completed', 'completed', 'completed', 'completed', 'completed', 'failed', 'failed', 'rejected', 'rejected'],
+    inflight: ['idle', 'idle', 'idle'],
     'reply-limiter': ['open'],
   });
   // The quota's window ended by its deadline; the unpaid quote ended by its own.
@@ -110,19 +114,21 @@ test("SPEC §14: the caller's data dir of 2026-12 verifies and replays to the sa
   const dir = await copyOf(t, 'caller');
   const verified = await runBin(['replay', '--verify', '--json', '--data', dir]);
   t.is(verified.code, 0, verified.stderr);
-  t.deepEqual(JSON.parse(verified.stdout), { events: 13, snapshots: 4, checked: 4, differences: [], damage: null });
+  t.deepEqual(JSON.parse(verified.stdout), { events: 24, snapshots: 6, checked: 6, differences: [], damage: null });
   const all = await steps(t, dir);
   t.deepEqual(counts(all), {
-    'card-fetch-v2 NEED': 4,
-    'card-fetch-v2 REPLY': 2,
+    'card-fetch-v2 NEED': 7,
+    'card-fetch-v2 REPLY': 3,
     'card-fetch-v2 TICK': 1,
-    'payment AUTHORIZE': 1,
-    'payment QUOTE': 2,
-    'payment SETTLED': 1,
+    'payment AUTHORIZE': 2,
+    'payment QUOTE': 4,
+    'payment REJECT': 1,
+    'payment SETTLED': 2,
     'payment TICK': 1,
-    'spend SPEND': 1,
+    'spend SPEND': 2,
+    'spend UNDO': 1,
   });
-  t.deepEqual(finalStates(all), { 'card-fetch-v2': ['cached'], payment: ['completed', 'expired'], spend: ['open'] });
+  t.deepEqual(finalStates(all), { 'card-fetch-v2': ['cached'], payment: ['completed', 'expired', 'failed', 'rejected'], spend: ['open'] });
   t.deepEqual(ticks(all), [
     ['payment', 'quoted', 'expired'],
     ['card-fetch-v2', 'cached', 'idle'],
@@ -133,16 +139,17 @@ test("SPEC §10, §14: the hub's data dir of 2026-12 verifies: its ledger histor
   const dir = await copyOf(t, 'hub');
   const verified = await runBin(['replay', '--verify', '--data', dir]);
   t.is(verified.code, 0, verified.stderr);
-  t.is(verified.stdout.trim(), "ok: the ledger's history, 4 entries of 2 accounts, each in order and matching its hash chain");
+  t.is(verified.stdout.trim(), "ok: the ledger's history, 6 entries of 2 accounts, each in order and matching its hash chain");
 });
 
-test('SPEC §14, §9.5, §10: a hub and nodes started on the data dirs of 2026-12 go on: old tasks listed, new free and paid calls answered, and all still verify', async (t) => {
+test('SPEC §14, §9, §10: a hub and nodes started on the data dirs of 2026-12 go on: old tasks listed, the deadline left pending fired, new free and paid calls answered, and all still verify', async (t) => {
   const root = await tempDir(t);
   const hubDir = await copyOf(t, 'hub', root);
   const providerDir = await copyOf(t, 'provider', root);
   const callerDir = await copyOf(t, 'caller', root);
+  const old = { provider: await steps(t, providerDir), caller: await steps(t, callerDir) };
   // The clock starts two days after the fixture's last event: every deadline it left is overdue.
-  const last = Math.max(...[...(await steps(t, providerDir)), ...(await steps(t, callerDir))].map((s) => s.event.at));
+  const last = Math.max(...[...old.provider, ...old.caller].map((s) => s.event.at));
   const clock = new OffsetClock();
   clock.advance(last + 2 * 86_400_000 - clock.now());
   const hub = await startHub({ dataDir: hubDir, port: 0, now: () => clock.now() });
@@ -167,18 +174,26 @@ test('SPEC §14, §9.5, §10: a hub and nodes started on the data dirs of 2026-1
     'chat completed null',
     'demo.echo completed null',
     'demo.echo completed null',
+    'demo.echo completed null',
+    'demo.echo failed interrupted',
     'demo.echo rejected quota_caller_per_min',
+    'img.render canceled payment_rejected',
     'img.render failed quote_expired',
     'text.reverse completed null',
+    'text.reverse rejected service_rejected',
   ]);
   const aid = JSON.parse((await runCli(['id', '--json', '--data', providerDir])).stdout).aid as string;
   const call = async (cap: string, args: string) =>
     JSON.parse((await runCli(['call', aid, cap, '--args', args, '--json', '--data', callerDir])).stdout);
   t.like(await call('demo.echo', '{"text":"after"}'), { state: 'completed', result: { echo: { text: 'after' } } });
   const paid = await call('text.reverse', '{"text":"again"}');
-  t.like(paid, { state: 'completed', payment: { status: 'payment-completed', auto: true, quote: { amount: '3' } } });
+  t.like(paid, { state: 'completed', payment: { status: 'payment-completed', auto: true, quote: { amount: '4' } } });
   t.regex(paid.receipt, /^bafyrei/);
-  t.like(JSON.parse((await runCli(['balance', '--json', '--data', callerDir])).stdout), { balance: '14' }, '20 minted, two calls at 3');
+  t.like(
+    JSON.parse((await runCli(['balance', '--json', '--data', callerDir])).stdout),
+    { balance: '13' },
+    '20 minted, a call at 3 and one at 4 (the failed call was released)',
+  );
 
   await caller.close();
   await provider.close();
@@ -188,10 +203,10 @@ test('SPEC §14, §9.5, §10: a hub and nodes started on the data dirs of 2026-1
     t.is(verified.code, 0, verified.stderr);
     const result = JSON.parse(verified.stdout);
     t.like(result, { differences: [], damage: null });
-    t.true(result.events > (dir === providerDir ? 50 : 13), 'the journal went on past the old entries');
+    t.true(result.events > (dir === providerDir ? old.provider : old.caller).length, 'the journal went on past the old entries');
   }
-  // The deadline the old data dir left pending (the cached card's 24 h) fired at start, as a TICK.
-  const first = (await steps(t, callerDir)).find((s) => s.seq === 14);
+  // The deadline the old data dir left pending (the cached card's 24 h) fired first at start, as a TICK.
+  const first = (await steps(t, callerDir))[old.caller.length];
   t.like(first, { kind: 'card-fetch-v2', event: { type: 'TICK' }, from: 'cached', to: 'idle' });
   t.true(first!.event.at >= last + 2 * 86_400_000);
   const ledger = await runBin(['replay', '--verify', '--data', hubDir]);
