@@ -25,14 +25,20 @@ async function gaps(work: () => unknown): Promise<{ gap: number; ms: number }> {
 }
 
 const request = (args: string) =>
-  Buffer.from(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[${args}]}}}`);
+  Buffer.from(
+    `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[${args}]}}}`,
+  );
 
 export async function benchA2aBody(mib: number): Promise<boolean> {
   const parser = new BodyParser();
   const raw = Buffer.alloc(Math.floor((mib * 1024 * 1024 * 3) / 4), 7).toString('base64');
   const numbers = Array.from({ length: Math.floor((mib * 1024 * 1024) / 6) }, (_, i) => `${i % 1000}.5`).join(',');
   const bodies = [
-    { label: `a ${mib} MiB file part`, body: request(`{"data":{"capability":"c","args":{}}},{"raw":"${raw}","filename":"f.bin"}`), target: true },
+    {
+      label: `a ${mib} MiB file part`,
+      body: request(`{"data":{"capability":"c","args":{}}},{"raw":"${raw}","filename":"f.bin"}`),
+      target: true,
+    },
     { label: `${mib} MiB of numbers`, body: request(`{"data":{"capability":"c","args":{"n":[${numbers}]}}}`), target: false },
   ];
   console.log(`bench/a2a-body (node ${process.version}): the longest event-loop gap while one request body is parsed`);
@@ -43,8 +49,12 @@ export async function benchA2aBody(mib: number): Promise<boolean> {
     const ratio = worker.gap / inline.gap;
     const met = !target || ratio <= 0.1;
     ok = ok && met;
-    console.log(`${`baseline: ${label}, in line`.padEnd(44)} gap ${inline.gap.toFixed(0).padStart(5)} ms  parsed in ${inline.ms.toFixed(0).padStart(5)} ms  1.00x`);
-    console.log(`${`${label}, in a worker`.padEnd(44)} gap ${worker.gap.toFixed(0).padStart(5)} ms  parsed in ${worker.ms.toFixed(0).padStart(5)} ms  ${ratio.toFixed(3)}x  ${target ? `target ≤ 0.1x ${met ? 'ok' : 'MISSED'}` : '(no target)'}`);
+    console.log(
+      `${`baseline: ${label}, in line`.padEnd(44)} gap ${inline.gap.toFixed(0).padStart(5)} ms  parsed in ${inline.ms.toFixed(0).padStart(5)} ms  1.00x`,
+    );
+    console.log(
+      `${`${label}, in a worker`.padEnd(44)} gap ${worker.gap.toFixed(0).padStart(5)} ms  parsed in ${worker.ms.toFixed(0).padStart(5)} ms  ${ratio.toFixed(3)}x  ${target ? `target ≤ 0.1x ${met ? 'ok' : 'MISSED'}` : '(no target)'}`,
+    );
   }
   await parser.close();
   return ok;

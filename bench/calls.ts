@@ -20,10 +20,19 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(
 
 function directPost(socketPath: string, body: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path: '/', method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve());
-    });
+    const req = request(
+      {
+        socketPath,
+        path: '/',
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': body.length },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve());
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -33,13 +42,15 @@ async function measure(n: number, concurrency: number, one: () => Promise<void>)
   const latencies: number[] = [];
   let next = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next++ < n) {
-      const s = performance.now();
-      await one();
-      latencies.push(performance.now() - s);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next++ < n) {
+        const s = performance.now();
+        await one();
+        latencies.push(performance.now() - s);
+      }
+    }),
+  );
   return { perSec: n / ((performance.now() - t0) / 1000), latencies };
 }
 
@@ -56,7 +67,10 @@ function cpuMs(path: string): number {
 }
 
 /** A process's CPU time so far, and its main thread's (the rest is libuv's pool, V8's GC helpers, ...). */
-const processCpu = (pid: number | 'self') => ({ all: cpuMs(`/proc/${pid}`), main: cpuMs(`/proc/${pid}/task/${pid === 'self' ? process.pid : pid}`) });
+const processCpu = (pid: number | 'self') => ({
+  all: cpuMs(`/proc/${pid}`),
+  main: cpuMs(`/proc/${pid}/task/${pid === 'self' ? process.pid : pid}`),
+});
 type Cpu = ReturnType<typeof processCpu>;
 const cpuSince = (pid: number | 'self', since: Cpu): Cpu => {
   const now = processCpu(pid);
@@ -64,17 +78,28 @@ const cpuSince = (pid: number | 'self', since: Cpu): Cpu => {
 };
 
 function startProvider(dataDir: string): Promise<() => Promise<void>> {
-  const child = spawn(process.execPath, [...(process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : []), BIN, 'daemon', '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      ...(process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : []),
+      BIN,
+      'daemon',
+      '--data',
+      dataDir,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   providerPid = child.pid ?? 0;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return new Promise((resolve, reject) => {
     const lines: string[] = [];
     const onLine = (l: string) => {
       lines.push(l);
-      if (l.includes('relay stream open')) resolve(async () => {
-        child.kill('SIGTERM');
-        await exited;
-      });
+      if (l.includes('relay stream open'))
+        resolve(async () => {
+          child.kill('SIGTERM');
+          await exited;
+        });
     };
     createInterface({ input: child.stdout! }).on('line', onLine);
     createInterface({ input: child.stderr! }).on('line', onLine);
@@ -91,12 +116,21 @@ export async function benchCalls(n: number, rounds = 3): Promise<boolean> {
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
   const pdir = join(root, 'provider');
   const provider = await createIdentity(pdir, Date.now());
-  const open = { per_caller_per_min: 1_000_000, per_caller_per_day: 1_000_000, global_per_min: 1_000_000, max_inflight: 64, per_caller_inflight: 64 };
-  await writeFile(join(pdir, 'config.json'), JSON.stringify({
-    hub: hub.url,
-    inbound: { public_capabilities: [{ id: 'demo.echo', ...open }] },
-    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
-  }));
+  const open = {
+    per_caller_per_min: 1_000_000,
+    per_caller_per_day: 1_000_000,
+    global_per_min: 1_000_000,
+    max_inflight: 64,
+    per_caller_inflight: 64,
+  };
+  await writeFile(
+    join(pdir, 'config.json'),
+    JSON.stringify({
+      hub: hub.url,
+      inbound: { public_capabilities: [{ id: 'demo.echo', ...open }] },
+      modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
+    }),
+  );
   const stopProvider = await startProvider(pdir);
   const cdir = join(root, 'caller');
   await createIdentity(cdir, Date.now());
@@ -132,17 +166,39 @@ export async function benchCalls(n: number, rounds = 3): Promise<boolean> {
   const okRate = nodesPar.perSec >= 500;
   const okAdded = added <= 5;
   const row = (label: string, text: string, ratio: string, target = '', ok?: boolean) =>
-    console.log(`${label.padEnd(44)} ${text.padEnd(30)} ${ratio.padEnd(14)} ${target.padEnd(18)} ${ok === undefined ? '' : ok ? 'ok' : 'MISSED'}`);
+    console.log(
+      `${label.padEnd(44)} ${text.padEnd(30)} ${ratio.padEnd(14)} ${target.padEnd(18)} ${ok === undefined ? '' : ok ? 'ok' : 'MISSED'}`,
+    );
   if (rounds > 1) {
-    console.log(`rounds: calls/s ${results.map((r) => r.nodesPar.perSec.toFixed(0)).join(', ')}; node-added p50 ${results.map((r) => addedP50(r).toFixed(2)).join(', ')} ms (the median round of each is shown)`);
+    console.log(
+      `rounds: calls/s ${results.map((r) => r.nodesPar.perSec.toFixed(0)).join(', ')}; node-added p50 ${results.map((r) => addedP50(r).toFixed(2)).join(', ')} ms (the median round of each is shown)`,
+    );
   }
-  row('baseline: direct POST, one by one', `p50 ${pct(directSeq.latencies, 50).toFixed(2)} ms  p99 ${pct(directSeq.latencies, 99).toFixed(2)} ms`, '1.00x');
-  row('call through two nodes and the hub', `p50 ${pct(nodesSeq.latencies, 50).toFixed(2)} ms  p99 ${pct(nodesSeq.latencies, 99).toFixed(2)} ms`, `${(pct(nodesSeq.latencies, 50) / pct(directSeq.latencies, 50)).toFixed(1)}x p50`, `added p50 <= 5 ms`, okAdded);
+  row(
+    'baseline: direct POST, one by one',
+    `p50 ${pct(directSeq.latencies, 50).toFixed(2)} ms  p99 ${pct(directSeq.latencies, 99).toFixed(2)} ms`,
+    '1.00x',
+  );
+  row(
+    'call through two nodes and the hub',
+    `p50 ${pct(nodesSeq.latencies, 50).toFixed(2)} ms  p99 ${pct(nodesSeq.latencies, 99).toFixed(2)} ms`,
+    `${(pct(nodesSeq.latencies, 50) / pct(directSeq.latencies, 50)).toFixed(1)}x p50`,
+    `added p50 <= 5 ms`,
+    okAdded,
+  );
   row('baseline: direct POST, 32 at once', `${directPar.perSec.toFixed(0)} calls/s`, '1.00x');
-  row('calls through two nodes, 32 at once', `${nodesPar.perSec.toFixed(0)} calls/s`, `${(nodesPar.perSec / directPar.perSec).toFixed(3)}x`, '>= 500 calls/s', okRate);
+  row(
+    'calls through two nodes, 32 at once',
+    `${nodesPar.perSec.toFixed(0)} calls/s`,
+    `${(nodesPar.perSec / directPar.perSec).toFixed(3)}x`,
+    '>= 500 calls/s',
+    okRate,
+  );
   console.log(`node-added p50: ${added.toFixed(2)} ms`);
   // Which process saturates first, 32 at once: on 2 cores, 500 calls/s leaves each about 2 ms of CPU.
-  console.log(`CPU per call, 32 at once: provider ${perCall(providerCpu)}, caller+hub+service ${perCall(benchCpu)}, wall ${(1000 / nodesPar.perSec).toFixed(2)} ms`);
+  console.log(
+    `CPU per call, 32 at once: provider ${perCall(providerCpu)}, caller+hub+service ${perCall(benchCpu)}, wall ${(1000 / nodesPar.perSec).toFixed(2)} ms`,
+  );
   return okRate && okAdded;
 }
 
@@ -166,5 +222,12 @@ async function round(n: number, call: () => Promise<void>, direct: () => Promise
   const directPar = await measure(n, 32, direct);
   const cpu0 = { bench: processCpu('self'), provider: processCpu(providerPid) };
   const nodesPar = await measure(n, 32, call);
-  return { directSeq, nodesSeq, directPar, nodesPar, providerCpu: cpuSince(providerPid, cpu0.provider), benchCpu: cpuSince('self', cpu0.bench) };
+  return {
+    directSeq,
+    nodesSeq,
+    directPar,
+    nodesPar,
+    providerCpu: cpuSince(providerPid, cpu0.provider),
+    benchCpu: cpuSince('self', cpu0.bench),
+  };
 }

@@ -41,10 +41,13 @@ async function plainPost(n: number): Promise<number[]> {
     const got = new Promise<void>((r) => (arrived = r));
     let answered!: () => void;
     const done = new Promise<void>((r) => (answered = r));
-    const req = request({ port, host: '127.0.0.1', method: 'POST', path: '/', agent, headers: { 'content-length': body.length } }, (res) => {
-      res.resume();
-      res.on('end', () => answered());
-    });
+    const req = request(
+      { port, host: '127.0.0.1', method: 'POST', path: '/', agent, headers: { 'content-length': body.length } },
+      (res) => {
+        res.resume();
+        res.on('end', () => answered());
+      },
+    );
     req.setNoDelay(true);
     req.end(body);
     await got;
@@ -83,7 +86,11 @@ async function throughHub(n: number): Promise<number[]> {
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
     const got = new Promise<Uint8Array>((r) => (arrived = r));
-    const { bytes } = sealEnvelope({ aid: alice.aid, ksn: 0, signer: alice.signer }, { aid: bob.aid, kid, publicKey: key.publicKey }, { type: 'bench', ix: i, ts: Date.now(), exp: Date.now() + 60_000, body: 'x'.repeat(200) });
+    const { bytes } = sealEnvelope(
+      { aid: alice.aid, ksn: 0, signer: alice.signer },
+      { aid: bob.aid, kid, publicKey: key.publicKey },
+      { type: 'bench', ix: i, ts: Date.now(), exp: Date.now() + 60_000, body: 'x'.repeat(200) },
+    );
     await sender.send(bytes);
     await openEnvelope(await got, { me: bob.aid, keys, now: Date.now(), seen: () => false, kelOf: () => alice.kel });
     out.push(performance.now() - t0);
@@ -102,7 +109,11 @@ async function sendCost(n: number): Promise<{ upstream: number; post: number }> 
   const { hub, alice, bob, key, stop } = await hubAndTwo('sends');
   const receiver = new RelayClient(hub.url, bob, () => {});
   await receiver.connect();
-  const { bytes } = sealEnvelope({ aid: alice.aid, ksn: 0, signer: alice.signer }, { aid: bob.aid, kid: new Uint8Array(16), publicKey: key.publicKey }, { type: 'bench', ix: 0, ts: Date.now(), exp: Date.now() + 600_000, body: 'x'.repeat(300) });
+  const { bytes } = sealEnvelope(
+    { aid: alice.aid, ksn: 0, signer: alice.signer },
+    { aid: bob.aid, kid: new Uint8Array(16), publicKey: key.publicKey },
+    { type: 'bench', ix: 0, ts: Date.now(), exp: Date.now() + 600_000, body: 'x'.repeat(300) },
+  );
   const upgrades = hub.server.listeners('upgrade') as ((...args: unknown[]) => void)[];
   const cost = async (upstream: boolean) => {
     hub.server.removeAllListeners('upgrade');
@@ -140,10 +151,13 @@ async function plainPostThroughput(total: number, concurrency: number): Promise<
   const body = Buffer.alloc(600, 1);
   const one = () =>
     new Promise<void>((resolve) => {
-      const req = request({ port, host: '127.0.0.1', method: 'POST', path: '/', agent, headers: { 'content-length': body.length } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve());
-      });
+      const req = request(
+        { port, host: '127.0.0.1', method: 'POST', path: '/', agent, headers: { 'content-length': body.length } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve());
+        },
+      );
       req.end(body);
     });
   const t0 = performance.now();
@@ -156,9 +170,11 @@ async function plainPostThroughput(total: number, concurrency: number): Promise<
 
 async function pool(total: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < total) await task(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) await task(next++);
+    }),
+  );
 }
 
 /**
@@ -171,14 +187,21 @@ async function cardFetchThroughput(total: number, concurrency: number): Promise<
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, registrationsPerMinute: 0 });
   const pdir = join(root, 'provider');
   await createIdentity(pdir, Date.now());
-  await writeFile(join(pdir, 'config.json'), JSON.stringify({
-    hub: hub.url,
-    inbound: { public_capabilities: [{ id: 'text.summarize' }, { id: 'text.translate' }] },
-    modules: { service: { capabilities: [
-      { id: 'text.summarize', url: 'unix:///run/anet-bench/s.sock', price: 5, description: 'Summarise a plain-text document.' },
-      { id: 'text.translate', url: 'unix:///run/anet-bench/t.sock', price: 3, description: 'Translate text between two languages.' },
-    ] } },
-  }));
+  await writeFile(
+    join(pdir, 'config.json'),
+    JSON.stringify({
+      hub: hub.url,
+      inbound: { public_capabilities: [{ id: 'text.summarize' }, { id: 'text.translate' }] },
+      modules: {
+        service: {
+          capabilities: [
+            { id: 'text.summarize', url: 'unix:///run/anet-bench/s.sock', price: 5, description: 'Summarise a plain-text document.' },
+            { id: 'text.translate', url: 'unix:///run/anet-bench/t.sock', price: 3, description: 'Translate text between two languages.' },
+          ],
+        },
+      },
+    }),
+  );
   const provider = await Node.open(pdir, { runtime: true });
   await provider.publish();
   await provider.network();
@@ -191,7 +214,16 @@ async function cardFetchThroughput(total: number, concurrency: number): Promise<
     const id = await createIdentity(dir, Date.now());
     const client = new HubClient(hub.url, id);
     await client.register(`r${i}`, null);
-    const m = new Messenger({ dataDir: dir, identity: id, hub: hub.url, client, reader: new Reader(store, client), store, now: Date.now, log: () => {} });
+    const m = new Messenger({
+      dataDir: dir,
+      identity: id,
+      hub: hub.url,
+      client,
+      reader: new Reader(store, client),
+      store,
+      now: Date.now,
+      log: () => {},
+    });
     m.on(CARD_REPLY, (msg) => {
       const body = fromBody(msg.body)!;
       waiting.get(body.rid as string)?.(body);
@@ -225,17 +257,25 @@ export async function benchRelay(n: number): Promise<boolean> {
   const base = await plainPost(n);
   const relay = await throughHub(n);
   const row = (label: string, xs: number[], ratio: string, target = '', ok = true) =>
-    console.log(`${label.padEnd(40)} p50 ${pct(xs, 50).toFixed(2).padStart(6)} ms  p99 ${pct(xs, 99).toFixed(2).padStart(6)} ms  ${ratio.padEnd(16)} ${target.padEnd(12)} ${ok ? 'ok' : 'MISSED'}`);
+    console.log(
+      `${label.padEnd(40)} p50 ${pct(xs, 50).toFixed(2).padStart(6)} ms  p99 ${pct(xs, 99).toFixed(2).padStart(6)} ms  ${ratio.padEnd(16)} ${target.padEnd(12)} ${ok ? 'ok' : 'MISSED'}`,
+    );
   row('baseline: plain HTTP POST, loopback', base, '1.00x');
   const ok = pct(relay, 50) <= 5;
   row('envelope through the hub (one way)', relay, `${(pct(relay, 50) / pct(base, 50)).toFixed(2)}x p50`, 'p50 <= 5 ms', ok);
   const sends = await sendCost(n);
-  console.log(`${'baseline: send as a POST, 32 at once'.padEnd(40)} ${sends.post.toFixed(0).padStart(7)} us CPU a send (sender, hub, push)  1.00x`);
-  console.log(`${'send on the upstream, 32 at once'.padEnd(40)} ${sends.upstream.toFixed(0).padStart(7)} us CPU a send                        ${(sends.upstream / sends.post).toFixed(2)}x`);
+  console.log(
+    `${'baseline: send as a POST, 32 at once'.padEnd(40)} ${sends.post.toFixed(0).padStart(7)} us CPU a send (sender, hub, push)  1.00x`,
+  );
+  console.log(
+    `${'send on the upstream, 32 at once'.padEnd(40)} ${sends.upstream.toFixed(0).padStart(7)} us CPU a send                        ${(sends.upstream / sends.post).toFixed(2)}x`,
+  );
   const fetches = Math.max(200, Math.floor(n / 2));
   const posts = await plainPostThroughput(fetches, 32);
   const cards = await cardFetchThroughput(fetches, 32);
   console.log(`${'baseline: plain HTTP POST, 32 at once'.padEnd(40)} ${posts.toFixed(0).padStart(7)} req/s   1.00x`);
-  console.log(`${'extended-card fetch, 32 at once'.padEnd(40)} ${cards.toFixed(0).padStart(7)} /s      ${(cards / posts).toFixed(3)}x  (request, limiter, build, sign, seal, relay, open, verify)`);
+  console.log(
+    `${'extended-card fetch, 32 at once'.padEnd(40)} ${cards.toFixed(0).padStart(7)} /s      ${(cards / posts).toFixed(3)}x  (request, limiter, build, sign, seal, relay, open, verify)`,
+  );
   return ok;
 }

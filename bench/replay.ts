@@ -69,7 +69,11 @@ async function main(): Promise<void> {
   }
   await build(dir, n);
   const store = await Store.open(dir);
-  const only = process.argv.includes('--verify-only') ? ['verify'] : process.argv.includes('--replay-only') ? ['replay'] : ['replay', 'verify'];
+  const only = process.argv.includes('--verify-only')
+    ? ['verify']
+    : process.argv.includes('--replay-only')
+      ? ['replay']
+      : ['replay', 'verify'];
   const sums = new Map<string, number[]>();
   const note = (k: string, v: number) => sums.set(k, [...(sums.get(k) ?? []), v]);
   for (let r = 0; r < rounds; r++) {

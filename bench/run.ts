@@ -12,7 +12,10 @@ const all = which.length === 0;
 
 let ok = true;
 if (all || which.includes('runtime')) {
-  ok = (await benchRuntime(quick ? { events: 20_000, buckets: 10_000, restoreEvents: 50_000 } : { events: 200_000, buckets: 100_000, restoreEvents: 1_000_000 })) && ok;
+  ok =
+    (await benchRuntime(
+      quick ? { events: 20_000, buckets: 10_000, restoreEvents: 50_000 } : { events: 200_000, buckets: 100_000, restoreEvents: 1_000_000 },
+    )) && ok;
 }
 if (all || which.includes('step')) ok = benchStep(quick ? 100_000 : 500_000) && ok;
 if (all || which.includes('relay')) ok = (await benchRelay(quick ? 200 : 2000)) && ok;

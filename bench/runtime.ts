@@ -135,13 +135,21 @@ async function restore(n: number): Promise<{ writeRate: number; startMs: number;
 export async function benchRuntime(opts: { events: number; buckets: number; restoreEvents: number }): Promise<boolean> {
   const line = (label: string, value: string, ratio: string, target: string, ok: boolean) =>
     console.log(`${label.padEnd(34)} ${value.padStart(14)}  ${ratio.padEnd(26)} ${target.padEnd(16)} ${ok ? 'ok' : 'MISSED'}`);
-  console.log(`bench/runtime (node ${process.version}, ${opts.events} events, ${opts.buckets} buckets, ${opts.restoreEvents} restore events)`);
+  console.log(
+    `bench/runtime (node ${process.version}, ${opts.events} events, ${opts.buckets} buckets, ${opts.restoreEvents} restore events)`,
+  );
   const baseline = await rawBatchPut(opts.events);
   let results: boolean[] = [];
   await withDir(async (dir) => {
     const appendRate = await append(opts.events, dir);
     line('baseline: raw LevelDB batch put', `${baseline}/s`, '1.00x', '', true);
-    line('journal append (host, batched)', `${appendRate}/s`, `${(appendRate / baseline).toFixed(2)}x of raw put`, '>= 50000/s', appendRate >= 50_000);
+    line(
+      'journal append (host, batched)',
+      `${appendRate}/s`,
+      `${(appendRate / baseline).toFixed(2)}x of raw put`,
+      '>= 50000/s',
+      appendRate >= 50_000,
+    );
     const synced = await withDir((d) => append(opts.events, d, true));
     line('  with fsync per batch (the daemon)', `${synced}/s`, `${(synced / baseline).toFixed(2)}x of raw put`, '', true);
     const readRate = await rawRead(dir);
@@ -150,15 +158,39 @@ export async function benchRuntime(opts: { events: number; buckets: number; rest
     const bigRead = await rawRead(dir, 1 << 20);
     line('baseline: raw LevelDB read (nextv)', `${readRate}/s`, '1.00x', '', true);
     line('  in 1 MiB batches, as replay reads', `${bigRead}/s`, `${(bigRead / readRate).toFixed(2)}x of raw read`, '', true);
-    line('replay (pure transitions)', `${replayed}/s`, `${(replayed / readRate).toFixed(2)}x of raw read`, '>= 200000/s', replayed >= 200_000);
+    line(
+      'replay (pure transitions)',
+      `${replayed}/s`,
+      `${(replayed / readRate).toFixed(2)}x of raw read`,
+      '>= 200000/s',
+      replayed >= 200_000,
+    );
     const verified = await verifyRate(dir);
-    line('  --verify (every snapshot compared)', `${verified.rate}/s`, `${(verified.rate / readRate).toFixed(2)}x of raw read`, 'no difference', verified.ok);
+    line(
+      '  --verify (every snapshot compared)',
+      `${verified.rate}/s`,
+      `${(verified.rate / readRate).toFixed(2)}x of raw read`,
+      'no difference',
+      verified.ok,
+    );
     results = [appendRate >= 50_000, replayed >= 200_000, verified.ok];
   });
   const rss = await bucketsRss(opts.buckets);
-  line(`RSS, ${opts.buckets} buckets (own process)`, `${mb(rss.after)} MB`, `+${mb(rss.after - rss.before)} MB, ${rss.live} live`, '<= 300 MB', rss.after <= 300 * 1048576);
+  line(
+    `RSS, ${opts.buckets} buckets (own process)`,
+    `${mb(rss.after)} MB`,
+    `+${mb(rss.after - rss.before)} MB, ${rss.live} live`,
+    '<= 300 MB',
+    rss.after <= 300 * 1048576,
+  );
   const r = await restore(opts.restoreEvents);
-  line(`restore after ${opts.restoreEvents} events`, `${r.startMs.toFixed(0)} ms`, `first event served ${r.firstMs.toFixed(0)} ms`, '<= 5000 ms', r.firstMs <= 5000);
+  line(
+    `restore after ${opts.restoreEvents} events`,
+    `${r.startMs.toFixed(0)} ms`,
+    `first event served ${r.firstMs.toFixed(0)} ms`,
+    '<= 5000 ms',
+    r.firstMs <= 5000,
+  );
   line('  (writing them)', `${r.writeRate}/s`, `${(r.writeRate / baseline).toFixed(2)}x of raw put`, '', true);
   return [...results, rss.after <= 300 * 1048576, r.firstMs <= 5000].every(Boolean);
 }

@@ -29,10 +29,15 @@ const amounts = ['0', '1', '5', '9223372036854775807', '4611686018427387904'];
 
 const bucket: Make = (at, pick, n) => {
   switch (pick(5)) {
-    case 0: case 1: return { type: 'ADMIT', at };
-    case 2: return { type: 'UNDO', at, stamp: at - n(3) * 100 };
-    case 3: return { type: 'TICK', at };
-    default: return { type: 'CONFIGURE', at, input: { limit: 1 + n(4), windowMs: 200 + n(4) * 300 } };
+    case 0:
+    case 1:
+      return { type: 'ADMIT', at };
+    case 2:
+      return { type: 'UNDO', at, stamp: at - n(3) * 100 };
+    case 3:
+      return { type: 'TICK', at };
+    default:
+      return { type: 'CONFIGURE', at, input: { limit: 1 + n(4), windowMs: 200 + n(4) * 300 } };
   }
 };
 
@@ -43,11 +48,16 @@ const events: Record<string, { input: (n: (max: number) => number) => unknown; m
     input: (n) => ({ max: 1 + n(3), ...(n(3) ? { perCaller: 1 + n(2) } : {}) }),
     make: (at, pick, n) => {
       switch (pick(5)) {
-        case 0: return { type: 'START', at, id: `c${n(4)}`, ...(n(2) ? { caller: ids[n(3)] } : {}) };
-        case 1: return { type: 'FINISH', at, id: `c${n(4)}` };
-        case 2: return { type: 'CLEAR', at };
-        case 3: return { type: 'CONFIGURE', at, input: { max: 1 + n(3), ...(n(2) ? { perCaller: 1 + n(2) } : {}) } };
-        default: return { type: 'NOPE', at };
+        case 0:
+          return { type: 'START', at, id: `c${n(4)}`, ...(n(2) ? { caller: ids[n(3)] } : {}) };
+        case 1:
+          return { type: 'FINISH', at, id: `c${n(4)}` };
+        case 2:
+          return { type: 'CLEAR', at };
+        case 3:
+          return { type: 'CONFIGURE', at, input: { max: 1 + n(3), ...(n(2) ? { perCaller: 1 + n(2) } : {}) } };
+        default:
+          return { type: 'NOPE', at };
       }
     },
   },
@@ -56,20 +66,46 @@ const events: Record<string, { input: (n: (max: number) => number) => unknown; m
     make: (at, pick, n) => {
       const reason = ['timeout', 'outcome_unknown', 'service_error'][n(3)]!;
       switch (pick(14)) {
-        case 0: return { type: 'RECEIVED', at, nonce: `n${n(9)}`, task: 't', caller: 'c', capability: 'cap', argsBytes: n(99), argsHash: 'h' };
-        case 1: return { type: 'REFUSED', at, reason: 'rate_limited', ...(n(2) ? { retryAfterMs: n(999) } : {}), ...(n(2) ? { detail: 'd' } : {}) };
-        case 2: return { type: 'STARTED', at };
-        case 3: return { type: 'COMPLETED', at, resultBytes: n(99), resultHash: 'r', receipt: n(2) ? 'bafy' : '' };
-        case 4: return { type: 'FAILED', at, reason, ...(n(2) ? { detail: 'd' } : {}), ...(n(2) ? { retryAfterMs: 5 } : {}) };
-        case 5: return { type: 'SERVICE_REJECTED', at, message: 'no' };
-        case 6: return { type: 'INTERRUPTED', at };
-        case 7: return { type: 'QUOTED', at, quoteId: 'q', amount: amounts[n(5)], expiresAt: at + n(3) * 500 };
-        case 8: return { type: 'PAY', at, payNonce: `p${n(9)}` };
-        case 9: return { type: 'HELD', at, tx: 'tx_h' };
-        case 10: return { type: 'CANCELED', at, reason: 'canceled' };
-        case 11: return { type: 'SETTLED', at, tx: 'tx_s', settled: ['captured', 'released', 'void', 'expired'][n(4)], ...(n(2) ? { receipt: 'bafz' } : {}) };
-        case 12: return { type: 'TICK', at };
-        default: return { type: 'NOPE', at };
+        case 0:
+          return { type: 'RECEIVED', at, nonce: `n${n(9)}`, task: 't', caller: 'c', capability: 'cap', argsBytes: n(99), argsHash: 'h' };
+        case 1:
+          return {
+            type: 'REFUSED',
+            at,
+            reason: 'rate_limited',
+            ...(n(2) ? { retryAfterMs: n(999) } : {}),
+            ...(n(2) ? { detail: 'd' } : {}),
+          };
+        case 2:
+          return { type: 'STARTED', at };
+        case 3:
+          return { type: 'COMPLETED', at, resultBytes: n(99), resultHash: 'r', receipt: n(2) ? 'bafy' : '' };
+        case 4:
+          return { type: 'FAILED', at, reason, ...(n(2) ? { detail: 'd' } : {}), ...(n(2) ? { retryAfterMs: 5 } : {}) };
+        case 5:
+          return { type: 'SERVICE_REJECTED', at, message: 'no' };
+        case 6:
+          return { type: 'INTERRUPTED', at };
+        case 7:
+          return { type: 'QUOTED', at, quoteId: 'q', amount: amounts[n(5)], expiresAt: at + n(3) * 500 };
+        case 8:
+          return { type: 'PAY', at, payNonce: `p${n(9)}` };
+        case 9:
+          return { type: 'HELD', at, tx: 'tx_h' };
+        case 10:
+          return { type: 'CANCELED', at, reason: 'canceled' };
+        case 11:
+          return {
+            type: 'SETTLED',
+            at,
+            tx: 'tx_s',
+            settled: ['captured', 'released', 'void', 'expired'][n(4)],
+            ...(n(2) ? { receipt: 'bafz' } : {}),
+          };
+        case 12:
+          return { type: 'TICK', at };
+        default:
+          return { type: 'NOPE', at };
       }
     },
   },
@@ -77,13 +113,29 @@ const events: Record<string, { input: (n: (max: number) => number) => unknown; m
     input: () => undefined,
     make: (at, pick, n) => {
       switch (pick(7)) {
-        case 0: return { type: 'QUOTE', at, task: 't', provider: 'p', skillId: 's', quoteId: 'q', amount: amounts[n(5)], expiresAt: at + n(3) * 500 };
-        case 1: return { type: 'AUTHORIZE', at, nonce: `n${n(9)}`, validBefore: at + 1000, auto: n(2) === 1 };
-        case 2: return { type: 'REJECT', at };
-        case 3: return { type: 'SETTLED', at, captured: n(2) === 1, hubTx: n(2) ? 'tx' : '' };
-        case 4: return { type: 'TICK', at };
-        case 5: return { type: 'ABANDON', at: at + n(2) * 25 * 3_600_000 };
-        default: return { type: 'NOPE', at };
+        case 0:
+          return {
+            type: 'QUOTE',
+            at,
+            task: 't',
+            provider: 'p',
+            skillId: 's',
+            quoteId: 'q',
+            amount: amounts[n(5)],
+            expiresAt: at + n(3) * 500,
+          };
+        case 1:
+          return { type: 'AUTHORIZE', at, nonce: `n${n(9)}`, validBefore: at + 1000, auto: n(2) === 1 };
+        case 2:
+          return { type: 'REJECT', at };
+        case 3:
+          return { type: 'SETTLED', at, captured: n(2) === 1, hubTx: n(2) ? 'tx' : '' };
+        case 4:
+          return { type: 'TICK', at };
+        case 5:
+          return { type: 'ABANDON', at: at + n(2) * 25 * 3_600_000 };
+        default:
+          return { type: 'NOPE', at };
       }
     },
   },
@@ -91,8 +143,11 @@ const events: Record<string, { input: (n: (max: number) => number) => unknown; m
     input: (n) => ({ windowMs: 500 + n(3) * 500 }),
     make: (at, pick, n) => {
       switch (pick(3)) {
-        case 0: case 1: return { type: 'SPEND', at, id: `s${n(5)}`, amount: amounts[n(5)], limit: amounts[n(5)] };
-        default: return { type: 'UNDO', at, id: `s${n(5)}` };
+        case 0:
+        case 1:
+          return { type: 'SPEND', at, id: `s${n(5)}`, amount: amounts[n(5)], limit: amounts[n(5)] };
+        default:
+          return { type: 'UNDO', at, id: `s${n(5)}` };
       }
     },
   },
@@ -102,11 +157,22 @@ const events: Record<string, { input: (n: (max: number) => number) => unknown; m
     gap: (g) => (g % 7 === 0 ? g * 100 : g % 70_000),
     make: (at, pick, n) => {
       switch (pick(5)) {
-        case 0: return { type: 'NEED', at, publicSeq: String(1 + n(3)), requestId: `r${n(3)}` };
-        case 1: return { type: 'REPLY', at, requestId: `r${n(3)}`, result: ['ok', 'not_configured', 'invalid', 'unreachable'][n(4)], ...(n(2) ? { wire: '{}' } : {}) };
-        case 2: return { type: 'PUBLIC_SEQ', at, publicSeq: String(1 + n(4)) };
-        case 3: return { type: 'TICK', at };
-        default: return { type: 'NOPE', at };
+        case 0:
+          return { type: 'NEED', at, publicSeq: String(1 + n(3)), requestId: `r${n(3)}` };
+        case 1:
+          return {
+            type: 'REPLY',
+            at,
+            requestId: `r${n(3)}`,
+            result: ['ok', 'not_configured', 'invalid', 'unreachable'][n(4)],
+            ...(n(2) ? { wire: '{}' } : {}),
+          };
+        case 2:
+          return { type: 'PUBLIC_SEQ', at, publicSeq: String(1 + n(4)) };
+        case 3:
+          return { type: 'TICK', at };
+        default:
+          return { type: 'NOPE', at };
       }
     },
   },
@@ -132,17 +198,24 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
   const spec = events[kind];
   if (!spec) throw new Error(`no event generator for kind "${kind}": add one`);
   // Replay computes initial states of flat machines directly (on a template snapshot from another input).
-  const template = initial(machine, spec.input(() => 0));
+  const template = initial(
+    machine,
+    spec.input(() => 0),
+  );
   for (let i = 0; i < 50 && isFlat(machine); i++) {
     const input = spec.input((max) => (i * 7 + max) % max);
     const lean = leanInitial(machine, template, input, scopeOf(machine, input));
     if (!lean) throw new Error(`kind "${kind}": replay's initial state is xstate's`);
-    if (!isDeepStrictEqual(materialize(lean, false), initialTransition(machine, input)[0])) throw new Error(`kind "${kind}": initial state differs`);
+    if (!isDeepStrictEqual(materialize(lean, false), initialTransition(machine, input)[0]))
+      throw new Error(`kind "${kind}": initial state differs`);
   }
   fc.assert(
     fc.property(
       fc.array(fc.nat(1_000_000), { minLength: 3, maxLength: 3 }),
-      fc.array(fc.record({ gap: fc.nat(1_000_000), draws: fc.array(fc.nat(1_000_000), { minLength: 8, maxLength: 8 }), restore: fc.nat(9) }), { minLength: 1, maxLength: 60, size: 'max' }),
+      fc.array(
+        fc.record({ gap: fc.nat(1_000_000), draws: fc.array(fc.nat(1_000_000), { minLength: 8, maxLength: 8 }), restore: fc.nat(9) }),
+        { minLength: 1, maxLength: 60, size: 'max' },
+      ),
       (inputDraws, steps) => {
         let k = 0;
         const input = spec.input((max) => inputDraws[k++ % inputDraws.length]! % max);
@@ -169,7 +242,7 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
           }
           const nextA = transition(machine, a as never, event as never)[0];
           const nextB = step(machine, b, event);
-          if (b.status === 'active') (flatStep(machine, b, event, { self: undefined, system: undefined }) ? fast++ : slow++);
+          if (b.status === 'active') flatStep(machine, b, event, { self: undefined, system: undefined }) ? fast++ : slow++;
           if (!isDeepStrictEqual(nextA, nextB) || (nextA === a) !== (nextB === b)) {
             last = { kind, event, differs: differing(nextA, nextB), sameObject: [nextA === a, nextB === b] };
             return false;
@@ -180,8 +253,21 @@ function check(kind: string, machine: AnyStateMachine, runs: number): void {
           rebuild.apply(entry);
           const rebuilt = rebuild.snapshot();
           const reported = rebuild.step(entry);
-          if (!isDeepStrictEqual(nextC, rebuilt) || !isDeepStrictEqual(nextC, reported.state) || reported.before !== c.value || reported.after !== nextC.value || rebuild.before !== c.value || rebuild.after !== nextC.value) {
-            last = { kind, event, replay: true, differs: differing(nextC, rebuilt), values: [c.value, nextC.value, rebuild.before, rebuild.after] };
+          if (
+            !isDeepStrictEqual(nextC, rebuilt) ||
+            !isDeepStrictEqual(nextC, reported.state) ||
+            reported.before !== c.value ||
+            reported.after !== nextC.value ||
+            rebuild.before !== c.value ||
+            rebuild.after !== nextC.value
+          ) {
+            last = {
+              kind,
+              event,
+              replay: true,
+              differs: differing(nextC, rebuilt),
+              values: [c.value, nextC.value, rebuild.before, rebuild.after],
+            };
             return false;
           }
           c = nextC;
@@ -223,8 +309,16 @@ function checkDecoder(runs: number): void {
       // A cut buffer: both throw, or both give the same.
       const short = bytes.subarray(0, cut % (bytes.length + 1));
       let a: unknown, b: unknown;
-      try { a = decodeValue(short); } catch (err) { a = ['threw', (err as Error).message]; }
-      try { b = unpack(short); } catch (err) { b = ['threw', (err as Error).message]; }
+      try {
+        a = decodeValue(short);
+      } catch (err) {
+        a = ['threw', (err as Error).message];
+      }
+      try {
+        b = unpack(short);
+      } catch (err) {
+        b = ['threw', (err as Error).message];
+      }
       return isDeepStrictEqual(a, b);
     }),
     { numRuns: runs },
@@ -232,7 +326,20 @@ function checkDecoder(runs: number): void {
   // Journal-shaped values take the fast path (not msgpackr's).
   const before = decodeStats.others;
   for (let i = 0; i < 1000; i++) {
-    const entry = { seq: i, actor: `b:${i % 7}`, kind: 'bucket', input: i % 2 ? undefined : { limit: i, windowMs: 60_000 }, event: { type: 'ADMIT', at: 1_700_000_000_000 + i * 1.5, stamps: [i, -i, 0.5], ok: i % 3 === 0, none: null, long: 'x'.repeat(i % 300) } };
+    const entry = {
+      seq: i,
+      actor: `b:${i % 7}`,
+      kind: 'bucket',
+      input: i % 2 ? undefined : { limit: i, windowMs: 60_000 },
+      event: {
+        type: 'ADMIT',
+        at: 1_700_000_000_000 + i * 1.5,
+        stamps: [i, -i, 0.5],
+        ok: i % 3 === 0,
+        none: null,
+        long: 'x'.repeat(i % 300),
+      },
+    };
     const bytes = pack(entry);
     if (!isDeepStrictEqual(decodeValue(bytes), unpack(bytes))) throw new Error(`journal decoder: ${JSON.stringify(entry)} differs`);
   }
@@ -244,7 +351,9 @@ const runs = Number(process.argv[2] ?? 2000);
   const t0 = performance.now();
   checkDecoder(runs * 5);
   const { values, others } = decodeStats;
-  console.log(`journal decoder: ${runs * 5} random values decode as the codec decodes them (${(performance.now() - t0).toFixed(0)} ms; ${values - others} of ${values} decodes by the fast path)`);
+  console.log(
+    `journal decoder: ${runs * 5} random values decode as the codec decodes them (${(performance.now() - t0).toFixed(0)} ms; ${values - others} of ${values} decodes by the fast path)`,
+  );
 }
 for (const [kind, { machine }] of Object.entries(KINDS)) {
   const t0 = performance.now();
@@ -257,7 +366,9 @@ for (const [kind, { machine }] of Object.entries(KINDS)) {
     throw err;
   }
   const path = isFlat(machine) ? 'fast path' : "xstate's path (outside the fast path's subset, machines/README.md)";
-  console.log(`${kind}: ${runs} runs, pure step == xstate transition(), ${path} (${(performance.now() - t0).toFixed(0)} ms; ${fast} steps on active snapshots took the fast path, ${slow} xstate's; ${seen.size} distinct state/event/state moves)`);
+  console.log(
+    `${kind}: ${runs} runs, pure step == xstate transition(), ${path} (${(performance.now() - t0).toFixed(0)} ms; ${fast} steps on active snapshots took the fast path, ${slow} xstate's; ${seen.size} distinct state/event/state moves)`,
+  );
   if (process.argv.includes('--moves')) console.log([...seen].sort().join('\n'));
   // A flat machine's every step on an active snapshot takes the fast path, or the fast path is not being
   // tested here (a step that throws is xstate's, and none of these generators makes one).

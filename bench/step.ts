@@ -27,10 +27,18 @@ function paths(n: number): Record<string, number> {
   const rebuild = new Rebuild();
   let seq = 0;
   return {
-    "xstate transition() (baseline)": rate(Math.min(n, 50_000), (e) => void (a = transition(machine, a as never, e as never)[0] as AnyMachineSnapshot)),
-    'machine.transition(), reused scope': rate(n, (e) => void (b = xstateStep(machine, b, e))),
-    "the host's step (pure.ts, fast path)": rate(n, (e) => void (c = step(machine, c, e))),
-    "replay's lean step (rebuild.ts)": rate(n, (e) => rebuild.apply({ seq: ++seq, actor: 'b', kind: 'bucket', ...(seq === 1 ? { input: INPUT } : {}), event: e })),
+    'xstate transition() (baseline)': rate(Math.min(n, 50_000), (e) => {
+      a = transition(machine, a as never, e as never)[0] as AnyMachineSnapshot;
+    }),
+    'machine.transition(), reused scope': rate(n, (e) => {
+      b = xstateStep(machine, b, e);
+    }),
+    "the host's step (pure.ts, fast path)": rate(n, (e) => {
+      c = step(machine, c, e);
+    }),
+    "replay's lean step (rebuild.ts)": rate(n, (e) =>
+      rebuild.apply({ seq: ++seq, actor: 'b', kind: 'bucket', ...(seq === 1 ? { input: INPUT } : {}), event: e }),
+    ),
   };
 }
 

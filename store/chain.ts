@@ -16,7 +16,6 @@
 // checked for continuity only. Nothing is computed over the old entries: hashing bytes that may already
 // be damaged would vouch for them.
 import { createHash, type Hash } from 'node:crypto';
-import type { Store } from './db.js';
 
 export const ZERO_HASH = Buffer.alloc(32);
 
@@ -36,7 +35,10 @@ export interface Damage {
 /** The node refuses to run on a damaged journal: one line with the data dir, the seq and what to do. */
 export class JournalDamagedError extends Error {
   override name = 'JournalDamagedError';
-  constructor(readonly dataDir: string, readonly damage: Damage) {
+  constructor(
+    readonly dataDir: string,
+    readonly damage: Damage,
+  ) {
     super(
       `the journal in ${dataDir} is damaged from seq #${damage.seq} (${damage.problem}); acknowledged events are lost, so the node will not run on it: ` +
         `restore ${dataDir} from a backup made before the damage (\`anet replay --verify --data ${dataDir}\` names the first damaged seq)`,
@@ -114,14 +116,30 @@ export class ChainCheck {
     let link = this.link;
     if (link === null) {
       link = this.links.shift() ?? null;
-      if (link === null) return this.fail(seq, `entry #${seq} is not covered by the hash chain (its link is lost, or it was written by something other than the node)`);
-      if (link.from !== seq) return this.fail(Math.min(seq, link.from), `the hash chain's link for #${link.from}–#${link.to} does not start at #${seq}`);
+      if (link === null) {
+        this.fail(
+          seq,
+          `entry #${seq} is not covered by the hash chain (its link is lost, or it was written by something other than the node)`,
+        );
+        return;
+      }
+      if (link.from !== seq) {
+        this.fail(Math.min(seq, link.from), `the hash chain's link for #${link.from}–#${link.to} does not start at #${seq}`);
+        return;
+      }
       this.link = link;
       this.hash = createHash('sha256').update(this.prev);
     }
     this.hash!.update(bytes);
     if (seq === link.to) {
-      if (!this.hash!.digest().equals(link.h)) return this.fail(link.from, link.from === link.to ? `entry #${seq} does not match its hash` : `entries #${link.from}–#${link.to} (one batch) do not match their hash`);
+      if (!this.hash!.digest().equals(link.h)) {
+        const which =
+          link.from === link.to
+            ? `entry #${seq} does not match its hash`
+            : `entries #${link.from}–#${link.to} (one batch) do not match their hash`;
+        this.fail(link.from, which);
+        return;
+      }
       this.prev = link.h;
       this.link = null;
       this.hash = null;
@@ -139,26 +157,6 @@ export class ChainCheck {
     }
     return this.damage;
   }
-}
-
-/**
- * Links without the meta record of where the chain starts (a journal that had none looks like one written
- * before the chain existed, and would be checked for continuity only): damage at the first link.
- */
-export async function lostChainStart(store: Store): Promise<Damage | null> {
-  if (store.chainStart !== undefined) return null;
-  for await (const [key, v] of store.chain.iterator({ limit: 1 })) {
-    return { seq: (v as { from: number }).from, problem: `the record of where the hash chain starts is lost (a link ends at #${Number(key)})` };
-  }
-  return null;
-}
-
-/** A check of the whole journal, from seq 1 (`anet replay --verify`). */
-export async function fullCheck(store: Store): Promise<ChainCheck> {
-  const check = new ChainCheck({ to: 0, h: ZERO_HASH }, store.chainStart, store.links(0));
-  const lost = await lostChainStart(store);
-  if (lost) check.damage = lost;
-  return check;
 }
 
 const entries = (from: number, to: number) => (from === to ? `entry #${from} is` : `entries #${from}–#${to} are`);

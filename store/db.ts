@@ -7,7 +7,7 @@ import { join, relative } from 'node:path';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { msgpack, pack } from './codec.js';
 import { checkWriteAheadLog, type WalDamage } from './wal.js';
-import { linkHash, ZERO_HASH, type Link } from './chain.js';
+import { ChainCheck, linkHash, ZERO_HASH, type Damage, type Link } from './chain.js';
 
 export class StoreLockedError extends Error {
   override name = 'StoreLockedError';
@@ -30,7 +30,11 @@ export class StoreMissingError extends Error {
  */
 export class StoreDamagedError extends Error {
   override name = 'StoreDamagedError';
-  constructor(readonly dataDir: string, readonly file: string, readonly damage: WalDamage) {
+  constructor(
+    readonly dataDir: string,
+    readonly file: string,
+    readonly damage: WalDamage,
+  ) {
     super(
       `the store of ${dataDir} is damaged: ${damage.problem} in LevelDB's write-ahead log (${file}, byte ${damage.offset})` +
         `${damage.holds ? `, holding ${damage.holds} onwards` : ''}; LevelDB would drop it and what follows it silently, so nothing was opened or changed: ` +
@@ -74,7 +78,9 @@ export const timeKey = (ms: number) => Math.max(0, Math.floor(ms)).toString().pa
  * A write in its stored form: the key with its sublevel's prefix, the value packed. Each op names its
  * encodings, so abstract-level's batch() passes key and bytes on untouched (see rawBatch).
  */
-type RawOp = { type: 'put'; key: string; value: Buffer; keyEncoding: 'utf8'; valueEncoding: 'buffer' } | { type: 'del'; key: string; keyEncoding: 'utf8' };
+type RawOp =
+  | { type: 'put'; key: string; value: Buffer; keyEncoding: 'utf8'; valueEncoding: 'buffer' }
+  | { type: 'del'; key: string; keyEncoding: 'utf8' };
 
 /**
  * batch()'s options: `sync` is read from them (classic-level) but is not an own property. abstract-level
@@ -119,7 +125,11 @@ export class Store {
   private chainFrom: number | undefined;
   private linking = false;
 
-  private constructor(readonly db: Level<string, unknown>, readonly dir: string, readonly dataDir: string) {
+  private constructor(
+    readonly db: Level<string, unknown>,
+    readonly dir: string,
+    readonly dataDir: string,
+  ) {
     const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
     this.journal = sub('journal');
     this.snapshots = sub('snapshots');
@@ -223,11 +233,20 @@ export class Store {
   private async writeLinked(raw: RawOp[], values: Buffer[], from: number, to: number, sync: boolean): Promise<void> {
     if (this.linking) throw new Error('journal batches are written one at a time');
     if (to - from + 1 !== values.length || (this.chainTo !== undefined && from !== this.chainTo + 1)) {
-      throw new Error(`journal batch #${from}–#${to} of ${values.length} entries does not continue the chain at #${(this.chainTo ?? from - 1) + 1}`);
+      throw new Error(
+        `journal batch #${from}–#${to} of ${values.length} entries does not continue the chain at #${(this.chainTo ?? from - 1) + 1}`,
+      );
     }
     const h = linkHash(this.chainHead, values);
-    raw.push({ type: 'put', key: this.chain.prefixKey(seqKey(to), 'utf8'), value: pack({ from, h }), keyEncoding: 'utf8', valueEncoding: 'buffer' });
-    if (this.chainFrom === undefined) raw.push({ type: 'put', key: this.meta.prefixKey('chain', 'utf8'), value: pack(from), keyEncoding: 'utf8', valueEncoding: 'buffer' });
+    raw.push({
+      type: 'put',
+      key: this.chain.prefixKey(seqKey(to), 'utf8'),
+      value: pack({ from, h }),
+      keyEncoding: 'utf8',
+      valueEncoding: 'buffer',
+    });
+    if (this.chainFrom === undefined)
+      raw.push({ type: 'put', key: this.meta.prefixKey('chain', 'utf8'), value: pack(from), keyEncoding: 'utf8', valueEncoding: 'buffer' });
     this.linking = true;
     try {
       await this.rawBatch(raw, sync);
@@ -333,4 +352,29 @@ export const deadlineKey = (deadline: number, actor: string) => `${timeKey(deadl
 
 export function checkActorId(id: string): void {
   if (id.length === 0 || id.includes('!')) throw new Error(`actor id "${id}" must be non-empty and contain no "!"`);
+}
+
+// The chain's checks that read the store (store/chain.ts holds the rest and imports nothing of the store's).
+
+/**
+ * Links without the meta record of where the chain starts (a journal that had none looks like one written
+ * before the chain existed, and would be checked for continuity only): damage at the first link.
+ */
+export async function lostChainStart(store: Store): Promise<Damage | null> {
+  if (store.chainStart !== undefined) return null;
+  for await (const [key, v] of store.chain.iterator({ limit: 1 })) {
+    return {
+      seq: (v as { from: number }).from,
+      problem: `the record of where the hash chain starts is lost (a link ends at #${Number(key)})`,
+    };
+  }
+  return null;
+}
+
+/** A check of the whole journal, from seq 1 (`anet replay --verify`). */
+export async function fullCheck(store: Store): Promise<ChainCheck> {
+  const check = new ChainCheck({ to: 0, h: ZERO_HASH }, store.chainStart, store.links(0));
+  const lost = await lostChainStart(store);
+  if (lost) check.damage = lost;
+  return check;
 }

@@ -51,8 +51,14 @@ export function crc32c(crc: number, buf: Uint8Array, start = 0, end = buf.length
   for (; i + 8 <= end; i += 8) {
     const a = c ^ (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24));
     c =
-      T[7 * 256 + (a & 0xff)]! ^ T[6 * 256 + ((a >>> 8) & 0xff)]! ^ T[5 * 256 + ((a >>> 16) & 0xff)]! ^ T[4 * 256 + (a >>> 24)]! ^
-      T[3 * 256 + buf[i + 4]!]! ^ T[2 * 256 + buf[i + 5]!]! ^ T[256 + buf[i + 6]!]! ^ T[buf[i + 7]!]!;
+      T[7 * 256 + (a & 0xff)]! ^
+      T[6 * 256 + ((a >>> 8) & 0xff)]! ^
+      T[5 * 256 + ((a >>> 16) & 0xff)]! ^
+      T[4 * 256 + (a >>> 24)]! ^
+      T[3 * 256 + buf[i + 4]!]! ^
+      T[2 * 256 + buf[i + 5]!]! ^
+      T[256 + buf[i + 6]!]! ^
+      T[buf[i + 7]!]!;
   }
   for (; i < end; i++) c = T[(c ^ buf[i]!) & 0xff]! ^ (c >>> 8);
   return ~c >>> 0;
@@ -96,7 +102,11 @@ export async function checkWriteAheadLog(dir: string): Promise<WalDamage | null>
 export function scan(buf: Buffer): Omit<WalDamage, 'file'> | null {
   const n = buf.length;
   let fragmentStart = -1;
-  const damaged = (offset: number, problem: string, end: number) => ({ offset, problem, holds: holds(buf, fragmentStart >= 0 ? fragmentStart : offset, end) });
+  const damaged = (offset: number, problem: string, end: number) => ({
+    offset,
+    problem,
+    holds: holds(buf, fragmentStart >= 0 ? fragmentStart : offset, end),
+  });
   for (let block = 0; block < n; block += BLOCK) {
     const blockEnd = Math.min(block + BLOCK, n);
     let off = block;

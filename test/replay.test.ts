@@ -38,7 +38,10 @@ test('SPEC §14: replay prints each transition, filtered by actor and seq range'
   const lines = all.stdout.split('\n');
   t.regex(lines[0]!, /^#1 2026-12-01T00:00:00.000Z b:0 ADMIT: open -> open$/);
   t.true(lines.some((l) => /b:\d ADMIT: open -> limited$/.test(l)));
-  t.true(lines.some((l) => / b:\d TICK: limited -> open$/.test(l)), 'deadline ticks are journaled transitions');
+  t.true(
+    lines.some((l) => / b:\d TICK: limited -> open$/.test(l)),
+    'deadline ticks are journaled transitions',
+  );
 
   const one = await runCli(['replay', '--actor', 'inflight:x', '--from', '5', '--to', '20', '--json', '--data', dir]);
   const steps = one.stdout.split('\n').map((l) => JSON.parse(l));
@@ -63,7 +66,13 @@ test('SPEC §14: replay --verify fails on a tampered journal, naming the entry t
   await store.close();
   const r = await runCli(['replay', '--verify', '--data', dir]);
   t.is(r.code, 1);
-  t.regex(r.stdout, new RegExp(`^damaged: the journal from #${target!.seq}: entry #${target!.seq} does not match its hash; restore ${dir} from a backup`, 'm'));
+  t.regex(
+    r.stdout,
+    new RegExp(
+      `^damaged: the journal from #${target!.seq}: entry #${target!.seq} does not match its hash; restore ${dir} from a backup`,
+      'm',
+    ),
+  );
   t.regex(r.stdout, /^differs: b:1 at #\d+: /m);
   t.regex(r.stdout, new RegExp(`FAILED: .* 1 difference\\(s\\); the journal is damaged from #${target!.seq}$`));
 });

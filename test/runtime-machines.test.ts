@@ -35,7 +35,10 @@ const withParams = setup({
         ADD: [
           {
             guard: { type: 'below', params: { max: 5 } },
-            actions: [{ type: 'add', params: ({ event }) => ({ by: (event as { by: number }).by }) }, { type: 'note', params: { text: 'added' } }],
+            actions: [
+              { type: 'add', params: ({ event }) => ({ by: (event as { by: number }).by }) },
+              { type: 'note', params: { text: 'added' } },
+            ],
           },
           { target: 'full', actions: { type: 'note', params: ({ context }) => ({ text: `full at ${context.n}` }) } },
         ],
@@ -50,7 +53,10 @@ const withEntry = setup({ types: {} as { context: { entered: number; last: numbe
   context: { entered: 0, last: 0 },
   initial: 'a',
   states: {
-    a: { entry: assign({ entered: ({ context }) => context.entered + 1 }), on: { GO: 'b', ADD: { actions: assign({ last: ({ event }) => event.at }) } } },
+    a: {
+      entry: assign({ entered: ({ context }) => context.entered + 1 }),
+      on: { GO: 'b', ADD: { actions: assign({ last: ({ event }) => event.at }) } },
+    },
     b: { on: { GO: 'a' } },
   },
 });
@@ -79,10 +85,12 @@ function equalsXstate(machine: AnyStateMachine): boolean {
         const ev = { ...e, at: 1000 + i } as Ev;
         x = transition(machine, x as never, ev as never)[0];
         // A flat machine's steps are the fast path's own, never left to xstate (a throwing step would be).
-        if (isFlat(machine) && s.status === 'active' && flatStep(machine, s, ev, { self: undefined, system: undefined }) === undefined) return (ok = false);
+        if (isFlat(machine) && s.status === 'active' && flatStep(machine, s, ev, { self: undefined, system: undefined }) === undefined)
+          ok = false;
         s = step(machine, s, ev);
         rebuild.apply({ seq: ++seq, actor: 'a', kind: 'k', event: ev });
-        if (!isDeepStrictEqual(x, s) || !isDeepStrictEqual(x, rebuild.snapshot())) return (ok = false);
+        if (!isDeepStrictEqual(x, s) || !isDeepStrictEqual(x, rebuild.snapshot())) ok = false;
+        if (!ok) return false;
       }
       return true;
     }),
@@ -96,7 +104,7 @@ test('SPEC §14: object-form guards and actions with params take the fast path a
   t.true(equalsXstate(withParams));
 });
 
-test('SPEC §14: a machine outside the fast path\'s subset (an entry action) takes xstate\'s path and equals xstate transition()', (t) => {
+test("SPEC §14: a machine outside the fast path's subset (an entry action) takes xstate's path and equals xstate transition()", (t) => {
   t.false(isFlat(withEntry));
   t.true(equalsXstate(withEntry));
 });

@@ -37,9 +37,20 @@ test('SPEC §14: journal entries and snapshots carry the version of their kind',
   const store = await Store.open(dir);
   t.teardown(() => store.close());
   const entries = (await store.journal.values().all()) as JournalEntry[];
-  t.deepEqual(entries.map((e) => [e.kind, e.version]), [['bucket', 1], ['bucket', 1], ['bucket', 1], ['inflight', 1]]);
+  t.deepEqual(
+    entries.map((e) => [e.kind, e.version]),
+    [
+      ['bucket', 1],
+      ['bucket', 1],
+      ['bucket', 1],
+      ['inflight', 1],
+    ],
+  );
   const snapshots = (await store.snapshots.values().all()) as SnapshotRecord[];
-  t.deepEqual(snapshots.map((s) => [s.kind, s.version]).sort(), [['bucket', 1], ['inflight', 1]]);
+  t.deepEqual(snapshots.map((s) => [s.kind, s.version]).sort(), [
+    ['bucket', 1],
+    ['inflight', 1],
+  ]);
 });
 
 test('SPEC §14: entries and snapshots written before versions (test/fixtures/journal-v1) read as version 1 and verify', async (t) => {
@@ -65,7 +76,10 @@ test('SPEC §14: start-up refuses, in one line, to recompute entries past the ch
   );
   t.false(err!.message.includes('\n'));
   // And the other way: a build whose version is newer than the entries'.
-  await t.throwsAsync(ActorHost.start(store, { clock: new ManualClock(T0), kinds: { ...NEWER, bucket: { ...KINDS.bucket!, version: 3 } } }), { instanceOf: UnknownVersionError, message: /version 2 of actor kind "bucket", and this anet has version 3 of it only/ });
+  await t.throwsAsync(
+    ActorHost.start(store, { clock: new ManualClock(T0), kinds: { ...NEWER, bucket: { ...KINDS.bucket!, version: 3 } } }),
+    { instanceOf: UnknownVersionError, message: /version 2 of actor kind "bucket", and this anet has version 3 of it only/ },
+  );
 });
 
 test('SPEC §14: a snapshot of a version this build does not have is refused when its actor is loaded; other actors go on', async (t) => {
@@ -77,7 +91,10 @@ test('SPEC §14: a snapshot of a version this build does not have is refused whe
     await host.close();
     await store.close();
   });
-  await t.throwsAsync(host.send('b:1', 'bucket', INPUT, { type: 'ADMIT' }), { instanceOf: UnknownVersionError, message: /^the snapshot of actor b:1 \(as of #3\) is version 2 of actor kind "bucket"/ });
+  await t.throwsAsync(host.send('b:1', 'bucket', INPUT, { type: 'ADMIT' }), {
+    instanceOf: UnknownVersionError,
+    message: /^the snapshot of actor b:1 \(as of #3\) is version 2 of actor kind "bucket"/,
+  });
   await t.throwsAsync(host.state('b:1'), { instanceOf: UnknownVersionError });
   t.is((await host.send('f:1', 'inflight', { max: 2 }, { type: 'START', id: 'c2' })).value, 'full');
 });
@@ -108,5 +125,9 @@ test('SPEC §14: an entry of a kind this build does not know at all is refused t
   await store.close();
   const again = await Store.open(dir);
   t.teardown(() => again.close());
-  await t.throwsAsync(ActorHost.start(again, { clock: new ManualClock(T0) }), { instanceOf: UnknownVersionError, message: /^journal entry #1 \(actor n:1\) is version 1 of actor kind "bucket-v9", which this anet does not know: it was not recomputed; run the anet version that wrote / });
+  await t.throwsAsync(ActorHost.start(again, { clock: new ManualClock(T0) }), {
+    instanceOf: UnknownVersionError,
+    message:
+      /^journal entry #1 \(actor n:1\) is version 1 of actor kind "bucket-v9", which this anet does not know: it was not recomputed; run the anet version that wrote /,
+  });
 });

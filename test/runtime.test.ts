@@ -20,7 +20,14 @@ const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
 async function open(dir: string, clock: ManualClock, opts = {}) {
   const store = await Store.open(dir);
   const host = await ActorHost.start(store, { clock, ...opts });
-  return { store, host, close: async () => { await host.close(); await store.close(); } };
+  return {
+    store,
+    host,
+    close: async () => {
+      await host.close();
+      await store.close();
+    },
+  };
 }
 
 const ctx = (s: { context: unknown } | undefined) => ({ ...(s!.context as BucketContext), stamps: stampsOf(s!.context as BucketContext) });
@@ -82,7 +89,10 @@ test('SPEC §14: a 24 h deadline restored after 3 h fires at 24 h, not earlier, 
   t.is(opened!.value, 'open');
   const ticks: JournalEntry[] = [];
   for await (const e of node.store.journal.values()) if ((e as JournalEntry).event.type === 'TICK') ticks.push(e as JournalEntry);
-  t.deepEqual(ticks.map((e) => e.event.at), [T0 + DAY]);
+  t.deepEqual(
+    ticks.map((e) => e.event.at),
+    [T0 + DAY],
+  );
   await node.close();
 });
 
@@ -122,7 +132,10 @@ test('SPEC §14: on a busy node, passivation rides in the event batches (no writ
   const node = await open(dir, clock, { maxLive: 3 });
   let writes = 0;
   const write = node.store.write.bind(node.store);
-  node.store.write = (ops, opts) => (writes++, write(ops, opts));
+  node.store.write = (ops, opts) => {
+    writes++;
+    return write(ops, opts);
+  };
   const input = { limit: 1_000, windowMs: DAY };
   // One event per batch, each to a new actor: every batch pushes the oldest actor out.
   for (let i = 0; i < 20; i++) await node.host.send(`n:${i}`, 'bucket', input, { type: 'ADMIT' });
@@ -196,7 +209,10 @@ test('SPEC §14: a checkpoint rides in the event batches a few snapshots at a ti
   const node = await open(dir, clock, { checkpointEvery: 20, checkpointSlice: 3 });
   const snapshotsPerWrite: number[] = [];
   const write = node.store.write.bind(node.store);
-  node.store.write = (ops, opts) => (snapshotsPerWrite.push(ops.filter((op) => op.sublevel === node.store.snapshots).length), write(ops, opts));
+  node.store.write = (ops, opts) => {
+    snapshotsPerWrite.push(ops.filter((op) => op.sublevel === node.store.snapshots).length);
+    return write(ops, opts);
+  };
   const input = { limit: 1_000, windowMs: DAY };
   const ids = Array.from({ length: 30 }, (_, i) => `c:${i}`);
   let checkpoints = 0;
@@ -360,7 +376,10 @@ test('SPEC §14: damage found while memory is rebuilt after a failed write stops
   (node.host as unknown as { onError: (e: unknown) => void }).onError = (e) => errors.push(e);
   await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), { message: 'simulated write failure' });
   await until(() => errors.some((e) => e instanceof JournalDamagedError && e.damage.seq === 2), 'the rebuild to report the gap');
-  await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), { instanceOf: JournalDamagedError, message: /damaged from seq #2 \(entry #2 is missing\)/ });
+  await t.throwsAsync(node.host.send('a', 'bucket', input, { type: 'ADMIT' }), {
+    instanceOf: JournalDamagedError,
+    message: /damaged from seq #2 \(entry #2 is missing\)/,
+  });
   await node.store.close();
 });
 
@@ -387,15 +406,21 @@ async function failedSnapshotRead(t: ExecutionContext, count: number, form: 'get
   };
   const states = await Promise.all([...ids, 'new'].map((id) => node.host.send(id, 'bucket', input, { type: 'ADMIT' })));
   t.true(reads > 0, `the batch was read with ${form}, and that read failed`);
-  t.deepEqual(states.map((s) => ctx(s).stamps.length), [...ids.map(() => 2), 1], 'each passivated actor was read alone, with its first event; the new one has its own');
+  t.deepEqual(
+    states.map((s) => ctx(s).stamps.length),
+    [...ids.map(() => 2), 1],
+    'each passivated actor was read alone, with its first event; the new one has its own',
+  );
   await node.host.idle();
   await node.close();
   await verifiesClean(t, dir);
 }
 
-test('SPEC §14: a failed read of a small batch\'s stored snapshots (getSync) loses no event: each actor is read alone, its history kept', (t) => failedSnapshotRead(t, 1, 'getSync'));
+test("SPEC §14: a failed read of a small batch's stored snapshots (getSync) loses no event: each actor is read alone, its history kept", (t) =>
+  failedSnapshotRead(t, 1, 'getSync'));
 
-test('SPEC §14: a failed getMany of a large batch\'s snapshots loses no event either: each actor is read alone', (t) => failedSnapshotRead(t, 12, 'getMany'));
+test("SPEC §14: a failed getMany of a large batch's snapshots loses no event either: each actor is read alone", (t) =>
+  failedSnapshotRead(t, 12, 'getMany'));
 
 test('SPEC §2: a quota changed in config.json applies to existing callers after the restart', async (t) => {
   const dir = await tempDir(t);
@@ -424,7 +449,18 @@ test('SPEC §9.5, §14: records sent alongside an event are written in its batch
   const input = { limit: 5, windowMs: 60_000 };
   await host.send('b', 'bucket', input, { type: 'ADMIT' }, { alongside: [{ sublevel: 'running', key: 'call/x', value: { task: 'x' } }] });
   t.deepEqual(await store.running.get('call/x'), { task: 'x' });
-  await host.send('b', 'bucket', input, { type: 'ADMIT' }, { alongside: [{ sublevel: 'running', key: 'call/x' }, { sublevel: 'payloads', key: 'call/x', value: 'p' }] });
+  await host.send(
+    'b',
+    'bucket',
+    input,
+    { type: 'ADMIT' },
+    {
+      alongside: [
+        { sublevel: 'running', key: 'call/x' },
+        { sublevel: 'payloads', key: 'call/x', value: 'p' },
+      ],
+    },
+  );
   t.is(await store.running.get('call/x'), undefined);
   t.is(await store.payloads.get('call/x'), 'p');
   const entries = (await store.journal.values().all()) as JournalEntry[];

@@ -11,12 +11,15 @@ import { KINDS } from '../src/runtime/kinds.js';
 
 const SCRIPT = fileURLToPath(new URL('../bench/step-equivalence.ts', import.meta.url));
 
-test('SPEC §14: for every machine kind, the pure step and replay\'s rebuild equal xstate transition() over random event sequences; the journal decoder equals the codec', async (t) => {
+test("SPEC §14: for every machine kind, the pure step and replay's rebuild equal xstate transition() over random event sequences; the journal decoder equals the codec", async (t) => {
   t.timeout(120_000);
   const { code, out } = await new Promise<{ code: number; out: string }>((resolve) => {
-    execFile(process.execPath, ['--import=tsx', SCRIPT, '300'], (err, stdout, stderr) => resolve({ code: err ? 1 : 0, out: stdout + stderr }));
+    execFile(process.execPath, ['--import=tsx', SCRIPT, '300'], (err, stdout, stderr) =>
+      resolve({ code: err ? 1 : 0, out: stdout + stderr }),
+    );
   });
   t.is(code, 0, out);
   t.regex(out, /journal decoder: \d+ random values decode as the codec decodes them/);
-  for (const kind of Object.keys(KINDS)) t.regex(out, new RegExp(`^${kind}: 300 runs, pure step == xstate transition\\(\\)`, 'm'), `${kind} is checked`);
+  for (const kind of Object.keys(KINDS))
+    t.regex(out, new RegExp(`^${kind}: 300 runs, pure step == xstate transition\\(\\)`, 'm'), `${kind} is checked`);
 });

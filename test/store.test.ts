@@ -11,7 +11,10 @@ async function openCounting(t: Parameters<typeof tempDir>[0]) {
   t.teardown(() => store.close());
   const batches: number[] = [];
   const write = store.write.bind(store);
-  store.write = (ops, opts) => (batches.push(ops.length), write(ops, opts));
+  store.write = (ops, opts) => {
+    batches.push(ops.length);
+    return write(ops, opts);
+  };
   return { store, batches };
 }
 
@@ -59,7 +62,12 @@ test('SPEC §14: closing the store waits for the grouped writes queued before it
 test('SPEC §14: a batch under way when the store closes lands; a write after the close is refused, never lost quietly', async (t) => {
   const dir = await tempDir(t);
   const store = await Store.open(dir);
-  const ops = Array.from({ length: 200 }, (_, i) => ({ type: 'put' as const, sublevel: store.journal, key: String(i).padStart(4, '0'), value: { i, pad: 'x'.repeat(500) } }));
+  const ops = Array.from({ length: 200 }, (_, i) => ({
+    type: 'put' as const,
+    sublevel: store.journal,
+    key: String(i).padStart(4, '0'),
+    value: { i, pad: 'x'.repeat(500) },
+  }));
   const landing = store.write(ops, { sync: true });
   await store.close();
   await landing;
@@ -73,7 +81,12 @@ test('SPEC §14: a batch under way when the store closes lands; a write after th
 test('SPEC §14: linked journal batches chain by their stored bytes; a batch that does not continue the chain is refused, and a failed write leaves the head where it was', async (t) => {
   const dir = await tempDir(t);
   let store = await Store.open(dir);
-  const entry = (seq: number) => ({ type: 'put' as const, sublevel: store.journal, key: seqKey(seq), value: { seq, actor: 'a', kind: 'bucket', event: { type: 'ADMIT', at: seq } } });
+  const entry = (seq: number) => ({
+    type: 'put' as const,
+    sublevel: store.journal,
+    key: seqKey(seq),
+    value: { seq, actor: 'a', kind: 'bucket', event: { type: 'ADMIT', at: seq } },
+  });
   await store.write([entry(1), entry(2)], { link: true });
   t.is(store.chainStart, 1);
   await t.throwsAsync(store.write([entry(4)], { link: true }), { message: /does not continue the chain at #3/ });
@@ -91,10 +104,13 @@ test('SPEC §14: linked journal batches chain by their stored bytes; a batch tha
   const bytes = (await store.journal.values({ valueEncoding: 'buffer' }).all()) as Buffer[];
   const links = (await store.chain.iterator().all()) as [string, { from: number; h: Uint8Array }][];
   const first = linkHash(ZERO_HASH, bytes.slice(0, 2));
-  t.deepEqual(links.map(([key, v]) => [key, v.from, Buffer.from(v.h).toString('hex')]), [
-    [seqKey(2), 1, first.toString('hex')],
-    [seqKey(3), 3, linkHash(first, bytes.slice(2)).toString('hex')],
-  ]);
+  t.deepEqual(
+    links.map(([key, v]) => [key, v.from, Buffer.from(v.h).toString('hex')]),
+    [
+      [seqKey(2), 1, first.toString('hex')],
+      [seqKey(3), 3, linkHash(first, bytes.slice(2)).toString('hex')],
+    ],
+  );
   t.is(await store.meta.get('chain'), 1);
 });
 
@@ -105,9 +121,15 @@ test('SPEC §14: a write asked to be synced reaches LevelDB with sync on, and it
   const db = store.db as unknown as { _batch: (ops: { key: string }[], o: { sync?: boolean }) => Promise<void> };
   const real = db._batch.bind(db);
   const seen: { sync: boolean; keys: string[] }[] = [];
-  db._batch = (ops, o) => (seen.push({ sync: o.sync === true, keys: ops.map((op) => op.key) }), real(ops, o));
+  db._batch = (ops, o) => {
+    seen.push({ sync: o.sync === true, keys: ops.map((op) => op.key) });
+    return real(ops, o);
+  };
   await store.write([{ type: 'put', sublevel: store.tasks, key: 'a', value: { n: 1n, s: 'x' } }], { sync: true });
-  await store.write([{ type: 'put', sublevel: store.tasks, key: 'b', value: [1, 2] }, { type: 'del', sublevel: store.tasks, key: 'a' }]);
+  await store.write([
+    { type: 'put', sublevel: store.tasks, key: 'b', value: [1, 2] },
+    { type: 'del', sublevel: store.tasks, key: 'a' },
+  ]);
   t.deepEqual(seen, [
     { sync: true, keys: [store.tasks.prefixKey('a', 'utf8')] },
     { sync: false, keys: [store.tasks.prefixKey('b', 'utf8'), store.tasks.prefixKey('a', 'utf8')] },

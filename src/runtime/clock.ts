@@ -39,7 +39,11 @@ export class ManualClock implements Clock {
     this.timers.push({ at, fn, id });
     this.timers.sort((a, b) => a.at - b.at || a.id - b.id);
     if (at <= this.time) queueMicrotask(() => this.fireDue());
-    return { cancel: () => void (this.timers = this.timers.filter((t) => t.id !== id)) };
+    return {
+      cancel: () => {
+        this.timers = this.timers.filter((t) => t.id !== id);
+      },
+    };
   }
 
   /**

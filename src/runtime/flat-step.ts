@@ -91,7 +91,8 @@ interface TransitionDef {
 function compile(machine: AnyStateMachine): Flat | null {
   const impl = machine.implementations as { guards: Record<string, unknown>; actions: Record<string, unknown> };
   const root = machine.root as unknown as Node;
-  const plain = (n: Node) => n.entry.length === 0 && n.exit.length === 0 && n.invoke.length === 0 && !n.history && n.config.after === undefined;
+  const plain = (n: Node) =>
+    n.entry.length === 0 && n.exit.length === 0 && n.invoke.length === 0 && !n.history && n.config.after === undefined;
   if (root.type !== 'compound' || !plain(root) || root.output !== undefined || (root.initial?.actions.length ?? 0) > 0) return null;
   const children = Object.values(root.states);
   const states = new Map<string, State>();
@@ -105,7 +106,11 @@ function compile(machine: AnyStateMachine): Flat | null {
     if (typeof x === 'string') return { f: impls[x], params: null };
     if (typeof x !== 'object' || x === null || typeof (x as { type?: unknown }).type !== 'string') return undefined;
     const o = x as { type: string; params?: unknown };
-    const params: Params = !('params' in o) ? null : typeof o.params === 'function' ? { fn: true, of: o.params as never } : { fn: false, value: o.params };
+    const params: Params = !('params' in o)
+      ? null
+      : typeof o.params === 'function'
+        ? { fn: true, of: o.params as never }
+        : { fn: false, value: o.params };
     return { f: impls[o.type], params };
   };
   const guardOf = (g: unknown): Guard | null | undefined => {
@@ -117,9 +122,12 @@ function compile(machine: AnyStateMachine): Flat | null {
     const n = named(a, impl.actions);
     if (!n || typeof n.f !== 'function') return undefined;
     const action = n.f as unknown as { type?: unknown; resolve?: unknown; assignment?: unknown; execute?: unknown; retryResolve?: unknown };
-    if (action.type !== 'xstate.assign' || action.resolve !== ASSIGN_RESOLVE || 'execute' in action || 'retryResolve' in action) return undefined;
+    if (action.type !== 'xstate.assign' || action.resolve !== ASSIGN_RESOLVE || 'execute' in action || 'retryResolve' in action)
+      return undefined;
     const assignment = action.assignment;
-    return typeof assignment === 'function' || (typeof assignment === 'object' && assignment !== null) ? { assignment: assignment as Fn | Record<string, unknown>, params: n.params } : undefined;
+    return typeof assignment === 'function' || (typeof assignment === 'object' && assignment !== null)
+      ? { assignment: assignment as Fn | Record<string, unknown>, params: n.params }
+      : undefined;
   };
   const transitionOf = (t: TransitionDef): Transition | undefined => {
     if (t.reenter) return undefined;
@@ -363,7 +371,12 @@ export function materialize(lean: Lean, done: boolean): AnyMachineSnapshot {
  * The snapshot `machine.transition(snapshot, event, scope)` returns, computed directly; `undefined` when
  * this machine, snapshot or event is not one the fast path handles (the caller then runs xstate).
  */
-export function flatStep(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: { type: string }, scope: Scope): AnyMachineSnapshot | undefined {
+export function flatStep(
+  machine: AnyStateMachine,
+  snapshot: AnyMachineSnapshot,
+  event: { type: string },
+  scope: Scope,
+): AnyMachineSnapshot | undefined {
   const lean = toLean(machine, snapshot);
   if (lean === undefined) return undefined;
   const r = advance(lean, event, scope);

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { AnyMachineSnapshot } from 'xstate';
 import { step, initial } from './pure.js';
-import { Store, seqKey, checkActorId, type JournalEntry, type SnapshotRecord, type WriteOp } from '../../store/db.js';
+import { type Store, seqKey, checkActorId, type JournalEntry, type SnapshotRecord, type WriteOp } from '../../store/db.js';
 import { KINDS, type ActorKind } from './kinds.js';
 import { systemClock, type Clock } from './clock.js';
 import { JournalDamagedError } from '../../store/chain.js';
@@ -108,14 +108,23 @@ export class ActorHost {
   /** Damage found while rebuilding memory from the store: every event is refused from then on. */
   private damaged: JournalDamagedError | null = null;
 
-  private constructor(readonly store: Store, opts: HostOptions) {
+  private constructor(
+    readonly store: Store,
+    opts: HostOptions,
+  ) {
     this.clock = opts.clock ?? systemClock;
     this.kinds = opts.kinds ?? KINDS;
     this.maxLive = opts.maxLive ?? 10_000;
     this.maxBatch = opts.maxBatch ?? 4096;
     this.sync = opts.sync ?? false;
     this.onError = opts.onError ?? ((err) => process.emitWarning(`anet runtime: ${(err as Error).message}`));
-    const memory = { live: this.live, dirty: this.dirty, evicting: this.evicting, snapshotOp: (a: Live) => this.snapshotOp(a), tryToSnapshot: (a: Live) => this.tryToSnapshot(a) };
+    const memory = {
+      live: this.live,
+      dirty: this.dirty,
+      evicting: this.evicting,
+      snapshotOp: (a: Live) => this.snapshotOp(a),
+      tryToSnapshot: (a: Live) => this.tryToSnapshot(a),
+    };
     this.checkpoints = new Checkpoints(store, memory, opts.checkpointEvery ?? 50_000, opts.checkpointSlice ?? 256);
     this.deadlines = new DeadlineTimer(this.clock, store, (actor, kind) => this.send(actor, kind, undefined, { type: 'TICK' }));
   }
@@ -291,7 +300,11 @@ export class ActorHost {
       try {
         // An actor that was live when the batch was read may have been passivated since (by the batch
         // before, landing): then its snapshot is durable, and load() reads it.
-        const actor = this.live.get(item.actor) ?? (stored?.has(item.actor) ? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor)) : await this.load(item.actor, item.kind, item.input));
+        const actor =
+          this.live.get(item.actor) ??
+          (stored?.has(item.actor)
+            ? this.loadFrom(item.actor, item.kind, item.input, stored.get(item.actor))
+            : await this.load(item.actor, item.kind, item.input));
         this.touch(actor, item.kind);
         if (item.input !== undefined && actor.seq > 0 && !sameInput(actor.input, item.input)) {
           // The config changed since the actor was made (limits are read at start): journal the change.
@@ -467,7 +480,7 @@ export class ActorHost {
     }
     const ids = [...missing];
     const records = (await this.store.snapshots.getMany(ids)) as (SnapshotRecord | undefined)[];
-    ids.forEach((id, i) => stored.set(id, records[i]));
+    for (let i = 0; i < ids.length; i++) stored.set(ids[i]!, records[i]);
     return stored;
   }
 

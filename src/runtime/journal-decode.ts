@@ -32,16 +32,35 @@ const fromCharCode = String.fromCharCode;
 function shortString(start: number, length: number): string {
   const b = src;
   switch (length) {
-    case 0: return '';
-    case 1: return fromCharCode(b[start]!);
-    case 2: return fromCharCode(b[start]!, b[start + 1]!);
-    case 3: return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!);
-    case 4: return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!);
-    case 5: return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!);
-    case 6: return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!, b[start + 5]!);
-    case 7: return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!, b[start + 5]!, b[start + 6]!);
-    case 8: return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!, b[start + 5]!, b[start + 6]!, b[start + 7]!);
-    default: return (b as Buffer).toString('latin1', start, start + length);
+    case 0:
+      return '';
+    case 1:
+      return fromCharCode(b[start]!);
+    case 2:
+      return fromCharCode(b[start]!, b[start + 1]!);
+    case 3:
+      return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!);
+    case 4:
+      return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!);
+    case 5:
+      return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!);
+    case 6:
+      return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!, b[start + 5]!);
+    case 7:
+      return fromCharCode(b[start]!, b[start + 1]!, b[start + 2]!, b[start + 3]!, b[start + 4]!, b[start + 5]!, b[start + 6]!);
+    case 8:
+      return fromCharCode(
+        b[start]!,
+        b[start + 1]!,
+        b[start + 2]!,
+        b[start + 3]!,
+        b[start + 4]!,
+        b[start + 5]!,
+        b[start + 6]!,
+        b[start + 7]!,
+      );
+    default:
+      return (b as Buffer).toString('latin1', start, start + length);
   }
 }
 

@@ -24,7 +24,13 @@ export interface ActorKind {
 }
 
 export const KINDS: Record<string, ActorKind> = {
-  bucket: { machine: bucketMachine, version: 1, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
+  bucket: {
+    machine: bucketMachine,
+    version: 1,
+    deadline: (s) => (s.context as BucketContext).deadline,
+    upgrade: upgradeBucketContext,
+    comparable: comparableBucketContext,
+  },
   inflight: { machine: inflightMachine, version: 1, deadline: () => null },
   call: { machine: callMachine, version: 1, deadline: (s) => callDeadline(s.value, s.context as CallContext) },
   payment: { machine: paymentMachine, version: 1, deadline: (s) => (s.context as PaymentContext).deadline },
@@ -37,7 +43,13 @@ export const KINDS: Record<string, ActorKind> = {
   'card-fetch-v2': { machine: cardFetchMachine, version: 1, deadline: (s) => (s.context as CardFetchContext).deadline },
   // The provider's card-request reply limiter (SPEC §6.2: 6 per sender per 60 s, then no answer) is an
   // exact sliding window: the bucket machine with input { limit: 6, windowMs: 60000 }.
-  'reply-limiter': { machine: bucketMachine, version: 1, deadline: (s) => (s.context as BucketContext).deadline, upgrade: upgradeBucketContext, comparable: comparableBucketContext },
+  'reply-limiter': {
+    machine: bucketMachine,
+    version: 1,
+    deadline: (s) => (s.context as BucketContext).deadline,
+    upgrade: upgradeBucketContext,
+    comparable: comparableBucketContext,
+  },
 };
 
 export const REPLY_LIMIT = { limit: 6, windowMs: 60_000 } as const;

@@ -24,7 +24,17 @@ export function scopeOf(machine: AnyStateMachine, input: unknown): Scope {
   if (!scope) {
     const self = createActor(machine, { input } as never);
     const noop = () => {};
-    scope = { self, id: '', sessionId: '', system: self.system, defer: noop, logger: noop, stopChild: noop, emit: noop, actionExecutor: noop } as Scope;
+    scope = {
+      self,
+      id: '',
+      sessionId: '',
+      system: self.system,
+      defer: noop,
+      logger: noop,
+      stopChild: noop,
+      emit: noop,
+      actionExecutor: noop,
+    } as Scope;
     scopes.set(machine, scope);
   }
   return scope;

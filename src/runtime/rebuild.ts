@@ -47,26 +47,27 @@ class Step implements ReplayStep {
     snap: AnyMachineSnapshot | null,
   ) {
     this.#snap = snap;
-    this.#flat = lean && lean.flat;
-    this.#state = lean && lean.state;
-    this.#context = lean && lean.context;
-    this.#base = lean && lean.base;
+    this.#flat = lean?.flat ?? null;
+    this.#state = lean?.state ?? null;
+    this.#context = lean?.context;
+    this.#base = lean?.base ?? null;
   }
 
   get state(): AnyMachineSnapshot {
-    return (this.#snap ??= materialize({ flat: this.#flat!, state: this.#state!, context: this.#context, base: this.#base! }, false));
+    this.#snap ??= materialize({ flat: this.#flat!, state: this.#state!, context: this.#context, base: this.#base! }, false);
+    return this.#snap;
   }
 }
 
 const templates = new WeakMap<AnyStateMachine, AnyMachineSnapshot>();
 
 function create(machine: AnyStateMachine, input: unknown): Actor {
-  let template = templates.get(machine);
+  const template = templates.get(machine);
   if (template === undefined) {
     const first = initial(machine, input);
     const lean = toLean(machine, first);
     if (lean === undefined) return { machine, lean: null, snap: first };
-    templates.set(machine, (template = first));
+    templates.set(machine, first);
     return { machine, lean, snap: null };
   }
   const lean = leanInitial(machine, template, input, scopeOf(machine, input));
@@ -94,8 +95,10 @@ export class Rebuild {
     const kind = kindAt(this.kinds, entry) ?? refuse(this.kinds, entry, this.dataDir);
     const machine = kind.machine;
     let actor = this.actors.get(entry.actor);
-    if (actor === undefined) this.actors.set(entry.actor, (actor = create(machine, entry.input)));
-    else if (actor.machine !== machine) {
+    if (actor === undefined) {
+      actor = create(machine, entry.input);
+      this.actors.set(entry.actor, actor);
+    } else if (actor.machine !== machine) {
       // Another kind's machine for this actor (the host refuses that, but the journal is the input here).
       actor.snap = actor.lean ? materialize(actor.lean, false) : actor.snap;
       actor.lean = null;

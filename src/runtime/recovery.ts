@@ -3,9 +3,9 @@
 // link past the last entry. That is every event whose effect is not yet in a snapshot; what the
 // checkpoint already holds is checked in full by `anet replay --verify`. Damage refuses the start
 // (JournalDamagedError).
-import { Store, seqKey, type JournalEntry } from '../../store/db.js';
+import { type Store, seqKey, lostChainStart, type JournalEntry } from '../../store/db.js';
 import { decodeValue } from './journal-decode.js';
-import { ChainCheck, JournalDamagedError, ZERO_HASH, lostChainStart, type Anchor } from '../../store/chain.js';
+import { ChainCheck, JournalDamagedError, ZERO_HASH, type Anchor } from '../../store/chain.js';
 
 /** The checkpoint seq: the journal up to it is in the snapshots. */
 export async function checkpointOf(store: Store): Promise<number> {
@@ -54,8 +54,13 @@ async function startCheck(store: Store, checkpoint: number): Promise<{ from: num
     if (lost) throw new JournalDamagedError(store.dataDir, lost);
   } else if (checkpoint >= chainFrom) {
     let found: Anchor | null = null;
-    for await (const [key, v] of store.chain.iterator({ lte: seqKey(checkpoint), reverse: true, limit: 1 })) found = { to: Number(key), h: (v as { h: Uint8Array }).h };
-    if (!found || found.to < chainFrom - 1) throw new JournalDamagedError(store.dataDir, { seq: chainFrom, problem: `the hash chain's links up to the checkpoint (#${checkpoint}) are lost` });
+    for await (const [key, v] of store.chain.iterator({ lte: seqKey(checkpoint), reverse: true, limit: 1 }))
+      found = { to: Number(key), h: (v as { h: Uint8Array }).h };
+    if (!found || found.to < chainFrom - 1)
+      throw new JournalDamagedError(store.dataDir, {
+        seq: chainFrom,
+        problem: `the hash chain's links up to the checkpoint (#${checkpoint}) are lost`,
+      });
     anchor = found;
   }
   return { from: anchor.to + 1, chain: new ChainCheck(anchor, chainFrom, store.links(anchor.to)) };

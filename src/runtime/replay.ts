@@ -2,10 +2,10 @@
 // no timers — and compare them with the stored snapshots. Reading the journal and comparing live here;
 // rebuilding actors from entries is rebuild.ts.
 import { isDeepStrictEqual } from 'node:util';
-import { Store, seqKey, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
+import { type Store, seqKey, fullCheck, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
 import { pack, unpack } from '../../store/codec.js';
 import { KINDS, type ActorKind } from './kinds.js';
-import { fullCheck, type Damage } from '../../store/chain.js';
+import type { Damage } from '../../store/chain.js';
 import { Rebuild, type ReplayStep } from './rebuild.js';
 
 export type { ReplayStep } from './rebuild.js';
@@ -32,7 +32,10 @@ const BATCH_BYTES = 1 << 20;
  */
 async function* batches(store: Store, filter: ReplayFilter): AsyncGenerator<Buffer[]> {
   // highWaterMarkBytes is classic-level's own iterator option (not in abstract-level's types).
-  const options: { lte?: string; highWaterMarkBytes: number; valueEncoding: 'buffer' } = { highWaterMarkBytes: BATCH_BYTES, valueEncoding: 'buffer' };
+  const options: { lte?: string; highWaterMarkBytes: number; valueEncoding: 'buffer' } = {
+    highWaterMarkBytes: BATCH_BYTES,
+    valueEncoding: 'buffer',
+  };
   if (filter.to !== undefined) options.lte = seqKey(filter.to);
   const values = store.journal.values(options);
   try {
@@ -168,4 +171,3 @@ function describe(rebuilt: unknown, stored: unknown): string {
   if (!isDeepStrictEqual(r.value, s.value)) return `state ${JSON.stringify(r.value)} rebuilt, ${JSON.stringify(s.value)} in the snapshot`;
   return 'context differs from the snapshot';
 }
-

@@ -5,7 +5,10 @@ export class KeyedSerial {
 
   run<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const result = (this.tails.get(key) ?? Promise.resolve()).then(fn);
-    const tail = result.then(() => {}, () => {});
+    const tail = result.then(
+      () => {},
+      () => {},
+    );
     this.tails.set(key, tail);
     void tail.then(() => {
       if (this.tails.get(key) === tail) this.tails.delete(key);

@@ -45,7 +45,12 @@ export function kindAt(kinds: Record<string, ActorKind>, record: { kind: string;
 }
 
 /** The refusal of `record`, which `kindAt` did not find; `what` names it. */
-export function unknownVersion(kinds: Record<string, ActorKind>, record: { kind: string; version?: number }, what: string, dataDir: string): UnknownVersionError {
+export function unknownVersion(
+  kinds: Record<string, ActorKind>,
+  record: { kind: string; version?: number },
+  what: string,
+  dataDir: string,
+): UnknownVersionError {
   const kind = kinds[record.kind];
   return new UnknownVersionError(dataDir, what, record.kind, versionOf(record), kind ? kind.version : null);
 }
