@@ -9,7 +9,11 @@ import { validateConfig } from '../src/config/load.js';
 import { Store } from '../store/db.js';
 import { ActorHost } from '../src/runtime/host.js';
 import { ManualClock } from '../src/runtime/clock.js';
-import { admit, actors, type CallIn, type Admission } from './helpers/provider-admit.js';
+import { admit, type Admission } from '../src/node/provider/slots.js';
+import { Gates } from '../src/node/provider/gate.js';
+import type { CallIn } from '../src/node/provider/checks.js';
+import { quotaIds } from '../src/actors/bucket.js';
+import { inflightId } from '../src/actors/inflight.js';
 import { stampsOf, type BucketContext } from '../machines/bucket.js';
 import { testIdentity } from './helpers/identity.js';
 
@@ -31,6 +35,8 @@ async function node(t: ExecutionContext, policy: 'open' | 'closed', caps: Record
   const clock = new ManualClock(1_800_000_000_000);
   let store = await Store.open(dataDir);
   let host = await ActorHost.start(store, { clock });
+  // The node owns one Gates for its lifetime (src/node/provider/calls.ts): concurrent admissions share it.
+  let gates = new Gates();
   t.teardown(async () => {
     await host.close();
     await store.close();
@@ -44,17 +50,21 @@ async function node(t: ExecutionContext, policy: 'open' | 'closed', caps: Record
     },
     calls: 0,
     call(from: string, capability: string, args: unknown = {}, files?: CallIn['files']): Promise<Admission> {
-      return admit({ dataDir, config: n.config, host }, { id: `c${++n.calls}`, from, capability, args, ...(files ? { files } : {}) });
+      return admit({ dataDir, config: n.config, host, gates }, { id: `c${++n.calls}`, from, capability, args, ...(files ? { files } : {}) });
     },
     async restart() {
       await host.close();
       await store.close();
       store = await Store.open(dataDir);
       host = await ActorHost.start(store, { clock });
+      gates = new Gates();
     },
   };
   return n;
 }
+
+/** The actor ids of one capability's quota windows (for a caller) and its in-flight count. */
+const actors = (capability: string, caller: string) => ({ ...quotaIds(capability, caller), inflight: inflightId(capability) });
 
 /** The outcome's reason; an admitted call is released at once (it ran instantly). */
 const reasonOf = async (p: Admission | Promise<Admission>) => {
