@@ -14,10 +14,10 @@ import {
   NOT_JSON_DETAIL,
   type Answer,
   type TaskRecord,
-} from '../src/node/caller/records.js';
-import { readAnswer, retryAfterOf } from '../src/node/caller/answers.js';
-import type { PaymentRecord } from '../src/node/caller/payment.js';
-import { CHAT } from '../src/protocol/messages.js';
+} from '../../src/node/caller/records.js';
+import { readAnswer, retryAfterOf } from '../../src/node/caller/answers.js';
+import type { PaymentRecord } from '../../src/node/caller/payment.js';
+import { CHAT } from '../../src/protocol/messages.js';
 
 const T = 1_700_000_000_000;
 const sent = (capability = 'demo.echo') => newRecord('t1', 'provider', capability, T);

@@ -9,10 +9,10 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FlattenedSign, importJWK } from 'jose';
 import { canonicalize } from 'json-canonicalize';
-import { testIdentity } from './helpers/identity.js';
-import { tempDir } from './helpers/tmp.js';
-import { runCli } from './helpers/cli.js';
-import { encodeKel } from '../src/identity/kel.js';
+import { testIdentity } from '../helpers/identity.js';
+import { tempDir } from '../helpers/tmp.js';
+import { runCli } from '../helpers/cli.js';
+import { encodeKel } from '../../src/identity/kel.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Card = { [k: string]: Json };

@@ -3,11 +3,11 @@
 import test from 'ava';
 import { writeFile, readFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tempDir } from './helpers/tmp.js';
-import { runCli } from './helpers/cli.js';
-import { standing } from '../src/contacts/lists.js';
-import { validateConfig } from '../src/config/load.js';
-import { testIdentity } from './helpers/identity.js';
+import { tempDir } from '../helpers/tmp.js';
+import { runCli } from '../helpers/cli.js';
+import { standing } from '../../src/contacts/lists.js';
+import { validateConfig } from '../../src/config/load.js';
+import { testIdentity } from '../helpers/identity.js';
 
 const [p1, p2, p3] = ['l1', 'l2', 'l3'].map((tag) => testIdentity(tag).kel.aid) as [string, string, string];
 

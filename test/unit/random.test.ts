@@ -1,7 +1,7 @@
 // WIRE §4 (message ids), SPEC §9 (task ids): random ids come from a pooled CSPRNG buffer; every draw is
 // fresh bytes, across pool refills, and a buffer handed out is not overwritten by later draws.
 import test from 'ava';
-import { randomId, randomHex } from '../src/util/random.js';
+import { randomId, randomHex } from '../../src/util/random.js';
 
 test('WIRE §4: pooled random ids are distinct across many pool refills and keep their bytes', (t) => {
   const seen = new Set<string>();

@@ -3,11 +3,11 @@
 // unknown inner keys below 64.
 import test from 'ava';
 import { encode } from 'cborg';
-import { encodeCanonical, decodeCanonical, type CborValue } from '../src/identity/cbor.js';
-import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../src/protocol/envelope.js';
-import { generateX25519, seal } from '../src/protocol/hpke.js';
-import { testIdentity } from './helpers/identity.js';
-import { codeOfAsync } from './helpers/errors.js';
+import { encodeCanonical, decodeCanonical, type CborValue } from '../../src/identity/cbor.js';
+import { sealEnvelope, openEnvelope, envelopeRecipient, EnvelopeRefused, type OpenContext } from '../../src/protocol/envelope.js';
+import { generateX25519, seal } from '../../src/protocol/hpke.js';
+import { testIdentity } from '../helpers/identity.js';
+import { codeOfAsync } from '../helpers/errors.js';
 
 const alice = testIdentity('env-alice', 1);
 const bob = testIdentity('env-bob');

@@ -2,13 +2,13 @@
 // side uses (src/actors/card-fetch.ts, src/actors/spend.ts), on a real actor host and store: each method
 // journals its event and answers with the outcome the machine decided, under the one id its wrapper makes.
 import test from 'ava';
-import { Store } from '../store/db.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { ManualClock } from '../src/runtime/clock.js';
-import { cardFetch, cardFetchId, waitsFor } from '../src/actors/card-fetch.js';
-import { autoSpend, AUTO_SPEND_ID } from '../src/actors/spend.js';
-import { WAIT_MS, GUARD_MS } from '../machines/card-fetch.js';
-import { tempDir } from './helpers/tmp.js';
+import { Store } from '../../store/db.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { ManualClock } from '../../src/runtime/clock.js';
+import { cardFetch, cardFetchId, waitsFor } from '../../src/actors/card-fetch.js';
+import { autoSpend, AUTO_SPEND_ID } from '../../src/actors/spend.js';
+import { WAIT_MS, GUARD_MS } from '../../machines/card-fetch.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const T = 1_800_000_000_000;
 

@@ -2,13 +2,13 @@
 import test from 'ava';
 import * as jose from 'jose';
 import { canonicalize as otherJcs } from 'json-canonicalize';
-import { validateConfig } from '../src/config/load.js';
-import { buildPublicCard, cardContentKey } from '../src/card/build.js';
-import { signCard } from '../src/protocol/card/jws.js';
-import { verifyCard, type CardResult } from '../src/protocol/card/verify.js';
-import { EXT_CARD, EXT_X402, EXT_EVIDENCE, RELAY_BINDING } from '../src/protocol/card/constants.js';
-import type { AgentCard } from '../src/protocol/card/types.js';
-import { testIdentity } from './helpers/identity.js';
+import { validateConfig } from '../../src/config/load.js';
+import { buildPublicCard, cardContentKey } from '../../src/card/build.js';
+import { signCard } from '../../src/protocol/card/jws.js';
+import { verifyCard, type CardResult } from '../../src/protocol/card/verify.js';
+import { EXT_CARD, EXT_X402, EXT_EVIDENCE, RELAY_BINDING } from '../../src/protocol/card/constants.js';
+import type { AgentCard } from '../../src/protocol/card/types.js';
+import { testIdentity } from '../helpers/identity.js';
 
 const HUB = 'http://127.0.0.1:8710';
 const NOW = 1_800_000_000_000;

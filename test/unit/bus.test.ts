@@ -1,7 +1,7 @@
 // The peer-message bus: bounded concurrency, bounded backlog, failures isolated.
 import test from 'ava';
-import { Bus, type PeerMessage } from '../src/bus/bus.js';
-import { until } from './helpers/wait.js';
+import { Bus, type PeerMessage } from '../../src/bus/bus.js';
+import { until } from '../helpers/wait.js';
 
 const msg = (i: number): PeerMessage => ({ from: `bafyrei${i}`, type: 'card.request', body: { i }, at: i });
 

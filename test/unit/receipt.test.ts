@@ -1,9 +1,9 @@
 // SPEC §9.4, WIRE §5: receipts — CoreDet, signed by the provider's current key, bound to the task, the
 // capability, the caller and the result; anything else is refused.
 import test from 'ava';
-import { signReceipt, checkReceipt, resultHash } from '../src/protocol/receipt.js';
-import { testIdentity } from './helpers/identity.js';
-import { encodeCanonical } from '../src/identity/cbor.js';
+import { signReceipt, checkReceipt, resultHash } from '../../src/protocol/receipt.js';
+import { testIdentity } from '../helpers/identity.js';
+import { encodeCanonical } from '../../src/identity/cbor.js';
 
 const provider = testIdentity('rcpt-provider', 1);
 const other = testIdentity('rcpt-other');

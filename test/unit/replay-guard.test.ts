@@ -2,9 +2,9 @@
 // copies arrive at once, also after a restart (LevelDB), until its message expires.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { tempDir } from './helpers/tmp.js';
-import { Store } from '../store/db.js';
-import { ReplayGuard } from '../src/relay/replay-guard.js';
+import { tempDir } from '../helpers/tmp.js';
+import { Store } from '../../store/db.js';
+import { ReplayGuard } from '../../src/relay/replay-guard.js';
 
 const mid = () => new Uint8Array(randomBytes(16));
 

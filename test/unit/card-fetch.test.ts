@@ -2,13 +2,13 @@
 // real actor host so the deadlines also hold across a restart.
 import test from 'ava';
 import { transition, initialTransition, type AnyMachineSnapshot } from 'xstate';
-import { cardFetchMachine, WAIT_MS, CACHE_MS, GUARD_MS, type CardFetchContext } from '../machines/card-fetch.js';
-import { Store } from '../store/db.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { ManualClock } from '../src/runtime/clock.js';
-import { REPLY_LIMIT } from '../src/runtime/kinds.js';
-import type { BucketContext } from '../machines/bucket.js';
-import { tempDir } from './helpers/tmp.js';
+import { cardFetchMachine, WAIT_MS, CACHE_MS, GUARD_MS, type CardFetchContext } from '../../machines/card-fetch.js';
+import { Store } from '../../store/db.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { ManualClock } from '../../src/runtime/clock.js';
+import { REPLY_LIMIT } from '../../src/runtime/kinds.js';
+import type { BucketContext } from '../../machines/bucket.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const T = 1_800_000_000_000;
 const c = (s: AnyMachineSnapshot) => s.context as CardFetchContext;

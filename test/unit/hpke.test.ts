@@ -4,7 +4,7 @@ import test from 'ava';
 import { CipherSuite, HkdfSha256 } from '@hpke/core';
 import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
 import { Chacha20Poly1305 } from '@hpke/chacha20poly1305';
-import { seal, open, generateX25519, x25519PublicOf } from '../src/protocol/hpke.js';
+import { seal, open, generateX25519, x25519PublicOf } from '../../src/protocol/hpke.js';
 
 const suite = new CipherSuite({ kem: new DhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Chacha20Poly1305() });
 const te = new TextEncoder();

@@ -1,8 +1,8 @@
 // SPEC §2: config.json parsing, defaults, unknown keys with did-you-mean, JSON paths, cross-field rules.
 import test from 'ava';
-import { parseConfig, validateConfig } from '../src/config/load.js';
-import { offeredCapabilities } from '../src/config/check.js';
-import type { Problem } from '../src/config/problem.js';
+import { parseConfig, validateConfig } from '../../src/config/load.js';
+import { offeredCapabilities } from '../../src/config/check.js';
+import type { Problem } from '../../src/config/problem.js';
 
 const lines = (problems: Problem[]) => problems.map((p) => `${p.severity} ${p.path}: ${p.message}`);
 const errorsAt = (problems: Problem[]) => problems.filter((p) => p.severity === 'error').map((p) => p.path);

@@ -1,7 +1,7 @@
 // WIRE §4 / RFC 9180 Appendix A.2.1: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305, Base
 // mode — our seal reproduces the RFC's encryption of sequence number 0 byte for byte, and opens it.
 import test from 'ava';
-import { seal, open } from '../src/protocol/hpke.js';
+import { seal, open } from '../../src/protocol/hpke.js';
 
 const h = (s: string) => new Uint8Array(Buffer.from(s, 'hex'));
 const skEm = h('f4ec9b33b792c372c1d2c2063507b684ef925b8c75a42dbcbf57d63ccd381600');

@@ -5,10 +5,10 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tempDir } from './helpers/tmp.js';
-import { until } from './helpers/wait.js';
-import { callService, retryAfter, type ServiceOutcome } from '../src/service/call.js';
-import { parseServiceUrl, type ServiceUrl } from '../src/service/url.js';
+import { tempDir } from '../helpers/tmp.js';
+import { until } from '../helpers/wait.js';
+import { callService, retryAfter, type ServiceOutcome } from '../../src/service/call.js';
+import { parseServiceUrl, type ServiceUrl } from '../../src/service/url.js';
 
 async function privateDir(t: ExecutionContext): Promise<string> {
   const root = await tempDir(t);

@@ -3,14 +3,14 @@
 // the call is told to end; how many may wait is bounded per capability and per caller by four times the
 // in-flight limits.
 import test, { type ExecutionContext } from 'ava';
-import { tempDir } from './helpers/tmp.js';
-import { validateConfig } from '../src/config/load.js';
-import { offeredCapabilities, type OfferedCapability } from '../src/config/check.js';
-import { Store } from '../store/db.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { call } from '../src/actors/call.js';
-import { WaitingQuotes, WAITING_PER_INFLIGHT, type Quoted } from '../src/node/provider/quotes.js';
-import { testIdentity } from './helpers/identity.js';
+import { tempDir } from '../helpers/tmp.js';
+import { validateConfig } from '../../src/config/load.js';
+import { offeredCapabilities, type OfferedCapability } from '../../src/config/check.js';
+import { Store } from '../../store/db.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { call } from '../../src/actors/call.js';
+import { WaitingQuotes, WAITING_PER_INFLIGHT, type Quoted } from '../../src/node/provider/quotes.js';
+import { testIdentity } from '../helpers/identity.js';
 
 const [A, B] = ['quotes-a', 'quotes-b'].map((tag) => testIdentity(tag).kel.aid) as [string, string];
 const HOUR = 3_600_000;

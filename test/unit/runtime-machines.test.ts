@@ -6,15 +6,15 @@ import test from 'ava';
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import { assign, setup, transition, initialTransition, type AnyMachineSnapshot, type AnyStateMachine } from 'xstate';
-import { step, initial } from '../src/runtime/pure.js';
-import { isFlat, flatStep } from '../src/runtime/flat-step.js';
-import { Rebuild } from '../src/runtime/rebuild.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { ManualClock } from '../src/runtime/clock.js';
-import { verify, replay } from '../src/runtime/replay.js';
-import type { ActorKind } from '../src/runtime/kinds.js';
-import { Store } from '../store/db.js';
-import { tempDir } from './helpers/tmp.js';
+import { step, initial } from '../../src/runtime/pure.js';
+import { isFlat, flatStep } from '../../src/runtime/flat-step.js';
+import { Rebuild } from '../../src/runtime/rebuild.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { ManualClock } from '../../src/runtime/clock.js';
+import { verify, replay } from '../../src/runtime/replay.js';
+import type { ActorKind } from '../../src/runtime/kinds.js';
+import { Store } from '../../store/db.js';
+import { tempDir } from '../helpers/tmp.js';
 
 type Ev = { type: 'ADD'; at: number; by: number } | { type: 'RESET'; at: number } | { type: 'GO'; at: number };
 

@@ -2,10 +2,10 @@
 // a quote is payable until its end, the daily window is exact over any 24 h, a paid call settles
 // before its final state, and an interrupted paid call releases its hold.
 import test from 'ava';
-import { step, initial } from '../src/runtime/pure.js';
-import { paymentMachine, UNANSWERED_MS, type PaymentContext } from '../machines/payment.js';
-import { spendMachine, type SpendContext } from '../machines/spend.js';
-import { callMachine, type CallContext } from '../machines/call.js';
+import { step, initial } from '../../src/runtime/pure.js';
+import { paymentMachine, UNANSWERED_MS, type PaymentContext } from '../../machines/payment.js';
+import { spendMachine, type SpendContext } from '../../machines/spend.js';
+import { callMachine, type CallContext } from '../../machines/call.js';
 import type { AnyMachineSnapshot } from 'xstate';
 
 const run = (machine: Parameters<typeof step>[0], input: unknown, events: { type: string; at: number; [k: string]: unknown }[]) =>

@@ -4,18 +4,18 @@
 import test, { type ExecutionContext } from 'ava';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tempDir } from './helpers/tmp.js';
-import { validateConfig } from '../src/config/load.js';
-import { Store } from '../store/db.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { ManualClock } from '../src/runtime/clock.js';
-import { admit, type Admission } from '../src/node/provider/slots.js';
-import { Gates } from '../src/node/provider/gate.js';
-import type { CallIn } from '../src/node/provider/checks.js';
-import { quotaIds } from '../src/actors/bucket.js';
-import { inflightId } from '../src/actors/inflight.js';
-import { stampsOf, type BucketContext } from '../machines/bucket.js';
-import { testIdentity } from './helpers/identity.js';
+import { tempDir } from '../helpers/tmp.js';
+import { validateConfig } from '../../src/config/load.js';
+import { Store } from '../../store/db.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { ManualClock } from '../../src/runtime/clock.js';
+import { admit, type Admission } from '../../src/node/provider/slots.js';
+import { Gates } from '../../src/node/provider/gate.js';
+import type { CallIn } from '../../src/node/provider/checks.js';
+import { quotaIds } from '../../src/actors/bucket.js';
+import { inflightId } from '../../src/actors/inflight.js';
+import { stampsOf, type BucketContext } from '../../machines/bucket.js';
+import { testIdentity } from '../helpers/identity.js';
 
 // Real AIDs: the peer lists keep only well-formed ones.
 const [A, B, C] = ['adm-a', 'adm-b', 'adm-c'].map((tag) => testIdentity(tag).kel.aid) as [string, string, string];

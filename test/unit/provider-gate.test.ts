@@ -3,18 +3,18 @@
 // shared one waits while an exclusive one waits or runs; a refused call gives back every slot it took,
 // so nothing it asked for stays held. The gates are objects a node owns, one per capability.
 import test, { type ExecutionContext } from 'ava';
-import { tempDir } from './helpers/tmp.js';
-import { validateConfig } from '../src/config/load.js';
-import { offeredCapabilities } from '../src/config/check.js';
-import { Store } from '../store/db.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { ManualClock } from '../src/runtime/clock.js';
-import { Gate, Gates } from '../src/node/provider/gate.js';
-import { admitTogether, takeInflight, takeQuota } from '../src/node/provider/slots.js';
-import type { Checked } from '../src/node/provider/checks.js';
-import { bucket, quotaIds } from '../src/actors/bucket.js';
-import { inflight } from '../src/actors/inflight.js';
-import { testIdentity } from './helpers/identity.js';
+import { tempDir } from '../helpers/tmp.js';
+import { validateConfig } from '../../src/config/load.js';
+import { offeredCapabilities } from '../../src/config/check.js';
+import { Store } from '../../store/db.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { ManualClock } from '../../src/runtime/clock.js';
+import { Gate, Gates } from '../../src/node/provider/gate.js';
+import { admitTogether, takeInflight, takeQuota } from '../../src/node/provider/slots.js';
+import type { Checked } from '../../src/node/provider/checks.js';
+import { bucket, quotaIds } from '../../src/actors/bucket.js';
+import { inflight } from '../../src/actors/inflight.js';
+import { testIdentity } from '../helpers/identity.js';
 
 const [A, B] = ['gate-a', 'gate-b'].map((tag) => testIdentity(tag).kel.aid) as [string, string];
 

@@ -1,13 +1,13 @@
 // SPEC §5.3–5.4: extended cards general and list, the anet-price extension, not_configured.
 import test from 'ava';
-import { validateConfig } from '../src/config/load.js';
-import { buildPublicCard } from '../src/card/build.js';
-import { buildExtendedCard, pricesOf } from '../src/card/extended.js';
-import { signCard } from '../src/protocol/card/jws.js';
-import { verifyCard } from '../src/protocol/card/verify.js';
-import { EXT_CARD, EXT_PRICE } from '../src/protocol/card/constants.js';
-import type { AgentCard } from '../src/protocol/card/types.js';
-import { testIdentity } from './helpers/identity.js';
+import { validateConfig } from '../../src/config/load.js';
+import { buildPublicCard } from '../../src/card/build.js';
+import { buildExtendedCard, pricesOf } from '../../src/card/extended.js';
+import { signCard } from '../../src/protocol/card/jws.js';
+import { verifyCard } from '../../src/protocol/card/verify.js';
+import { EXT_CARD, EXT_PRICE } from '../../src/protocol/card/constants.js';
+import type { AgentCard } from '../../src/protocol/card/types.js';
+import { testIdentity } from '../helpers/identity.js';
 
 const id = testIdentity('ext');
 const HUB_AID = testIdentity('hub').kel.aid;

@@ -6,14 +6,14 @@ import test from 'ava';
 import { cp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Store, type JournalEntry, type SnapshotRecord } from '../store/db.js';
-import { ActorHost } from '../src/runtime/host.js';
-import { ManualClock } from '../src/runtime/clock.js';
-import { KINDS, type ActorKind } from '../src/runtime/kinds.js';
-import { verify } from '../src/runtime/replay.js';
-import { UnknownVersionError } from '../src/runtime/versions.js';
-import { tempDir } from './helpers/tmp.js';
-import { runCli } from './helpers/cli.js';
+import { Store, type JournalEntry, type SnapshotRecord } from '../../store/db.js';
+import { ActorHost } from '../../src/runtime/host.js';
+import { ManualClock } from '../../src/runtime/clock.js';
+import { KINDS, type ActorKind } from '../../src/runtime/kinds.js';
+import { verify } from '../../src/runtime/replay.js';
+import { UnknownVersionError } from '../../src/runtime/versions.js';
+import { tempDir } from '../helpers/tmp.js';
+import { runCli } from '../helpers/cli.js';
 
 const T0 = Date.UTC(2026, 11, 1);
 const INPUT = { limit: 3, windowMs: 60_000 };
@@ -55,7 +55,7 @@ test('SPEC §14: journal entries and snapshots carry the version of their kind',
 
 test('SPEC §14: entries and snapshots written before versions (test/fixtures/journal-v1) read as version 1 and verify', async (t) => {
   const dir = await tempDir(t);
-  await cp(fileURLToPath(new URL('./fixtures/journal-v1/store', import.meta.url)), join(dir, 'store'), { recursive: true });
+  await cp(fileURLToPath(new URL('../fixtures/journal-v1/store', import.meta.url)), join(dir, 'store'), { recursive: true });
   const store = await Store.open(dir);
   t.teardown(() => store.close());
   const entries = (await store.journal.values().all()) as JournalEntry[];

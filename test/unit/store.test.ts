@@ -2,9 +2,9 @@
 // share LevelDB batches, land in the order they were queued, and a failed batch fails only its own ops;
 // the journal's hash chain (store/chain.ts) as Store.write links event batches.
 import test from 'ava';
-import { Store, seqKey } from '../store/db.js';
-import { linkHash, ZERO_HASH } from '../store/chain.js';
-import { tempDir } from './helpers/tmp.js';
+import { Store, seqKey } from '../../store/db.js';
+import { linkHash, ZERO_HASH } from '../../store/chain.js';
+import { tempDir } from '../helpers/tmp.js';
 
 async function openCounting(t: Parameters<typeof tempDir>[0]) {
   const store = await Store.open(await tempDir(t));
