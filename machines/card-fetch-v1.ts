@@ -55,7 +55,8 @@ export const cardFetchMachineV1 = setup({
       const e = event as E<'REPLY'>;
       return e.requestId === context.requestId && (e.result === 'ok' || e.result === 'not_configured');
     },
-    unreachable: ({ context, event }) => (event as E<'REPLY'>).requestId === context.requestId && (event as E<'REPLY'>).result === 'unreachable',
+    unreachable: ({ context, event }) =>
+      (event as E<'REPLY'>).requestId === context.requestId && (event as E<'REPLY'>).result === 'unreachable',
     waitOver: ({ context, event }) => context.waitUntil !== null && event.at >= context.waitUntil,
     cacheOver: ({ context, event }) => context.expiresAt !== null && event.at >= context.expiresAt,
     seqMovedOn: ({ context, event }) => newerSeq(context, (event as E<'PUBLIC_SEQ'>).publicSeq),
@@ -76,22 +77,47 @@ export const cardFetchMachineV1 = setup({
     }),
     store: assign(({ event }) => {
       const e = event as E<'REPLY'>;
-      const outcome: Outcome = e.result === 'ok' ? { kind: 'ok', wire: e.wire ?? '', fetchedAt: e.at } : { kind: 'not_configured', fetchedAt: e.at };
+      const outcome: Outcome =
+        e.result === 'ok' ? { kind: 'ok', wire: e.wire ?? '', fetchedAt: e.at } : { kind: 'not_configured', fetchedAt: e.at };
       return { outcome, requestId: null, waitUntil: null, expiresAt: e.at + CACHE_MS, deadline: e.at + CACHE_MS };
     }),
-    invalid: assign({ outcome: { kind: 'card_signature_invalid' } as Outcome, requestId: null, waitUntil: null, expiresAt: null, deadline: null }),
-    unavailable: assign({ outcome: { kind: 'card_unavailable' } as Outcome, requestId: null, waitUntil: null, expiresAt: null, deadline: null }),
+    invalid: assign({
+      outcome: { kind: 'card_signature_invalid' } as Outcome,
+      requestId: null,
+      waitUntil: null,
+      expiresAt: null,
+      deadline: null,
+    }),
+    unavailable: assign({
+      outcome: { kind: 'card_unavailable' } as Outcome,
+      requestId: null,
+      waitUntil: null,
+      expiresAt: null,
+      deadline: null,
+    }),
     expire: assign({ expiresAt: null, deadline: null }),
   },
 }).createMachine({
   id: 'cardFetch',
-  context: { publicSeq: null, lastAttemptAt: null, requestId: null, waitUntil: null, expiresAt: null, outcome: null, decision: null, deadline: null },
+  context: {
+    publicSeq: null,
+    lastAttemptAt: null,
+    requestId: null,
+    waitUntil: null,
+    expiresAt: null,
+    outcome: null,
+    decision: null,
+    deadline: null,
+  },
   initial: 'idle',
   states: {
     /** Nothing usable held: a NEED fetches unless an attempt was made in the last 60 s. */
     idle: {
       on: {
-        NEED: [{ guard: 'guarded', actions: 'holdBack' }, { actions: 'request', target: 'waiting' }],
+        NEED: [
+          { guard: 'guarded', actions: 'holdBack' },
+          { actions: 'request', target: 'waiting' },
+        ],
       },
     },
     /** A request is out; its answer is awaited for 10 s at most. */

@@ -48,7 +48,15 @@ export interface CardFetchContext {
 export type CardFetchEvent =
   | { type: 'NEED'; at: number; publicSeq: string; requestId: string }
   // `seq`: the public seq the card extends, when newer than the one asked for (the provider moved on).
-  | { type: 'REPLY'; at: number; requestId: string; result: 'ok' | 'not_configured' | 'invalid' | 'unreachable'; wire?: string; digest?: string; seq?: string }
+  | {
+      type: 'REPLY';
+      at: number;
+      requestId: string;
+      result: 'ok' | 'not_configured' | 'invalid' | 'unreachable';
+      wire?: string;
+      digest?: string;
+      seq?: string;
+    }
   | { type: 'PUBLIC_SEQ'; at: number; publicSeq: string }
   | { type: 'TICK'; at: number };
 
@@ -105,7 +113,9 @@ export const cardFetchMachine = setup({
     store: assign(({ context, event }) => {
       assertEvent(event, 'REPLY');
       const answer: Answer =
-        event.result === 'ok' ? { kind: 'ok', wire: event.wire ?? '', fetchedAt: event.at, ...(event.digest ? { digest: event.digest } : {}) } : { kind: 'not_configured', fetchedAt: event.at };
+        event.result === 'ok'
+          ? { kind: 'ok', wire: event.wire ?? '', fetchedAt: event.at, ...(event.digest ? { digest: event.digest } : {}) }
+          : { kind: 'not_configured', fetchedAt: event.at };
       const publicSeq = event.seq !== undefined && newer(event.seq, context.publicSeq) ? event.seq : context.publicSeq!;
       const held: Held = { answer, publicSeq, expiresAt: event.at + CACHE_MS };
       return { outcome: answer, held, requestId: null, waitUntil: null, deadline: held.expiresAt };
@@ -133,7 +143,17 @@ export const cardFetchMachine = setup({
   },
 }).createMachine({
   id: 'cardFetch',
-  context: { publicSeq: null, lastAttemptAt: null, requestId: null, waitUntil: null, guardUntil: null, outcome: null, held: null, decision: null, deadline: null },
+  context: {
+    publicSeq: null,
+    lastAttemptAt: null,
+    requestId: null,
+    waitUntil: null,
+    guardUntil: null,
+    outcome: null,
+    held: null,
+    decision: null,
+    deadline: null,
+  },
   initial: 'idle',
   states: {
     idle: {
@@ -153,7 +173,10 @@ export const cardFetchMachine = setup({
     },
     cached: {
       on: {
-        NEED: [{ guard: 'freshCache', actions: 'serveCache' }, { actions: 'request', target: 'waiting' }],
+        NEED: [
+          { guard: 'freshCache', actions: 'serveCache' },
+          { actions: 'request', target: 'waiting' },
+        ],
         PUBLIC_SEQ: { guard: 'seqMovedOn', actions: 'stale', target: 'idle' },
         TICK: { guard: 'cacheOver', actions: 'expire', target: 'idle' },
       },

@@ -30,9 +30,17 @@ const text = (res: IncomingMessage) =>
 /** POSTs `body` on a connection of its own; `sent` runs once the whole body is handed to the socket. */
 function post(url: string, token: string, body: string | Buffer, sent?: () => void): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', agent: false, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      text(res).then((b) => resolve({ status: res.statusCode!, body: b }), reject);
-    });
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        text(res).then((b) => resolve({ status: res.statusCode!, body: b }), reject);
+      },
+    );
     req.on('error', reject);
     req.end(body, sent);
   });
@@ -46,7 +54,12 @@ test('SPEC §12 (local A2A endpoint): while a 30 MiB SendMessage is being parsed
   // parsing it is all the work it makes.
   const raw = Buffer.alloc(22 * 1024 * 1024, 7).toString('base64');
   const parts = [{ text: 'see the file' }, { data: { capability: 'demo.echo', args: { n: 1 } } }, { raw, filename: 'big.bin' }];
-  const big = JSON.stringify({ jsonrpc: '2.0', id: 'big', method: 'SendMessage', params: { message: { messageId: 'm', role: 'ROLE_USER', parts } } });
+  const big = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 'big',
+    method: 'SendMessage',
+    params: { message: { messageId: 'm', role: 'ROLE_USER', parts } },
+  });
   t.true(big.length > 29 * 1024 * 1024 && big.length < MAX_BODY);
 
   const order: string[] = [];
@@ -111,7 +124,12 @@ test('SPEC §12 (local A2A endpoint): a body over 32 MiB is answered 413 before 
 function shape(v: unknown): unknown {
   if (isLosslessNumber(v)) return ['number', (v as { value: string }).value];
   if (Array.isArray(v)) return ['array', v.map(shape)];
-  if (v !== null && typeof v === 'object') return ['object', Object.getPrototypeOf(v) === Object.prototype, Object.keys(v).map((k) => [k, shape((v as Record<string, unknown>)[k])])];
+  if (v !== null && typeof v === 'object')
+    return [
+      'object',
+      Object.getPrototypeOf(v) === Object.prototype,
+      Object.keys(v).map((k) => [k, shape((v as Record<string, unknown>)[k])]),
+    ];
   return [typeof v, v];
 }
 

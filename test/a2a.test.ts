@@ -44,25 +44,30 @@ async function caller(net: Net, config: Record<string, unknown> = {}) {
 }
 
 /** A fetch that sends the bearer token, as a client is configured with it. */
-const withToken = (token: string): typeof fetch => (input, init) => {
-  const headers = new Headers(init?.headers);
-  headers.set('authorization', `Bearer ${token}`);
-  return fetch(input, { ...init, headers });
-};
+const withToken =
+  (token: string): typeof fetch =>
+  (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.set('authorization', `Bearer ${token}`);
+    return fetch(input, { ...init, headers });
+  };
 
 /** The official client for one remote agent, from the card at the endpoint's well-known URL. */
 function client(daemon: Daemon, token: string, aid: string): Promise<Client> {
   const fetchImpl = withToken(token);
-  const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl })],
-    cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
-  }));
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+    }),
+  );
   return factory.createFromUrl(daemon.a2a!.agentUrl(aid));
 }
 
 const sendCall = (capability: string, args: unknown) =>
   SendMessageRequest.fromJSON({ message: { messageId: `m-${Math.random()}`, role: 'ROLE_USER', parts: [{ data: { capability, args } }] } });
-const sendText = (text: string) => SendMessageRequest.fromJSON({ message: { messageId: `m-${Math.random()}`, role: 'ROLE_USER', parts: [{ text }] } });
+const sendText = (text: string) =>
+  SendMessageRequest.fromJSON({ message: { messageId: `m-${Math.random()}`, role: 'ROLE_USER', parts: [{ text }] } });
 
 const stateOf = (task: Task) => taskStateToJSON(task.status!.state);
 
@@ -74,7 +79,11 @@ async function rpcError(t: ExecutionContext, call: Promise<unknown>): Promise<{ 
 
 /** A raw JSON-RPC POST, for what a well-behaved client never sends. */
 async function rawRpc(url: string, token: string | null, body: string): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body,
+  });
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
@@ -86,10 +95,16 @@ test('SPEC §12: the card at the well-known URL points at this endpoint; a capab
   const a2a = await client(c.daemon, c.token, p.aid);
 
   const card = await (await withToken(c.token)(`${c.daemon.a2a!.agentUrl(p.aid)}.well-known/agent-card.json`)).json();
-  t.deepEqual(card.supportedInterfaces, [{ url: `${c.daemon.a2a!.agentUrl(p.aid)}jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }]);
+  t.deepEqual(card.supportedInterfaces, [
+    { url: `${c.daemon.a2a!.agentUrl(p.aid)}jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' },
+  ]);
   t.is(card.signatures, undefined, 'the relay signature does not cover the rewritten card');
-  t.deepEqual(card.skills.map((s: { id: string }) => s.id), ['chat', 'demo.echo']);
+  t.deepEqual(
+    card.skills.map((s: { id: string }) => s.id),
+    ['chat', 'demo.echo'],
+  );
 
+  // biome-ignore lint/correctness/noPrecisionLoss: a number past 2^53 on purpose, carried as the JSON double it is
   const sent = (await a2a.sendMessage(sendCall('demo.echo', { text: 'héllo', n: 12345678901234567890 }))) as Task;
   t.is(stateOf(sent), 'TASK_STATE_COMPLETED');
   t.regex(sent.id, /^[0-9a-f]{16}$/);
@@ -97,7 +112,7 @@ test('SPEC §12: the card at the well-known URL points at this endpoint; a capab
   const part = sent.artifacts[0]!.parts[0]!.content;
   t.is(part?.$case, 'data');
   t.like((part as { value: { echo: Record<string, unknown> } }).value.echo, { text: 'héllo' });
-  t.regex(String(sent.metadata?.['anet.receipt']), /^bafyrei/, 'the receipt verified under the provider\'s KEL');
+  t.regex(String(sent.metadata?.['anet.receipt']), /^bafyrei/, "the receipt verified under the provider's KEL");
   t.is(sent.metadata?.['anet.capability'], 'demo.echo');
   // The CLI shows the same task.
   const record = JSON.parse((await runCli(['task', sent.id, '--json', '--data', c.dir])).stdout);
@@ -117,7 +132,10 @@ test('SPEC §12, §4, §13: a refused call is a rejected task whose status messa
   const a2a = await client(c.daemon, c.token, p.aid);
   const bad = (await a2a.sendMessage(sendCall('demo.echo', { $x: 1 }))) as Task;
   t.is(stateOf(bad), 'TASK_STATE_REJECTED');
-  t.like(bad.status!.message!.metadata, { 'anet.reason': 'bad_args', explanation: 'The arguments must be a JSON object without top-level keys that start with "$".' });
+  t.like(bad.status!.message!.metadata, {
+    'anet.reason': 'bad_args',
+    explanation: 'The arguments must be a JSON object without top-level keys that start with "$".',
+  });
   t.deepEqual(bad.artifacts, []);
   const unknown = (await a2a.sendMessage(sendCall('no.such.thing', {}))) as Task;
   t.is(stateOf(unknown), 'TASK_STATE_REJECTED');
@@ -153,16 +171,37 @@ test('SPEC §12, §10 (a2a-x402): a task waiting for payment carries the quote a
   const { p, c, a2a, waiting } = await waitingForPayment(t);
   const meta = waiting.status!.message!.metadata as Record<string, { accepts?: { amount: string; payTo: string }[] } | string>;
   t.is(meta['x402.payment.status'], 'payment-required');
-  t.like((meta['x402.payment.required'] as { accepts: unknown[] }).accepts[0], { scheme: 'exact', asset: 'credit', amount: '30', payTo: p.aid });
-  const answer = (status: string) => SendMessageRequest.fromJSON({ message: { messageId: `m-${Math.random()}`, taskId: waiting.id, role: 'ROLE_USER', parts: [{ text: 'ok' }], metadata: { 'x402.payment.status': status } } });
+  t.like((meta['x402.payment.required'] as { accepts: unknown[] }).accepts[0], {
+    scheme: 'exact',
+    asset: 'credit',
+    amount: '30',
+    payTo: p.aid,
+  });
+  const answer = (status: string) =>
+    SendMessageRequest.fromJSON({
+      message: {
+        messageId: `m-${Math.random()}`,
+        taskId: waiting.id,
+        role: 'ROLE_USER',
+        parts: [{ text: 'ok' }],
+        metadata: { 'x402.payment.status': status },
+      },
+    });
   const paid = (await a2a.sendMessage(answer('payment-submitted'))) as Task;
   let task = paid;
-  await until(async () => stateOf((task = await a2a.getTask(GetTaskRequest.fromJSON({ id: waiting.id })))) === 'TASK_STATE_COMPLETED', 'the paid call to end');
+  await until(async () => {
+    task = await a2a.getTask(GetTaskRequest.fromJSON({ id: waiting.id }));
+    return stateOf(task) === 'TASK_STATE_COMPLETED';
+  }, 'the paid call to end');
   t.is(task.id, waiting.id, 'the same task');
   t.like(task.status!.message!.metadata, { 'x402.payment.status': 'payment-completed' });
   t.like((task.status!.message!.metadata!['x402.payment.receipts'] as unknown[])[0], { success: true, payer: c.aid });
   t.like(JSON.parse((await runCli(['balance', '--json', '--data', c.dir])).stdout), { balance: '70' });
-  t.like(await rpcError(t, a2a.sendMessage(answer('payment-submitted'))), { code: -32602, data: { state: 'completed' } }, 'a task is paid once');
+  t.like(
+    await rpcError(t, a2a.sendMessage(answer('payment-submitted'))),
+    { code: -32602, data: { state: 'completed' } },
+    'a task is paid once',
+  );
 });
 
 test('SPEC §12, §9.2: a text-only message is a text task: working while it waits in the inbox, then completed with the answer (GetTask)', async (t) => {
@@ -177,13 +216,19 @@ test('SPEC §12, §9.2: a text-only message is a text task: working while it wai
   const replied = await runCli(['reply', sent.id, 'it', 'is', 'fine', '--data', p.dir]);
   t.is(replied.code, 0, replied.stderr);
   let task = sent;
-  await until(async () => stateOf((task = await a2a.getTask(GetTaskRequest.fromJSON({ id: sent.id })))) === 'TASK_STATE_COMPLETED', 'the answer');
+  await until(async () => {
+    task = await a2a.getTask(GetTaskRequest.fromJSON({ id: sent.id }));
+    return stateOf(task) === 'TASK_STATE_COMPLETED';
+  }, 'the answer');
   t.deepEqual(task.artifacts[0]!.parts[0]!.content, { $case: 'text', value: 'it is fine' });
 });
 
-test('SPEC §6.3, §12: GetExtendedAgentCard gives a priced provider\'s signed extended card; -32007 not_applicable for a free one', async (t) => {
+test("SPEC §6.3, §12: GetExtendedAgentCard gives a priced provider's signed extended card; -32007 not_applicable for a free one", async (t) => {
   const net = await startNet(t);
-  const paid = await net.node('paid', { ...providerConfig([{ id: 'text.summarize' }, { id: 'text.translate', price: 3 }], 'open'), ...LOCAL });
+  const paid = await net.node('paid', {
+    ...providerConfig([{ id: 'text.summarize' }, { id: 'text.translate', price: 3 }], 'open'),
+    ...LOCAL,
+  });
   const free = await net.node('free', { ...providerConfig([{ id: 'text.summarize' }], 'open'), ...LOCAL });
   await net.start(paid.dir);
   await net.start(free.dir);
@@ -251,7 +296,9 @@ test('SPEC §12: JSON-RPC errors — parse error, invalid request, method not fo
   t.is(await code('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}'), -32602);
   const mixed = { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'hi' }, { data: { capability: 'demo.echo' } }] } };
   t.is(await code(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'SendMessage', params: mixed })), -32602);
-  const byUrl = { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ data: { capability: 'demo.echo' } }, { url: 'https://example.org/x' }] } };
+  const byUrl = {
+    message: { messageId: 'm', role: 'ROLE_USER', parts: [{ data: { capability: 'demo.echo' } }, { url: 'https://example.org/x' }] },
+  };
   t.is(await code(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'SendMessage', params: byUrl })), -32602);
   const big = await rawRpc(url, c.token, '{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"GetTask","params":{"id":"x"}}');
   t.like(big.json, { id: 1.2345678901234568e29, error: { code: -32001 } });
@@ -279,11 +326,14 @@ test('SPEC §12: local.a2a is loopback or a Unix socket only; on a Unix socket (
   t.is((await stat(sock)).mode & 0o777, 0o600);
   const token = (await readFile(join(c.dir, 'a2a.token'), 'utf8')).trim();
   const card = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = request({ socketPath: sock, path: `/a2a/v1/agents/${p.aid}/.well-known/agent-card.json`, headers: { authorization: `Bearer ${token}` } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8') }));
-    });
+    const req = request(
+      { socketPath: sock, path: `/a2a/v1/agents/${p.aid}/.well-known/agent-card.json`, headers: { authorization: `Bearer ${token}` } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });

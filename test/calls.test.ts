@@ -15,7 +15,13 @@ import { encodeCanonical } from '../src/identity/cbor.js';
 import { TASK_SEND, TASK_RESULT, TASK_STATUS } from '../src/protocol/messages.js';
 import { pricedProvider } from './helpers/payments.js';
 
-async function provider(t: ExecutionContext, net: Net, handler: SampleHandler, caps: Record<string, unknown>[] = [{ id: 'demo.echo' }], policy = 'open') {
+async function provider(
+  t: ExecutionContext,
+  net: Net,
+  handler: SampleHandler,
+  caps: Record<string, unknown>[] = [{ id: 'demo.echo' }],
+  policy = 'open',
+) {
   const run = join(net.root, `run-${Math.random().toString(16).slice(2)}`);
   await mkdir(run, { mode: 0o700 });
   const service = await startSampleService(join(run, 'svc.sock'), handler);
@@ -33,7 +39,7 @@ const call = async (dir: string, aid: string, cap: string, args: string) => {
   return { ...JSON.parse(r.stdout || '{}'), code: r.code, stderr: r.stderr };
 };
 
-test('SPEC §9, §9.4: a call runs on the provider\'s service and returns its result with a receipt the caller verifies', async (t) => {
+test("SPEC §9, §9.4: a call runs on the provider's service and returns its result with a receipt the caller verifies", async (t) => {
   const net = await startNet(t);
   let seen: { caller?: string; body?: unknown } = {};
   const p = await provider(t, net, (body, req) => {
@@ -47,8 +53,8 @@ test('SPEC §9, §9.4: a call runs on the provider\'s service and returns its re
   t.is(r.code, 0, r.stderr);
   t.like(r, { state: 'completed', capability: 'demo.echo', to: p.aid, reason: null });
   t.deepEqual(r.result.echo.text, 'héllo');
-  t.regex(r.receipt, /^bafyrei/, 'a receipt CID: it verified under the provider\'s KEL and matches the result');
-  t.is(seen.caller, c.aid, 'the service is told the caller\'s AID');
+  t.regex(r.receipt, /^bafyrei/, "a receipt CID: it verified under the provider's KEL and matches the result");
+  t.is(seen.caller, c.aid, "the service is told the caller's AID");
   const text = await runCli(['call', p.aid, 'demo.echo', '--args', '{"a":1}', '--data', c.dir]);
   t.is(text.code, 0);
   t.regex(text.stdout, /"a": 1[\s\S]*receipt bafyrei\S+ \(signed by the provider, verified\)/);
@@ -70,7 +76,9 @@ test('SPEC §4, §2.1 allow_only: a stranger calling an allow_only capability ge
     await until(() => x.received.length >= 2, 'two replies');
     const replies = x.received.splice(0).filter((m) => m.type === TASK_RESULT);
     t.is(replies.length, 2);
-    const bytes = replies.map((m) => Buffer.from(encodeCanonical(new Map([...(m.raw as Map<string, never>)].filter(([k]) => k !== 'task'))))).sort(Buffer.compare);
+    const bytes = replies
+      .map((m) => Buffer.from(encodeCanonical(new Map([...(m.raw as Map<string, never>)].filter(([k]) => k !== 'task')))))
+      .sort(Buffer.compare);
     t.deepEqual(bytes[0], bytes[1], `${policy}: identical replies`);
     t.like(replies[0]!.body, { state: 'rejected', reason: policy === 'open' ? 'capability_not_public' : 'not_accepting' });
   }
@@ -78,14 +86,24 @@ test('SPEC §4, §2.1 allow_only: a stranger calling an allow_only capability ge
 
 test('SPEC §4.1, §3.1: refusals and service answers reach the caller with their reasons, and the CLI exits 1', async (t) => {
   const net = await startNet(t);
-  const p = await provider(t, net, (body) => {
-    if ((body as { fail?: boolean }).fail) throw new Error('bad language code');
-    return { ok: true };
-  }, [{ id: 'demo.echo', per_caller_per_min: 2 }]);
+  const p = await provider(
+    t,
+    net,
+    (body) => {
+      if ((body as { fail?: boolean }).fail) throw new Error('bad language code');
+      return { ok: true };
+    },
+    [{ id: 'demo.echo', per_caller_per_min: 2 }],
+  );
   const c = await net.node('c');
   await net.start(p.dir);
   await net.start(c.dir);
-  t.like(await call(c.dir, p.aid, 'demo.echo', '{"fail":true}'), { code: 1, state: 'rejected', reason: 'service_rejected', message: 'bad language code' });
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{"fail":true}'), {
+    code: 1,
+    state: 'rejected',
+    reason: 'service_rejected',
+    message: 'bad language code',
+  });
   t.like(await call(c.dir, p.aid, 'demo.echo', '{"$x":1}'), { code: 1, state: 'rejected', reason: 'bad_args' });
   t.like(await call(c.dir, p.aid, 'demo.echo', '{}'), { code: 0, state: 'completed' });
   const quota = await call(c.dir, p.aid, 'demo.echo', '{}');
@@ -101,11 +119,16 @@ test('SPEC §9.5: a call running when the provider stops ends interrupted after 
   const net = await startNet(t);
   let runs = 0;
   let hang = true;
-  const p = await provider(t, net, async () => {
-    runs++;
-    if (hang) await new Promise(() => {});
-    return { ok: true };
-  }, [{ id: 'demo.echo', per_caller_inflight: 1 }]);
+  const p = await provider(
+    t,
+    net,
+    async () => {
+      runs++;
+      if (hang) await new Promise(() => {});
+      return { ok: true };
+    },
+    [{ id: 'demo.echo', per_caller_inflight: 1 }],
+  );
   const c = await net.node('c');
   let prov = await net.start(p.dir);
   const caller = await net.start(c.dir);
@@ -119,7 +142,7 @@ test('SPEC §9.5: a call running when the provider stops ends interrupted after 
   t.like(r, { state: 'failed', reason: 'interrupted' });
   t.regex(r.explanation ?? '', /./);
   t.is(runs, 1, 'not run again');
-  t.like(await call(c.dir, p.aid, 'demo.echo', '{}'), { state: 'completed' }, 'the caller\'s one in-flight slot was freed');
+  t.like(await call(c.dir, p.aid, 'demo.echo', '{}'), { state: 'completed' }, "the caller's one in-flight slot was freed");
   t.is(runs, 2);
 });
 
@@ -149,7 +172,11 @@ test('SPEC §14, §9.5: the answer leaves only once the outcome is journaled: an
   await until(() => failed, 'the outcome write to fail', 200);
   // The answer was sealed while the write ran. The call's run ends (and is logged) only after the answer
   // would have been handed to the relay: from then on nothing of this run can leave.
-  await until(() => net.log(prov).some((l) => / \(demo\.echo\): simulated write failure$/.test(l)), 'the call to end on the failed write', 200);
+  await until(
+    () => net.log(prov).some((l) => / \(demo\.echo\): simulated write failure$/.test(l)),
+    'the call to end on the failed write',
+    200,
+  );
   t.false(answered, 'no answer for an outcome the journal does not hold');
   await prov.close();
   prov = await net.start(p.dir);
@@ -169,21 +196,34 @@ test('SPEC §4.1: twenty calls running at once all complete, and the daemon prin
   let running = 0;
   let release!: () => void;
   const all = new Promise<void>((r) => (release = r));
-  const p = await provider(t, net, async (body) => {
-    if (++running === 20) release();
-    await all;
-    return { echo: body };
-  }, [{ id: 'demo.echo', max_inflight: 32, per_caller_inflight: 32 }]);
+  const p = await provider(
+    t,
+    net,
+    async (body) => {
+      if (++running === 20) release();
+      await all;
+      return { echo: body };
+    },
+    [{ id: 'demo.echo', max_inflight: 32, per_caller_inflight: 32 }],
+  );
   const c = await net.node('c');
   await net.start(p.dir);
   const caller = await net.start(c.dir);
-  const results = await Promise.all(Array.from({ length: 20 }, (_, i) => caller.node.caller.call(p.aid, 'demo.echo', JSON.stringify({ i }), [], 60_000)));
-  t.deepEqual(results.map((r) => r.state), Array(20).fill('completed'));
+  const results = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => caller.node.caller.call(p.aid, 'demo.echo', JSON.stringify({ i }), [], 60_000)),
+  );
+  t.deepEqual(
+    results.map((r) => r.state),
+    Array(20).fill('completed'),
+  );
   t.is(running, 20);
-  t.deepEqual(warnings.filter((w) => w.includes('MaxListeners')), []);
+  t.deepEqual(
+    warnings.filter((w) => w.includes('MaxListeners')),
+    [],
+  );
 });
 
-test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact credential, so a free provider\'s extended card is fetched', async (t) => {
+test("SPEC §7, §6.1: after a first exchange a listed caller holds a contact credential, so a free provider's extended card is fetched", async (t) => {
   const net = await startNet(t);
   const p = await provider(t, net, echoHandler, [{ id: 'demo.echo' }, { id: 'secret.tool', allow_only: true }], 'closed');
   const c = await net.node('c');
@@ -196,14 +236,19 @@ test('SPEC §7, §6.1: after a first exchange a listed caller holds a contact cr
   t.true(await reader.node.fetcher.credentialFrom(p.aid));
   const after = JSON.parse((await runCli(['card', p.aid, '--json', '--data', c.dir])).stdout);
   t.is(after.extended, 'ok');
-  t.deepEqual(after.card.skills.map((s: { id: string }) => s.id), ['demo.echo', 'secret.tool']);
+  t.deepEqual(
+    after.card.skills.map((s: { id: string }) => s.id),
+    ['demo.echo', 'secret.tool'],
+  );
 });
 
-
-test('SPEC §9.3: with discard, no byte of the arguments, files or result is left in the provider\'s data dir after a restart', async (t) => {
+test("SPEC §9.3: with discard, no byte of the arguments, files or result is left in the provider's data dir after a restart", async (t) => {
   const net = await startNet(t);
   const files = { media_types: ['image/*'] };
-  const p = await provider(t, net, (body) => ({ echo: body }), [{ id: 'keep.echo', files }, { id: 'secret.echo', discard: true, files }]);
+  const p = await provider(t, net, (body) => ({ echo: body }), [
+    { id: 'keep.echo', files },
+    { id: 'secret.echo', discard: true, files },
+  ]);
   const c = await net.node('c');
   let prov = await net.start(p.dir);
   await net.start(c.dir);
@@ -211,7 +256,18 @@ test('SPEC §9.3: with discard, no byte of the arguments, files or result is lef
   const withFile = async (cap: string, marker: string) => {
     const path = join(net.root, `${marker}.png`);
     await writeFile(path, png(marker));
-    const r = await runCli(['call', p.aid, cap, '--args', JSON.stringify({ text: `ARGS-${marker}` }), '--file', path, '--json', '--data', c.dir]);
+    const r = await runCli([
+      'call',
+      p.aid,
+      cap,
+      '--args',
+      JSON.stringify({ text: `ARGS-${marker}` }),
+      '--file',
+      path,
+      '--json',
+      '--data',
+      c.dir,
+    ]);
     t.is(r.code, 0, r.stderr);
     return JSON.parse(r.stdout);
   };
@@ -242,7 +298,10 @@ test('SPEC §12: a long call shows its progress on stderr while stdout keeps the
   const c = await net.node('c');
   await net.start(p.dir);
   await net.start(c.dir);
-  const r = await runCli(['call', p.aid, 'demo.echo', '--args', '{}', '--data', c.dir], (line) => /: working \(\d+ s\)$/.test(line) && shown());
+  const r = await runCli(
+    ['call', p.aid, 'demo.echo', '--args', '{}', '--data', c.dir],
+    (line) => /: working \(\d+ s\)$/.test(line) && shown(),
+  );
   t.is(r.code, 0, r.stderr);
   t.regex(r.stderr, /^task [0-9a-f]{16}: working \(\d+ s\)$/m);
   t.regex(r.stdout, /^\{\n {2}"slow": true\n\}\nreceipt bafyrei/);
@@ -306,19 +365,31 @@ test('SPEC §9.1, §13: a task that cannot be sent at all (the peer has no encry
   t.regex(task.detail, /encryption keys/);
 });
 
-test('SPEC §9, §9.4, §13: a task id sent again is answered from the journal — the same result and receipt bytes, a refusal with its reason — takes no quota, and a discard call\'s lost result is interrupted', async (t) => {
+test("SPEC §9, §9.4, §13: a task id sent again is answered from the journal — the same result and receipt bytes, a refusal with its reason — takes no quota, and a discard call's lost result is interrupted", async (t) => {
   const net = await startNet(t);
   let runs = 0;
-  const p = await provider(t, net, (body) => {
-    runs++;
-    return { echo: body };
-  }, [{ id: 'keep.echo', per_caller_per_min: 2 }, { id: 'secret.echo', discard: true }]);
+  const p = await provider(
+    t,
+    net,
+    (body) => {
+      runs++;
+      return { echo: body };
+    },
+    [
+      { id: 'keep.echo', per_caller_per_min: 2 },
+      { id: 'secret.echo', discard: true },
+    ],
+  );
   await net.start(p.dir);
   const x = await rawPeer(t, net, 'x');
   const send = (task: string, capability: string, resend?: number, args: string | null = '{"n":1}') =>
     x.messenger.send(p.aid, TASK_SEND, toBody({ task, capability, args: args ?? undefined, resend }));
   const answers = async (task: string, n: number) => {
-    await until(() => x.received.filter((m) => m.body.task === task && m.type === TASK_RESULT).length >= n, `${n} answer(s) to ${task}`, 250);
+    await until(
+      () => x.received.filter((m) => m.body.task === task && m.type === TASK_RESULT).length >= n,
+      `${n} answer(s) to ${task}`,
+      250,
+    );
     return x.received.filter((m) => m.body.task === task && m.type === TASK_RESULT).map((m) => m.body);
   };
   await send('00000000000000c1', 'keep.echo');
@@ -353,7 +424,10 @@ test('SPEC §9, §9.4, §13: a task id sent again is answered from the journal �
   t.like(lost, { state: 'failed', reason: 'interrupted' });
   t.regex(String(lost!.detail), /discard/);
   t.is(runs, 3);
-  t.false(x.received.some((m) => m.body.task === '00000000000000c4'), 'no answer to a poll for an unknown task');
+  t.false(
+    x.received.some((m) => m.body.task === '00000000000000c4'),
+    'no answer to a poll for an unknown task',
+  );
 });
 
 test('SPEC §9, §10, §13: a priced call whose quote was lost gets the same signed quote when its task id comes again', async (t) => {
@@ -361,7 +435,8 @@ test('SPEC §9, §10, §13: a priced call whose quote was lost gets the same sig
   const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }]);
   await net.start(p.dir);
   const x = await rawPeer(t, net, 'x');
-  const send = (resend?: number) => x.messenger.send(p.aid, TASK_SEND, toBody({ task: '00000000000000e1', capability: 'text.translate', args: '{}', resend }));
+  const send = (resend?: number) =>
+    x.messenger.send(p.aid, TASK_SEND, toBody({ task: '00000000000000e1', capability: 'text.translate', args: '{}', resend }));
   await send();
   await until(() => x.received.length >= 1, 'the quote');
   await send(1);

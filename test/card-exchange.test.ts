@@ -86,7 +86,10 @@ test('SPEC §6.3 row 4, §6.2: an offline provider gives card_unavailable after 
   const guarded = await card(p.aid, c.dir);
   t.like(guarded, { reason: 'card_unavailable', extended: null, stale: false });
   t.is(guarded.nextAttemptAt - guarded.lastAttemptAt, 60_000);
-  t.regex(guarded.explanation, /Not asked again now: the agent was last asked 5\d s ago, and is asked at most once a minute; the next attempt is allowed at \d\d:\d\d:\d\d\.$/);
+  t.regex(
+    guarded.explanation,
+    /Not asked again now: the agent was last asked 5\d s ago, and is asked at most once a minute; the next attempt is allowed at \d\d:\d\d:\d\d\.$/,
+  );
   t.is(net.envelopes() - before, 1, 'inside 60 s of the attempt: not sent again');
   net.clock.advance(5_000);
   const again = card(p.aid, c.dir);
@@ -125,13 +128,22 @@ test('SPEC §5.3, §7: a listed peer gets the list card and a credential; a stra
 
   const listed = await card(p.aid, c.dir);
   t.like(listed, { extended: 'ok', charge: 'paid' });
-  t.deepEqual(listed.card.skills.map((k: { id: string }) => k.id), ['secret.tool', 'text.translate']);
-  t.deepEqual(listed.prices, [{ skillId: 'secret.tool', amount: '7' }, { skillId: 'text.translate', amount: '3' }]);
+  t.deepEqual(
+    listed.card.skills.map((k: { id: string }) => k.id),
+    ['secret.tool', 'text.translate'],
+  );
+  t.deepEqual(listed.prices, [
+    { skillId: 'secret.tool', amount: '7' },
+    { skillId: 'text.translate', amount: '3' },
+  ]);
   t.true(await reader.node.fetcher.credentialFrom(p.aid), 'the reply carried a contact credential');
 
   const stranger = await card(p.aid, s.dir);
   t.like(stranger, { extended: 'ok' });
-  t.deepEqual(stranger.card.skills.map((k: { id: string }) => k.id), ['text.translate']);
+  t.deepEqual(
+    stranger.card.skills.map((k: { id: string }) => k.id),
+    ['text.translate'],
+  );
   t.false(JSON.stringify(stranger).includes('secret.tool'));
 
   // Free now, nothing hidden: the credential still lets c fetch, and the list card adds nothing.
@@ -154,7 +166,10 @@ test('SPEC §5.3, §7: a listed peer gets the list card and a credential; a stra
   net.clock.advance(61_000);
   const removed = await card(p.aid, c.dir);
   t.like(removed, { extended: 'ok' });
-  t.deepEqual(removed.card.skills.map((k: { id: string }) => k.id), ['text.translate']);
+  t.deepEqual(
+    removed.card.skills.map((k: { id: string }) => k.id),
+    ['text.translate'],
+  );
   t.false(await reader.node.fetcher.credentialFrom(p.aid), 'an answer without a credential revokes it');
 });
 
@@ -226,7 +241,7 @@ test('SPEC §6.2: a provider answers one sender at most 6 card requests per 60 s
   t.is(x.received[6]!.body.rid, 'later');
 });
 
-test('SPEC §6.3 row 4: a reader whose AID is past the provider\'s six per minute gets card_unavailable', async (t) => {
+test("SPEC §6.3 row 4: a reader whose AID is past the provider's six per minute gets card_unavailable", async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', providerConfig([{ id: 'text.translate', price: 3 }]));
   const c = await net.node('c');
@@ -238,7 +253,7 @@ test('SPEC §6.3 row 4: a reader whose AID is past the provider\'s six per minut
   for (let i = 0; i < 6; i++) await asC.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'general', rid: `flood${i}` }));
   await until(() => net.envelopes() - sent === 12, 'six requests and six replies');
   const pending = card(p.aid, c.dir);
-  await until(() => net.envelopes() - sent === 13, 'the reader\'s request');
+  await until(() => net.envelopes() - sent === 13, "the reader's request");
   net.clock.advance(10_000);
   t.like(await pending, { verified: true, extended: null, reason: 'card_unavailable' });
   t.is(net.envelopes() - sent, 13, 'no answer to the seventh');
@@ -272,7 +287,7 @@ test('SPEC §6.3 row 5: an extended card whose signature fails is not used: card
   t.false(JSON.stringify(view.card).includes('anet-price'), 'the public card is shown');
 });
 
-test('SPEC §2.1 allow_only, §5.3: a stranger\'s list request gets byte for byte what it would get if the capability did not exist', async (t) => {
+test("SPEC §2.1 allow_only, §5.3: a stranger's list request gets byte for byte what it would get if the capability did not exist", async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', allowOnlyProvider(3));
   let provider = await net.start(p.dir);
@@ -297,7 +312,7 @@ test('SPEC §2.1 allow_only, §5.3: a stranger\'s list request gets byte for byt
   t.is((await runCli(['deny', 'add', x.aid, '--data', p.dir])).code, 0);
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'denied' }));
   await until(() => x.received.length === 3, 'a reply');
-  t.is(x.received[2]!.body.card, b, "the same bytes as a stranger now gets");
+  t.is(x.received[2]!.body.card, b, 'the same bytes as a stranger now gets');
 });
 
 test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states that hold across a restart of the reader', async (t) => {
@@ -318,12 +333,16 @@ test('SPEC §6.2, §14: the 24 h cache and the 60 s guard are journaled states t
   const after = await card(p.aid, c.dir);
   t.like(after, { extended: 'ok' });
   t.is(net.envelopes() - before, 2, 'after 24 h the card is fetched again');
-  t.true((await reader.node.host!.state(actorOf(p.aid, 'general')))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!);
+  t.true(
+    (await reader.node.host!.state(actorOf(p.aid, 'general')))!.context.lastAttemptAt > (state!.context as CardFetchContext).lastAttemptAt!,
+  );
 });
 
 /** A card's JSON with its anet-card stamp (seq, issue times) and signatures blanked. */
 function unstamped(wire: string): string {
-  return wire.replace(/"seq":"\d+","issuedAt":"\d+","notBefore":"\d+"/, '"seq":"","issuedAt":"","notBefore":""').replace(/"signatures":\[.*\]/, '"signatures":[]');
+  return wire
+    .replace(/"seq":"\d+","issuedAt":"\d+","notBefore":"\d+"/, '"seq":"","issuedAt":"","notBefore":""')
+    .replace(/"signatures":\[.*\]/, '"signatures":[]');
 }
 
 /** The seq of the public card the hub holds for `aid`. */
@@ -375,7 +394,10 @@ test('SPEC §6.2, §6.3, §14: when the newest card cannot be had, the last sign
   const stale = await pending;
   t.like(stale, { extended: 'ok', reason: 'card_stale', stale: true, nextAttemptAt: null });
   t.deepEqual(stale.prices, [{ skillId: 'text.translate', amount: '3' }], 'what the provider last signed for us');
-  t.regex(stale.explanation, /^The agent's newest extended card could not be obtained, so this is the last one it signed for you.* It extends seq 1; the agent now publishes seq 2\.$/);
+  t.regex(
+    stale.explanation,
+    /^The agent's newest extended card could not be obtained, so this is the last one it signed for you.* It extends seq 1; the agent now publishes seq 2\.$/,
+  );
   const text = await runCli(['card', p.aid, '--data', c.dir]);
   t.regex(text.stdout, /text\.translate {2}3 credits\n.*Not asked again now: the agent was last asked 1\d s ago/s);
   t.is(net.envelopes() - before, 1, 'inside the guard: nothing asked');
@@ -390,22 +412,30 @@ test('SPEC §6.2, §6.3, §14: when the newest card cannot be had, the last sign
   const restored = await reader.node.host!.state(actorOf(p.aid, 'general'));
   t.is(restored!.value, 'guarded');
   net.clock.advance(50_000);
-  await until(async () => (await reader.node.host!.state(actorOf(p.aid, 'general')))!.value === 'idle', 'the restored guard ends at its deadline');
+  await until(
+    async () => (await reader.node.host!.state(actorOf(p.aid, 'general')))!.value === 'idle',
+    'the restored guard ends at its deadline',
+  );
 });
 
-
-test('SPEC §11, §5.3: the hub\'s stored bytes never hold an extended card, a price or a message body', async (t) => {
+test("SPEC §11, §5.3: the hub's stored bytes never hold an extended card, a price or a message body", async (t) => {
   const net = await startNet(t);
-  const p = await net.node('p', providerConfig([
-    { id: 'text.translate', price: 424242 },
-    { id: 'secret.tool', price: 987654321, allow_only: true, description: 'MARKER-HIDDEN-7731' },
-  ]));
+  const p = await net.node(
+    'p',
+    providerConfig([
+      { id: 'text.translate', price: 424242 },
+      { id: 'secret.tool', price: 987654321, allow_only: true, description: 'MARKER-HIDDEN-7731' },
+    ]),
+  );
   const c = await net.node('c');
   t.is((await runCli(['allow', 'add', c.aid, '--data', p.dir])).code, 0);
   await net.start(p.dir);
   await net.start(c.dir);
   const listed = await card(p.aid, c.dir);
-  t.deepEqual(listed.prices.map((x: { amount: string }) => x.amount), ['987654321', '424242']);
+  t.deepEqual(
+    listed.prices.map((x: { amount: string }) => x.amount),
+    ['987654321', '424242'],
+  );
   const x = await rawPeer(t, net, 'x');
   await x.messenger.send(p.aid, 'note', 'MARKER-BODY-5521');
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'MARKER-RID-9' }));
@@ -419,7 +449,7 @@ test('SPEC §11, §5.3: the hub\'s stored bytes never hold an extended card, a p
   t.not((await filesContaining(c.dir, 'MARKER-HIDDEN-7731')).length, 0);
 });
 
-test('SPEC §7: after a key rotation the provider renews a listed peer\'s credential unasked, signed with the new key', async (t) => {
+test("SPEC §7: after a key rotation the provider renews a listed peer's credential unasked, signed with the new key", async (t) => {
   const setup = await listedReader(t, 'allow');
   const { net, p, c, reader } = setup;
   let { provider } = setup;

@@ -30,6 +30,10 @@ test('SPEC §12, WIRE §3.4: anet card verify checks a saved card against a save
   t.is(bad.code, 1);
   t.regex(bad.stdout, /^INVALID_SIGNATURE: /);
   t.regex((await runCli(['card', 'verify', card, '--kel', otherKel])).stdout, /^UNKNOWN_AID: /, "another AID's KEL");
-  t.regex((await runCli(['card', 'verify', card, '--kel', kel, '--now', '1000'])).stdout, /^CARD_NOT_YET_VALID: /, 'checked at a moment before it was issued');
+  t.regex(
+    (await runCli(['card', 'verify', card, '--kel', kel, '--now', '1000'])).stdout,
+    /^CARD_NOT_YET_VALID: /,
+    'checked at a moment before it was issued',
+  );
   t.is((await runCli(['card', 'verify', card])).code, 2, 'the KEL is required');
 });

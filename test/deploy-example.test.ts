@@ -26,7 +26,10 @@ test('SPEC §2, §3, §9 (deploy example): the adapter and config.json serve tex
   const socket = join(run, 'anet', 'wordcount.sock');
   const tokenFile = join(net.root, 'wordcount.token');
   await writeFile(tokenFile, 'an-example-token-of-24-bytes\n', { mode: 0o600 });
-  const adapter = spawn(process.execPath, [join(EXAMPLE, 'adapter.mjs')], { env: { ...process.env, ANET_SOCKET: socket, ANET_TOKEN_FILE: tokenFile }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const adapter = spawn(process.execPath, [join(EXAMPLE, 'adapter.mjs')], {
+    env: { ...process.env, ANET_SOCKET: socket, ANET_TOKEN_FILE: tokenFile },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   t.teardown(() => void adapter.kill());
   await new Promise<void>((resolve) => adapter.stdout!.on('data', (d) => String(d).includes('listening') && resolve()));
 
@@ -55,7 +58,10 @@ test('SPEC §10: a priced capability is never run for free: a caller without cre
   const run = join(net.root, 'run');
   await mkdir(run, { mode: 0o700 });
   const { startSampleService } = await import('../src/service/sample.js');
-  const service = await startSampleService(join(run, 's.sock'), () => ((ran = true), {}));
+  const service = await startSampleService(join(run, 's.sock'), () => {
+    ran = true;
+    return {};
+  });
   t.teardown(() => service.close());
   const p = await net.node('p', {
     inbound: { public_capabilities: [{ id: 'paid.thing' }] },
@@ -65,7 +71,12 @@ test('SPEC §10: a priced capability is never run for free: a caller without cre
   await net.start(p.dir);
   await net.start(c.dir);
   const r = JSON.parse((await runCli(['call', p.aid, 'paid.thing', '--args', '{}', '--json', '--data', c.dir])).stdout);
-  t.like(r, { state: 'failed', reason: 'settlement_failed', detail: 'the hub refused: INSUFFICIENT_FUNDS', payment: { quote: { amount: '5' }, status: 'payment-failed' } });
+  t.like(r, {
+    state: 'failed',
+    reason: 'settlement_failed',
+    detail: 'the hub refused: INSUFFICIENT_FUNDS',
+    payment: { quote: { amount: '5' }, status: 'payment-failed' },
+  });
   t.false(ran);
 });
 
@@ -89,9 +100,16 @@ test('SPEC §2, §3, §3.2, §9 (deploy example README): the walk-through, run a
   t.true(existsSync(BIN), `no ${BIN}: run \`npm run build\` first (the README's wrapper runs this checkout's build)`);
   const blocks = codeBlocks(await readFile(join(EXAMPLE, 'README.md'), 'utf8'));
   // Every block says what it is, so none is skipped by accident.
-  for (const b of blocks) t.true(['sh', 'sh systemd', 'sh build', 'text'].includes(b.info), `README.md:${b.line}: a code block fenced \`\`\`${b.info}, not sh, sh systemd, sh build or text`);
+  for (const b of blocks)
+    t.true(
+      ['sh', 'sh systemd', 'sh build', 'text'].includes(b.info),
+      `README.md:${b.line}: a code block fenced \`\`\`${b.info}, not sh, sh systemd, sh build or text`,
+    );
   // The one block not run: the build, which is this checkout's.
-  t.deepEqual(blocks.filter((b) => b.info === 'sh build').map((b) => b.code), ['npm install\nnpm run build\n']);
+  t.deepEqual(
+    blocks.filter((b) => b.info === 'sh build').map((b) => b.code),
+    ['npm install\nnpm run build\n'],
+  );
   const steps = blocks.filter((b) => b.info === 'sh' || b.info === 'sh systemd');
   t.true(steps.some((b) => b.info === 'sh') && steps.some((b) => b.info === 'sh systemd'));
 
@@ -107,13 +125,19 @@ test('SPEC §2, §3, §3.2, §9 (deploy example README): the walk-through, run a
   await chmod(join(bin, 'systemctl'), 0o755);
   const port = await freePort();
   const script = steps.map((b) => `# README.md:${b.line} (${b.info})\n${b.code}`).join('\n');
-  const run = await runBash(t, script, { cwd: REPO, env: { HOME: home, PATH: `${bin}:/usr/bin:/bin`, ANET_HUB_PORT: String(port) }, ms: 60_000 });
+  const run = await runBash(t, script, {
+    cwd: REPO,
+    env: { HOME: home, PATH: `${bin}:/usr/bin:/bin`, ANET_HUB_PORT: String(port) },
+    ms: 60_000,
+  });
   const logs = async () => {
     const out: string[] = [];
-    for (const f of ['anet-wordcount.log', 'anet-hub.log', 'anet-daemon.log']) out.push(`--- ~/${f}\n${await readFile(join(home, f), 'utf8').catch(() => '(none)')}`);
+    for (const f of ['anet-wordcount.log', 'anet-hub.log', 'anet-daemon.log'])
+      out.push(`--- ~/${f}\n${await readFile(join(home, f), 'utf8').catch(() => '(none)')}`);
     return out.join('\n');
   };
-  const story = async () => `stdout:\n${run.stdout}\nstderr (last 40 lines):\n${run.stderr.split('\n').slice(-40).join('\n')}\n${await logs()}`;
+  const story = async () =>
+    `stdout:\n${run.stdout}\nstderr (last 40 lines):\n${run.stderr.split('\n').slice(-40).join('\n')}\n${await logs()}`;
   if (run.timedOut) return t.fail(`the README did not finish in 60 s\n${await story()}`);
   t.is(run.code, 0, await story());
 

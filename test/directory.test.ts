@@ -55,7 +55,11 @@ test('SPEC §6.4, §11: find on one daemon lists the other with the right charge
     const [head, row, ...more] = found.stdout.trim().split('\n');
     t.regex(head!, /^name +charge +key +skills +AID$/);
     t.deepEqual(more, []);
-    t.regex(row!, new RegExp(`^anet agent ${aid.slice(0, 12)} +${charge} +confirmed +text\\.summarize, text\\.translate +${aid}$`), `prices ${prices}`);
+    t.regex(
+      row!,
+      new RegExp(`^anet agent ${aid.slice(0, 12)} +${charge} +confirmed +text\\.summarize, text\\.translate +${aid}$`),
+      `prices ${prices}`,
+    );
   }
   // The same content at the next start is not re-signed.
   const again = startBin(t, ['daemon', '--data', a]);
@@ -71,7 +75,10 @@ test('SPEC §6.4, §11: find on one daemon lists the other with the right charge
 
 test('SPEC §6.4: anet card on the public-card path, and --json', async (t) => {
   const { root, hubUrl, a, b, aid } = await hubAndTwoNodes(t);
-  await writeFile(join(a, 'config.json'), JSON.stringify({ ...providerConfig(hubUrl, [0, 0]), inbound: { ...providerConfig(hubUrl, [0, 0]).inbound, policy: 'open' } }));
+  await writeFile(
+    join(a, 'config.json'),
+    JSON.stringify({ ...providerConfig(hubUrl, [0, 0]), inbound: { ...providerConfig(hubUrl, [0, 0]).inbound, policy: 'open' } }),
+  );
   const reg = await runBin(['hub-register', '--name', 'translator', '--data', a]);
   t.is(reg.code, 0, reg.stderr);
   t.regex(reg.stdout, /card seq 1 published/);
@@ -87,8 +94,30 @@ test('SPEC §6.4: anet card on the public-card path, and --json', async (t) => {
     'The agent declares no payments and has not given you a contact credential, so it was not contacted: this is its public card.',
   ]);
   const data = JSON.parse((await runBin(['card', aid, '--json', '--data', b])).stdout);
-  t.deepEqual(Object.keys(data).sort(), ['aid', 'card', 'charge', 'explanation', 'extended', 'fetchedAt', 'key', 'lastAttemptAt', 'nextAttemptAt', 'prices', 'reason', 'stale', 'verified']);
-  t.like(data, { aid, verified: true, key: 'confirmed', charge: 'free', extended: 'not_applicable', reason: 'not_applicable', prices: null });
+  t.deepEqual(Object.keys(data).sort(), [
+    'aid',
+    'card',
+    'charge',
+    'explanation',
+    'extended',
+    'fetchedAt',
+    'key',
+    'lastAttemptAt',
+    'nextAttemptAt',
+    'prices',
+    'reason',
+    'stale',
+    'verified',
+  ]);
+  t.like(data, {
+    aid,
+    verified: true,
+    key: 'confirmed',
+    charge: 'free',
+    extended: 'not_applicable',
+    reason: 'not_applicable',
+    prices: null,
+  });
   t.is(data.card.name, 'translator');
 
   const bad = await runBin(['card', 'bafyreinotanaid', '--data', b]);

@@ -104,7 +104,7 @@ test('SPEC §2.2: token files readable by others or shorter than 16 bytes are er
   t.regex(r.stdout, /2 error\(s\), 0 warning\(s\)$/);
 });
 
-test('SPEC §12: the local A2A endpoint\'s token file is checked too: readable by others is an error, none yet is fine', async (t) => {
+test("SPEC §12: the local A2A endpoint's token file is checked too: readable by others is an error, none yet is fine", async (t) => {
   const data = await nodeWith(t, {});
   const none = await runCli(['doctor', '--data', data]);
   t.is(none.code, 0, none.stdout);
@@ -114,7 +114,10 @@ test('SPEC §12: the local A2A endpoint\'s token file is checked too: readable b
   await chmod(path, 0o644);
   const loose = await runCli(['doctor', '--data', data]);
   t.is(loose.code, 1);
-  t.regex(loose.stdout, /^error: a2a\.token: .*accessible to other users \(mode 644\); run chmod 600 .*; the local A2A endpoint will not start until it is fixed/m);
+  t.regex(
+    loose.stdout,
+    /^error: a2a\.token: .*accessible to other users \(mode 644\); run chmod 600 .*; the local A2A endpoint will not start until it is fixed/m,
+  );
   await chmod(path, 0o600);
   t.is((await runCli(['doctor', '--data', data])).code, 0);
 });
@@ -123,15 +126,12 @@ test('SPEC §2: doctor prints each config problem with its path, one line each, 
   const socket = await privateSocket(t);
   const data = await nodeWith(t, {
     inbound: {
-      public_capabilities: [
-        { id: 'echo', max_inflight: 1, per_caller_inflight: 2 },
-        { id: 'orphan' },
-        { id: 'chat' },
-      ],
+      public_capabilities: [{ id: 'echo', max_inflight: 1, per_caller_inflight: 2 }, { id: 'orphan' }, { id: 'chat' }],
     },
     modules: {
       service: {
         capabilities: [
+          // biome-ignore lint/correctness/noPrecisionLoss: 2^63, one past the largest price (a double holds it exactly)
           { id: 'echo', url: `unix://${socket}`, price: 9223372036854775808 },
           { id: 'web', url: 'http://127.0.0.1:1/x' },
         ],
@@ -151,14 +151,17 @@ test('SPEC §2: doctor prints each config problem with its path, one line each, 
     '4 error(s), 2 warning(s)',
   ]);
   const report = JSON.parse((await runCli(['doctor', '--data', data, '--json'])).stdout);
-  t.deepEqual(report.problems.map((p: any) => p.path), [
-    'inbound.public_capabilities[0].per_caller_inflight',
-    'inbound.public_capabilities[1].id',
-    'inbound.public_capabilities[2].id',
-    'modules.service.capabilities[0].price',
-    'modules.service.capabilities[1].id',
-    'modules.service.capabilities[1].url',
-  ]);
+  t.deepEqual(
+    report.problems.map((p: any) => p.path),
+    [
+      'inbound.public_capabilities[0].per_caller_inflight',
+      'inbound.public_capabilities[1].id',
+      'inbound.public_capabilities[2].id',
+      'modules.service.capabilities[0].price',
+      'modules.service.capabilities[1].id',
+      'modules.service.capabilities[1].url',
+    ],
+  );
   t.like(report, { errors: 4, warnings: 2 });
 });
 
@@ -204,14 +207,17 @@ test('SPEC §2, §2.2, §3.2 (doctor): schema, cross-field and environment probl
     '5 error(s), 1 warning(s)',
   ]);
   const report = JSON.parse((await runCli(['doctor', '--data', data, '--json'])).stdout);
-  t.deepEqual(report.problems.map((p: any) => `${p.severity} ${p.path}`), [
-    'error inbound.public_capabilities[0].per_caler_per_min',
-    'error inbound.public_capabilities[0].per_caller_inflight',
-    'warning inbound.public_capabilities[1].id',
-    'error modules.service.capabilities[0].price',
-    'error modules.service.capabilities[0].url',
-    'error modules.service.capabilities[1].url',
-  ]);
+  t.deepEqual(
+    report.problems.map((p: any) => `${p.severity} ${p.path}`),
+    [
+      'error inbound.public_capabilities[0].per_caler_per_min',
+      'error inbound.public_capabilities[0].per_caller_inflight',
+      'warning inbound.public_capabilities[1].id',
+      'error modules.service.capabilities[0].price',
+      'error modules.service.capabilities[0].url',
+      'error modules.service.capabilities[1].url',
+    ],
+  );
   t.like(report, { errors: 5, warnings: 1, configFromFile: true });
 });
 
@@ -222,12 +228,15 @@ test('SPEC §2: the daemon refuses such a file, naming the count and `anet docto
   const [first, ...rest] = r.stderr.split('\n');
   // The daemon does not look at sockets at start (a call does): the socket is doctor's fifth error only.
   t.is(first, 'anet: config.json has 4 error(s); run `anet doctor`:');
-  t.deepEqual(rest.map((line) => line.split(':').slice(0, 2).join(':')), [
-    'error: config.json inbound.public_capabilities[0].per_caler_per_min',
-    'error: config.json inbound.public_capabilities[0].per_caller_inflight',
-    'error: config.json modules.service.capabilities[0].price',
-    'error: config.json modules.service.capabilities[1].url',
-  ]);
+  t.deepEqual(
+    rest.map((line) => line.split(':').slice(0, 2).join(':')),
+    [
+      'error: config.json inbound.public_capabilities[0].per_caler_per_min',
+      'error: config.json inbound.public_capabilities[0].per_caller_inflight',
+      'error: config.json modules.service.capabilities[0].price',
+      'error: config.json modules.service.capabilities[1].url',
+    ],
+  );
 });
 
 test('SPEC §2: doctor without config.json uses the defaults; a broken identity is an error (real binary)', async (t) => {

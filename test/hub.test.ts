@@ -27,7 +27,15 @@ async function setup(t: any) {
   const node = join(root, 'node');
   await createIdentity(node, Date.now());
   const cardFor = (id: Identity, seq: bigint, name = 'echoer') =>
-    JSON.stringify(signCard(buildPublicCard(config!, { name }, id.aid, { seq, issuedAt: Date.now(), notBefore: Date.now() })!, id.signer, hub.url, id.aid, id.kel.ksn));
+    JSON.stringify(
+      signCard(
+        buildPublicCard(config!, { name }, id.aid, { seq, issuedAt: Date.now(), notBefore: Date.now() })!,
+        id.signer,
+        hub.url,
+        id.aid,
+        id.kel.ksn,
+      ),
+    );
   return { root, hub, node, cardFor, identity: await loadIdentity(node) };
 }
 
@@ -57,8 +65,11 @@ test('SPEC §11: register, re-register with a higher seq; lower or forked seqs a
 
 test('SPEC §11: writes need the current key, a fresh time, and a nonce never seen', async (t) => {
   const { hub, identity, cardFor, root } = await setup(t);
-  const body = Buffer.from(JSON.stringify({ kel: Buffer.from(encodeKel(identity.kel.events)).toString('base64'), name: 'x', card: cardFor(identity, 1n) }));
-  const post = (headers: object) => fetch(`${hub.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const body = Buffer.from(
+    JSON.stringify({ kel: Buffer.from(encodeKel(identity.kel.events)).toString('base64'), name: 'x', card: cardFor(identity, 1n) }),
+  );
+  const post = (headers: object) =>
+    fetch(`${hub.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   const headers = signRequest(identity.signer, identity.aid, 'POST', '/agents', body, Date.now());
   t.is((await post(headers)).status, 200);
   const replay = await post(headers);
@@ -104,7 +115,11 @@ test('SPEC §6.4: a hub that alters a skill, a field or the seq is caught by the
   const genuine = cardFor(identity, 5n);
   await client.register('echoer', genuine);
   t.like((await reader.find({}))[0], { key: 'confirmed', verified: true });
-  for (const change of [(c: any) => (c.skills[0].description = 'forged'), (c: any) => (c.name = 'forged'), (c: any) => (c.capabilities.extensions[0].params.seq = '9')]) {
+  for (const change of [
+    (c: any) => (c.skills[0].description = 'forged'),
+    (c: any) => (c.name = 'forged'),
+    (c: any) => (c.capabilities.extensions[0].params.seq = '9'),
+  ]) {
     await client.register('echoer', genuine);
     await tamper(hub.store, identity.aid, change);
     t.like((await reader.find({}))[0], { key: 'invalid', verified: false, code: 'INVALID_SIGNATURE' });
@@ -137,7 +152,11 @@ test('SPEC §5.1: a node with nothing offered withdraws its card; seen and publi
   const { Node } = await import('../src/node/node.js');
   const { cardHistory } = await import('../src/card/history.js');
   const { writeFile } = await import('node:fs/promises');
-  const offering = { hub: hub.url, inbound: { public_capabilities: [{ id: 'echo' }] }, modules: { service: { capabilities: [{ id: 'echo', url: 'unix:///run/echo.sock' }] } } };
+  const offering = {
+    hub: hub.url,
+    inbound: { public_capabilities: [{ id: 'echo' }] },
+    modules: { service: { capabilities: [{ id: 'echo', url: 'unix:///run/echo.sock' }] } },
+  };
   await writeFile(join(node, 'config.json'), JSON.stringify(offering));
   let n = await Node.open(node);
   t.is((await n.publish()).outcome, 'published');
@@ -155,7 +174,10 @@ test('SPEC §5.1: a node with nothing offered withdraws its card; seen and publi
   await writeFile(join(node, 'config.json'), JSON.stringify({ hub: hub.url }));
   n = await Node.open(node);
   t.is((await n.publish()).outcome, 'withdrawn');
-  t.deepEqual((await cardHistory(n.store, aid)).map((c) => [c.seq, c.source]), [['1', 'self']]);
+  t.deepEqual(
+    (await cardHistory(n.store, aid)).map((c) => [c.seq, c.source]),
+    [['1', 'self']],
+  );
   await n.close();
   t.is(await refusal(new HubClient(hub.url).card(aid)), 'NO_CARD');
 });
@@ -166,14 +188,20 @@ test('SPEC §5: every card the node emits passes the A2A v1.0 required-field che
   const id = await loadIdentity((await setup(t)).node);
   fc.assert(
     fc.property(
-      fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9.]{0,10}$/).filter((s) => s !== 'chat'), { maxLength: 6 }),
+      fc.uniqueArray(
+        fc.stringMatching(/^[a-z][a-z0-9.]{0,10}$/).filter((s) => s !== 'chat'),
+        { maxLength: 6 },
+      ),
       fc.array(fc.nat(5), { minLength: 6, maxLength: 6 }),
       fc.boolean(),
       fc.boolean(),
       (ids, prices, open, allowOnlyFirst) => {
         const { config } = validateConfig({
           hub: 'http://127.0.0.1:1',
-          inbound: { policy: open ? 'open' : 'closed', public_capabilities: ids.map((id, i) => ({ id, allow_only: allowOnlyFirst && i === 0 })) },
+          inbound: {
+            policy: open ? 'open' : 'closed',
+            public_capabilities: ids.map((id, i) => ({ id, allow_only: allowOnlyFirst && i === 0 })),
+          },
           modules: { service: { capabilities: ids.map((id, i) => ({ id, url: `unix:///run/${id}.sock`, price: prices[i] })) } },
         });
         const card = buildPublicCard(config!, {}, id.aid, { seq: 1n, issuedAt: 1, notBefore: 1 });
@@ -194,7 +222,11 @@ test('WIRE §3.4: SEQ_ROLLBACK and SEQ_FORK high-water marks survive restarts of
   let hub = await startHub({ dataDir: hubDir, port: 0 });
   const node = join(root, 'node');
   const id = await createIdentity(node, Date.now());
-  const { config } = validateConfig({ hub: hub.url, inbound: { public_capabilities: [{ id: 'e' }] }, modules: { service: { capabilities: [{ id: 'e', url: 'unix:///e.sock' }] } } });
+  const { config } = validateConfig({
+    hub: hub.url,
+    inbound: { public_capabilities: [{ id: 'e' }] },
+    modules: { service: { capabilities: [{ id: 'e', url: 'unix:///e.sock' }] } },
+  });
   const cardFor = (seq: bigint, url: string) =>
     JSON.stringify(signCard(buildPublicCard(config!, {}, id.aid, { seq, issuedAt: 1, notBefore: 1 })!, id.signer, url, id.aid, 0));
   await new HubClient(hub.url, id).register('n', cardFor(3n, hub.url));
@@ -218,12 +250,24 @@ test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale wh
   const root = await tempDir(t);
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());
-  const { config } = validateConfig({ hub: hub.url, inbound: { public_capabilities: [{ id: 'e' }] }, modules: { service: { capabilities: [{ id: 'e', url: 'unix:///e.sock' }] } } });
+  const { config } = validateConfig({
+    hub: hub.url,
+    inbound: { public_capabilities: [{ id: 'e' }] },
+    modules: { service: { capabilities: [{ id: 'e', url: 'unix:///e.sock' }] } },
+  });
   const ids: Identity[] = [];
   for (let i = 0; i < 5; i++) {
     const id = await createIdentity(join(root, `n${i}`), Date.now());
     ids.push(id);
-    const wire = JSON.stringify(signCard(buildPublicCard(config!, { name: `node ${i}` }, id.aid, { seq: 1n, issuedAt: 1, notBefore: 1 })!, id.signer, hub.url, id.aid, 0));
+    const wire = JSON.stringify(
+      signCard(
+        buildPublicCard(config!, { name: `node ${i}` }, id.aid, { seq: 1n, issuedAt: 1, notBefore: 1 })!,
+        id.signer,
+        hub.url,
+        id.aid,
+        0,
+      ),
+    );
     await new HubClient(hub.url, id).register(`node ${i}`, wire);
   }
   const client = new HubClient(hub.url);
@@ -236,7 +280,10 @@ test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale wh
     cursor = r.next;
   }
   t.deepEqual(seen, ids.map((i) => i.aid).sort(), 'every agent once, in AID order');
-  t.deepEqual((await client.search({ q: 'node 3' })).agents.map((a) => a.name), ['node 3']);
+  t.deepEqual(
+    (await client.search({ q: 'node 3' })).agents.map((a) => a.name),
+    ['node 3'],
+  );
 
   let now = Date.now();
   const store = await Store.open(join(root, 'reader'));
@@ -251,9 +298,12 @@ test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale wh
   t.like(await reader.publicCard(target.aid), { key: 'stale', verified: true });
 });
 
-test('SPEC §11: a request body past the hub\'s limit is dropped unread; the hub keeps serving', async (t) => {
+test("SPEC §11: a request body past the hub's limit is dropped unread; the hub keeps serving", async (t) => {
   const { hub } = await setup(t);
-  const over = await fetch(`${hub.url}/agents`, { method: 'POST', body: Buffer.alloc(300 * 1024, 0x20) }).then((r) => r.status, () => 'dropped');
+  const over = await fetch(`${hub.url}/agents`, { method: 'POST', body: Buffer.alloc(300 * 1024, 0x20) }).then(
+    (r) => r.status,
+    () => 'dropped',
+  );
   t.true(over === 'dropped' || over === 413, `got ${over}`);
   const small = await fetch(`${hub.url}/agents`, { method: 'POST', body: '{' });
   t.is(small.status, 400, 'a small bad body is read whole and refused with its error');

@@ -7,8 +7,18 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { encode, rfc8949EncodeOptions } from 'cborg';
 import { signerFromSeed, verify, type Signer } from '../src/identity/ed25519.js';
 import {
-  incept, rotate, eventBytes, encodeKel, decodeKel, validateKel, compareKel, signEvent, digestOfKey,
-  KelError, type SignedEvent, type KelState,
+  incept,
+  rotate,
+  eventBytes,
+  encodeKel,
+  decodeKel,
+  validateKel,
+  compareKel,
+  signEvent,
+  digestOfKey,
+  KelError,
+  type SignedEvent,
+  type KelState,
 } from '../src/identity/kel.js';
 import { decodeCanonical, encodeCanonical } from '../src/identity/cbor.js';
 import { isAid } from '../src/identity/cid.js';
@@ -36,8 +46,13 @@ test('WIRE §2 self-check vector: inception bytes and AID are reproduced exactly
   // the spec is beside the checkout, the copy must equal it.
   const text = await readFile(fileURLToPath(new URL('./fixtures/selfcheck.txt', import.meta.url)), 'utf8');
   const spec = await readFile(fileURLToPath(new URL('../../shared/spec/vectors/selfcheck.txt', import.meta.url)), 'utf8').catch(() => null);
-  if (spec !== null) t.is(text, spec, 'test/fixtures/selfcheck.txt is the spec\'s vector');
-  const vector: Record<string, string> = Object.fromEntries(text.trim().split('\n').map((line) => line.split(' ') as [string, string]));
+  if (spec !== null) t.is(text, spec, "test/fixtures/selfcheck.txt is the spec's vector");
+  const vector: Record<string, string> = Object.fromEntries(
+    text
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ') as [string, string]),
+  );
   const want = (key: string): string => {
     const value = vector[key];
     if (!value) throw new Error(`selfcheck.txt has no ${key}`);
@@ -74,7 +89,10 @@ test('WIRE §2: a valid KEL of random length validates, keeps its AID and tracks
 
 test('WIRE §2: every single-byte change anywhere in a KEL is refused', (t) => {
   const bytes = encodeKel(buildKel(signersFor(4, 'mutate')));
-  t.is(kelCode(() => validateKel(bytes)), 'accepted');
+  t.is(
+    kelCode(() => validateKel(bytes)),
+    'accepted',
+  );
   const accepted: number[] = [];
   for (let i = 0; i < bytes.length; i++) {
     for (const delta of [1, 0x80, 0xff]) {
@@ -102,26 +120,53 @@ test('WIRE §2: rules are refused with their codes (broken link, wrong next key,
   const third = events[2]!;
 
   const brokenLink = resign({ ...third, event: { ...third.event, prev: events[0]!.id } }, s[1]!);
-  t.is(kelCode(() => validateKel([...events.slice(0, 2), brokenLink])), 'BROKEN_LINK');
+  t.is(
+    kelCode(() => validateKel([...events.slice(0, 2), brokenLink])),
+    'BROKEN_LINK',
+  );
 
   const intruder = signerFromSeed(seedOf('intruder'));
   const wrongNext = resign({ ...third, event: { ...third.event, keys: [intruder.publicKey] } }, s[1]!);
-  t.is(kelCode(() => validateKel([...events.slice(0, 2), wrongNext])), 'WRONG_NEXT_KEY');
+  t.is(
+    kelCode(() => validateKel([...events.slice(0, 2), wrongNext])),
+    'WRONG_NEXT_KEY',
+  );
 
   // Signed by the new key instead of the previous one.
-  t.is(kelCode(() => validateKel([...events.slice(0, 2), resign(third, s[2]!)])), 'BAD_SIGNATURE');
+  t.is(
+    kelCode(() => validateKel([...events.slice(0, 2), resign(third, s[2]!)])),
+    'BAD_SIGNATURE',
+  );
   // The inception signed by a key that is not its own.
-  t.is(kelCode(() => validateKel([resign(events[0]!, intruder)])), 'BAD_SIGNATURE');
+  t.is(
+    kelCode(() => validateKel([resign(events[0]!, intruder)])),
+    'BAD_SIGNATURE',
+  );
 
   const gap = resign({ ...third, event: { ...third.event, seq: 3 } }, s[1]!);
-  t.is(kelCode(() => validateKel([...events.slice(0, 2), gap])), 'SEQ_GAP');
-  t.is(kelCode(() => validateKel([events[0]!, events[2]!])), 'SEQ_GAP');
+  t.is(
+    kelCode(() => validateKel([...events.slice(0, 2), gap])),
+    'SEQ_GAP',
+  );
+  t.is(
+    kelCode(() => validateKel([events[0]!, events[2]!])),
+    'SEQ_GAP',
+  );
 
   const otherAid = signEvent({ ...third.event, aid: incept(intruder, s[0]!.publicKey, 1).id }, s[1]!);
-  t.is(kelCode(() => validateKel([...events.slice(0, 2), otherAid])), 'WRONG_AID');
+  t.is(
+    kelCode(() => validateKel([...events.slice(0, 2), otherAid])),
+    'WRONG_AID',
+  );
 
-  t.is(kelCode(() => validateKel([{ ...third, id: events[0]!.id }])), 'BAD_EVENT_ID');
-  t.is(kelCode(() => validateKel([])), 'EMPTY');
+  t.is(
+    kelCode(() => validateKel([{ ...third, id: events[0]!.id }])),
+    'BAD_EVENT_ID',
+  );
+  t.is(
+    kelCode(() => validateKel([])),
+    'EMPTY',
+  );
   t.is(base.events.length, 2);
 });
 
@@ -130,16 +175,22 @@ test('WIRE §1: non-canonical CBOR is refused (unsorted keys, non-minimal intege
   const canonical = encodeKel(events);
   const reversed = encode(decodeCanonical(canonical), { mapSorter: (a: any, b: any) => (a[0].value < b[0].value ? 1 : -1) });
   t.notDeepEqual(reversed, canonical);
-  t.is(kelCode(() => validateKel(reversed)), 'NOT_CANONICAL');
+  t.is(
+    kelCode(() => validateKel(reversed)),
+    'NOT_CANONICAL',
+  );
   // 0x18 0x02 is a non-minimal encoding of 2.
   const nonMinimal = Uint8Array.from([0xa1, 0x18, 0x02, 0x00]);
   t.throws(() => decodeCanonical(nonMinimal));
   // Trailing bytes after the KEL.
-  t.not(kelCode(() => validateKel(Uint8Array.from([...canonical, 0x00]))), 'accepted');
+  t.not(
+    kelCode(() => validateKel(Uint8Array.from([...canonical, 0x00]))),
+    'accepted',
+  );
   t.deepEqual(encodeCanonical(decodeCanonical(canonical)), canonical);
 });
 
-test('WIRE §1: encodeCanonical gives the bytes of cborg\'s RFC 8949 sorter for every key kind', (t) => {
+test("WIRE §1: encodeCanonical gives the bytes of cborg's RFC 8949 sorter for every key kind", (t) => {
   const scalarKey = fc.oneof(
     fc.integer({ min: -(2 ** 40), max: 2 ** 40 }),
     fc.bigInt({ min: -(2n ** 64n) + 1n, max: 2n ** 64n - 1n }),
@@ -151,7 +202,9 @@ test('WIRE §1: encodeCanonical gives the bytes of cborg\'s RFC 8949 sorter for 
   );
   const { value } = fc.letrec((tie) => ({
     value: fc.oneof({ depthSize: 'small' }, scalarKey, fc.array(tie('value'), { maxLength: 4 }), tie('map')),
-    map: fc.array(fc.tuple(fc.oneof(scalarKey, scalarKey, scalarKey, fc.array(scalarKey, { maxLength: 2 })), tie('value')), { maxLength: 8 }).map((entries) => new Map(entries)),
+    map: fc
+      .array(fc.tuple(fc.oneof(scalarKey, scalarKey, scalarKey, fc.array(scalarKey, { maxLength: 2 })), tie('value')), { maxLength: 8 })
+      .map((entries) => new Map(entries)),
   }));
   // Bytes, or the error thrown (cborg's RFC 8949 sorter refuses to compare array and map keys).
   const outcome = (f: () => Uint8Array) => {
@@ -161,10 +214,26 @@ test('WIRE §1: encodeCanonical gives the bytes of cborg\'s RFC 8949 sorter for 
       return (err as Error).message;
     }
   };
-  fc.assert(fc.property(value, (v) => outcome(() => encodeCanonical(v)) === outcome(() => encode(v, rfc8949EncodeOptions))), { numRuns: 2000 });
+  fc.assert(
+    fc.property(value, (v) => outcome(() => encodeCanonical(v)) === outcome(() => encode(v, rfc8949EncodeOptions))),
+    { numRuns: 2000 },
+  );
   // Keys of different kinds and lengths, in the order RFC 8949 gives their encodings.
-  const keys = new Map<unknown, number>([['aa', 0], [-1, 0], ['b', 0], [24, 0], [new Uint8Array(2), 0], [23, 0], [-25, 0], [false, 0], [1.5, 0]]);
-  t.deepEqual([...(decodeCanonical(encodeCanonical(keys)) as Map<unknown, unknown>).keys()], [23, 24, -1, -25, new Uint8Array(2), 'b', 'aa', false, 1.5]);
+  const keys = new Map<unknown, number>([
+    ['aa', 0],
+    [-1, 0],
+    ['b', 0],
+    [24, 0],
+    [new Uint8Array(2), 0],
+    [23, 0],
+    [-25, 0],
+    [false, 0],
+    [1.5, 0],
+  ]);
+  t.deepEqual(
+    [...(decodeCanonical(encodeCanonical(keys)) as Map<unknown, unknown>).keys()],
+    [23, 24, -1, -25, new Uint8Array(2), 'b', 'aa', false, 1.5],
+  );
 });
 
 test('WIRE §2: Ed25519 verification is strict (S + L and non-canonical encodings refused)', (t) => {
@@ -227,9 +296,21 @@ test('WIRE §2: a rotated-away key can no longer sign as current', (t) => {
   t.false(Buffer.compare(state.currentKey, s[0]!.publicKey) === 0);
   // The old key tries to extend the KEL as if it were still current.
   const stale = signEvent(
-    { aid: state.aid, seq: 3, prev: events[2]!.id, type: 'rot', keys: [s[3]!.publicKey], nextDigest: digestOfKey(s[0]!.publicKey), threshold: 1, ts: 9 },
+    {
+      aid: state.aid,
+      seq: 3,
+      prev: events[2]!.id,
+      type: 'rot',
+      keys: [s[3]!.publicKey],
+      nextDigest: digestOfKey(s[0]!.publicKey),
+      threshold: 1,
+      ts: 9,
+    },
     s[0]!,
   );
-  t.is(kelCode(() => validateKel([...events, stale])), 'BAD_SIGNATURE');
+  t.is(
+    kelCode(() => validateKel([...events, stale])),
+    'BAD_SIGNATURE',
+  );
   t.throws(() => rotate(state, s[0]!, s[3]!, s[0]!.publicKey, 1), { message: /current key/ });
 });

@@ -33,7 +33,10 @@ test('WIRE §4: the set verifies under the current key only; the hub refuses a s
   const { keys } = await currentKeys(node, Date.now());
   const set = signKeySet(id, keys);
   const valid = verifyKeySet(set, id.kel, Date.now());
-  t.deepEqual(valid.map((k) => k.publicKey), keys.map((k) => k.publicKey));
+  t.deepEqual(
+    valid.map((k) => k.publicKey),
+    keys.map((k) => k.publicKey),
+  );
   t.deepEqual(verifyKeySet(set, id.kel, Date.now() + KEY_VALID_MS + 1), [], 'expired keys are not offered');
 
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
@@ -47,5 +50,9 @@ test('WIRE §4: the set verifies under the current key only; the hub refuses a s
   await t.throwsAsync(client.putKeys(forged), { instanceOf: HubRefusedError, message: /BAD_KEY_SET/ });
 
   const rotated = await rotateIdentity(node, Date.now());
-  t.throws(() => verifyKeySet(set, rotated.kel, Date.now()), { message: /current key/ }, 'a set signed before a rotation must be re-signed');
+  t.throws(
+    () => verifyKeySet(set, rotated.kel, Date.now()),
+    { message: /current key/ },
+    'a set signed before a rotation must be re-signed',
+  );
 });

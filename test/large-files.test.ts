@@ -38,7 +38,12 @@ const chunk = (type: string, data: Buffer) => {
 const png = (size: number) => {
   const ihdr = Buffer.from('00000400000003000802000000', 'hex'); // 1024 × 768, 8-bit truecolor
   const filler = size - 8 - (12 + ihdr.length) - 12 - 12;
-  return Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), chunk('IHDR', ihdr), chunk('IDAT', randomBytes(filler)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from('89504e470d0a1a0a', 'hex'),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', randomBytes(filler)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 };
 
 /** A provider whose `image.sum` capability takes files (default max_bytes) and answers their digests. */
@@ -60,17 +65,32 @@ async function provider(t: ExecutionContext, net: Net, files: Record<string, unk
   const service = await startSampleService(join(run, 'svc.sock'), handler);
   t.teardown(() => service.close());
   const caps = [{ id: 'image.sum', files: { media_types: ['image/png'], ...files } }];
-  const config = { inbound: { policy: 'open', public_capabilities: caps }, modules: { service: { capabilities: [{ id: 'image.sum', url: `unix://${service.socketPath}` }] } } };
+  const config = {
+    inbound: { policy: 'open', public_capabilities: caps },
+    modules: { service: { capabilities: [{ id: 'image.sum', url: `unix://${service.socketPath}` }] } },
+  };
   return { ...(await net.node('p', config)), seen };
 }
 
 async function callWith(net: Net, dir: string, to: string, images: Buffer[]) {
-  const paths = await Promise.all(images.map(async (bytes, i) => {
-    const path = join(net.root, `image-${i}-${Math.random().toString(16).slice(2)}.png`);
-    await writeFile(path, bytes);
-    return path;
-  }));
-  const r = await runCli(['call', to, 'image.sum', '--args', '{"what":"sum"}', ...paths.flatMap((p) => ['--file', p]), '--json', '--data', dir]);
+  const paths = await Promise.all(
+    images.map(async (bytes, i) => {
+      const path = join(net.root, `image-${i}-${Math.random().toString(16).slice(2)}.png`);
+      await writeFile(path, bytes);
+      return path;
+    }),
+  );
+  const r = await runCli([
+    'call',
+    to,
+    'image.sum',
+    '--args',
+    '{"what":"sum"}',
+    ...paths.flatMap((p) => ['--file', p]),
+    '--json',
+    '--data',
+    dir,
+  ]);
   return { ...r, record: r.stdout ? JSON.parse(r.stdout) : null };
 }
 
@@ -86,7 +106,11 @@ test('SPEC §2.1, §3, §11: a ~6 MiB PNG and one file of the default 8 MiB max 
     const r = await callWith(net, c.dir, p.aid, [image]);
     t.is(r.code, 0, r.stderr || r.stdout);
     t.like(r.record, { state: 'completed', reason: null });
-    t.deepEqual(r.record.result.files, [{ mime: 'image/png', bytes: size, sha256: sha256(image) }], `${size} bytes: the service received exactly the file`);
+    t.deepEqual(
+      r.record.result.files,
+      [{ mime: 'image/png', bytes: size, sha256: sha256(image) }],
+      `${size} bytes: the service received exactly the file`,
+    );
     t.regex(r.record.receipt, /^bafyrei/);
   }
 });
@@ -106,7 +130,8 @@ test('SPEC §2.1, §11: a call whose sealed message is over the relay limit fail
   t.is(r.code, 1);
   const lines = r.stderr.split('\n');
   t.is(lines.length, 1, r.stderr);
-  const line = "the call's 2 files (16 MiB) are 32 MiB sealed (base64, padded to a power of two); the relay carries at most 16 MiB per message: send fewer or smaller files (about 12 MiB in all fits)";
+  const line =
+    "the call's 2 files (16 MiB) are 32 MiB sealed (base64, padded to a power of two); the relay carries at most 16 MiB per message: send fewer or smaller files (about 12 MiB in all fits)";
   t.is(lines[0], `anet: ${line}`);
   t.is(sends, 0, 'no request to the relay');
   t.is(net.envelopes(), envelopes, 'no envelope reached the hub');
@@ -134,7 +159,11 @@ async function onHub(t: ExecutionContext, net: Net, id: Identity): Promise<void>
 const key = generateX25519();
 /** A real envelope from `from` to `to` with a text body of `size` bytes (padded to a power of two). */
 const envelope = (from: Identity, to: Identity, size: number) =>
-  sealEnvelope({ aid: from.aid, ksn: from.kel.ksn, signer: from.signer }, { aid: to.aid, kid: new Uint8Array(16).fill(7), publicKey: key.publicKey }, { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body: 'x'.repeat(size) }).bytes;
+  sealEnvelope(
+    { aid: from.aid, ksn: from.kel.ksn, signer: from.signer },
+    { aid: to.aid, kid: new Uint8Array(16).fill(7), publicKey: key.publicKey },
+    { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body: 'x'.repeat(size) },
+  ).bytes;
 
 test('SPEC §11: the offline queue is bounded in bytes per recipient, and a send past it is refused QUEUE_FULL like a full count', async (t) => {
   t.timeout(120_000);
@@ -156,17 +185,29 @@ test('SPEC §11: the offline queue is bounded in bytes per recipient, and a send
   t.true(DEFAULT_LIMITS.perRecipientBytes >= MAX_ENVELOPE, 'an empty queue always takes a largest envelope');
 });
 
-test('SPEC §11: the byte bound and the count bound each give \'full\'; expired envelopes free their bytes', async (t) => {
+test("SPEC §11: the byte bound and the count bound each give 'full'; expired envelopes free their bytes", async (t) => {
   const [alice, bob] = await identities(t);
   let now = 1_000;
   const small = envelope(alice!, bob!, 10);
-  const relay = new Relay(() => now, { perRecipient: 3, perRecipientBytes: 2 * small.length, totalBytes: MAX_ENVELOPE, uploadBytes: MAX_ENVELOPE, ttlMs: 1000 });
+  const relay = new Relay(() => now, {
+    perRecipient: 3,
+    perRecipientBytes: 2 * small.length,
+    totalBytes: MAX_ENVELOPE,
+    uploadBytes: MAX_ENVELOPE,
+    ttlMs: 1000,
+  });
   t.is(relay.accept(small), 'queued');
   t.is(relay.accept(small), 'queued');
   t.is(relay.accept(small), 'full', 'the bytes are used up (the count is not)');
   now += 1001;
   t.is(relay.accept(small), 'queued', 'expired envelopes no longer count');
-  const byCount = new Relay(() => now, { perRecipient: 1, perRecipientBytes: MAX_ENVELOPE, totalBytes: MAX_ENVELOPE, uploadBytes: MAX_ENVELOPE, ttlMs: 1000 });
+  const byCount = new Relay(() => now, {
+    perRecipient: 1,
+    perRecipientBytes: MAX_ENVELOPE,
+    totalBytes: MAX_ENVELOPE,
+    uploadBytes: MAX_ENVELOPE,
+    ttlMs: 1000,
+  });
   t.is(byCount.accept(small), 'queued');
   t.is(byCount.accept(small), 'full', 'the count bound still holds');
   t.is(relay.accept(envelope(bob!, alice!, 10)), 'queued', 'per recipient: another one has its own budget');
@@ -177,9 +218,18 @@ test('SPEC §11: queued bytes are bounded for all recipients together (anonymous
   const [alice, ...ids] = await Promise.all(['alice', 'a', 'b', 'c', 'd'].map((name) => createIdentity(join(root, name), Date.now())));
   let now = 1_000;
   const one = envelope(alice!, ids[0]!, 10);
-  const relay = new Relay(() => now, { perRecipient: 100, perRecipientBytes: MAX_ENVELOPE, totalBytes: 3 * one.length, uploadBytes: MAX_ENVELOPE, ttlMs: 1000 });
+  const relay = new Relay(() => now, {
+    perRecipient: 100,
+    perRecipientBytes: MAX_ENVELOPE,
+    totalBytes: 3 * one.length,
+    uploadBytes: MAX_ENVELOPE,
+    ttlMs: 1000,
+  });
   // Three recipients, one envelope each: the hub-wide budget is used up although each queue has room.
-  t.deepEqual([0, 1, 2].map((i) => relay.accept(envelope(alice!, ids[i]!, 10))), ['queued', 'queued', 'queued']);
+  t.deepEqual(
+    [0, 1, 2].map((i) => relay.accept(envelope(alice!, ids[i]!, 10))),
+    ['queued', 'queued', 'queued'],
+  );
   t.is(relay.queuedBytes(), 3 * one.length);
   t.is(relay.accept(envelope(alice!, ids[3]!, 10)), 'full', 'a fourth recipient finds no room left');
   now += 1001;
@@ -189,11 +239,17 @@ test('SPEC §11: queued bytes are bounded for all recipients together (anonymous
   t.is(relay.stats.expired, 3);
 });
 
-test('SPEC §11: a recipient that stops reading its stream gets no more than its queue\'s worth buffered at the hub', async (t) => {
+test("SPEC §11: a recipient that stops reading its stream gets no more than its queue's worth buffered at the hub", async (t) => {
   t.timeout(60_000);
   const [alice, bob] = await identities(t);
   const limit = 4 * MIB;
-  const relay = new Relay(Date.now, { perRecipient: 1000, perRecipientBytes: limit, totalBytes: 64 * MIB, uploadBytes: MAX_ENVELOPE, ttlMs: 60_000 });
+  const relay = new Relay(Date.now, {
+    perRecipient: 1000,
+    perRecipientBytes: limit,
+    totalBytes: 64 * MIB,
+    uploadBytes: MAX_ENVELOPE,
+    ttlMs: 60_000,
+  });
   const server = createServer((req, res) => relay.attach(bob!.aid, req, res));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   t.teardown(() => {
@@ -215,7 +271,7 @@ test('SPEC §11: a recipient that stops reading its stream gets no more than its
   response.destroy();
 });
 
-test('SPEC §11: senders that stall their uploads hold none of the hub\'s upload budget (taken as bytes arrive); the rest still get through', async (t) => {
+test("SPEC §11: senders that stall their uploads hold none of the hub's upload budget (taken as bytes arrive); the rest still get through", async (t) => {
   t.timeout(60_000);
   const net = await startNet(t);
   const [alice, bob] = await identities(t);
@@ -226,37 +282,57 @@ test('SPEC §11: senders that stall their uploads hold none of the hub\'s upload
   // Each stalled upload declares a largest envelope and sends nothing: more of them than the budget would
   // hold if declared lengths were reserved. (test/hostile/hub.test.ts: they are cut off at a deadline.)
   const open = () => {
-    const req = httpRequest({ host: url.hostname, port: url.port, path: '/relay/v2/send', method: 'POST', headers: { 'content-type': 'application/cbor', 'content-length': MAX_ENVELOPE } });
+    const req = httpRequest({
+      host: url.hostname,
+      port: url.port,
+      path: '/relay/v2/send',
+      method: 'POST',
+      headers: { 'content-type': 'application/cbor', 'content-length': MAX_ENVELOPE },
+    });
     req.on('error', () => {});
     let answered = false;
-    req.on('response', (res) => (res.resume(), (answered = true)));
+    req.on('response', (res) => {
+      res.resume();
+      answered = true;
+    });
     req.flushHeaders();
     return { req, answered: () => answered };
   };
   const stalled = Array.from({ length: Math.floor(DEFAULT_LIMITS.uploadBytes / MAX_ENVELOPE) + 1 }, open);
-  t.teardown(() => stalled.forEach((s) => s.req.destroy()));
+  t.teardown(() => {
+    for (const s of stalled) s.req.destroy();
+  });
   await until(() => seen === stalled.length, 'the hub to take every stalled upload');
   t.is(net.hub.relay.uploads.used, 0, 'a declared length reserves nothing');
   const sender = new RelayClient(net.hub.url, alice!, () => {});
   t.teardown(() => sender.close());
   t.is(await sender.send(envelope(alice!, bob!, 10)), 'queued', 'a small message goes');
   t.is(await sender.send(envelope(alice!, bob!, MAX_MESSAGE - 4096)), 'queued', 'and a largest one');
-  t.false(stalled.some((s) => s.answered()), 'while the stalled uploads are still open');
+  t.false(
+    stalled.some((s) => s.answered()),
+    'while the stalled uploads are still open',
+  );
 });
 
 test('SPEC §2.1, §11: the config check warns (not an error) at the files path when max_count × max_bytes cannot fit in one relay message', (t) => {
   const svc = (id: string) => ({ id, url: `unix:///run/anet/${id}.sock` });
   const check = (files: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-    validateConfig({ inbound: { public_capabilities: [{ id: 'img', files: { media_types: ['image/png'], ...files }, ...extra }] }, modules: { service: { capabilities: [svc('img')] } } });
+    validateConfig({
+      inbound: { public_capabilities: [{ id: 'img', files: { media_types: ['image/png'], ...files }, ...extra }] },
+      modules: { service: { capabilities: [svc('img')] } },
+    });
   t.deepEqual(check({}).problems, [], 'the defaults (one file of 8 MiB) fit');
   const fit = fileBytesThatFit(4096);
   t.deepEqual(check({ max_bytes: fit }).problems, [], 'one file as large as fits');
   t.is(check({ max_bytes: fit + 1 }).problems.length, 1, 'one byte more does not');
   const { config, problems } = check({ max_count: 8 });
   t.truthy(config, 'a warning keeps the config usable');
-  t.deepEqual(problems.map((p) => formatProblem(p)), [
-    'warning: config.json inbound.public_capabilities[0].files: "img" accepts 8 × 8 MiB of files, but one relay message carries at most 16 MiB (about 12 MiB of files once base64-encoded): larger calls cannot be sent; lower max_count or max_bytes',
-  ]);
+  t.deepEqual(
+    problems.map((p) => formatProblem(p)),
+    [
+      'warning: config.json inbound.public_capabilities[0].files: "img" accepts 8 × 8 MiB of files, but one relay message carries at most 16 MiB (about 12 MiB of files once base64-encoded): larger calls cannot be sent; lower max_count or max_bytes',
+    ],
+  );
   t.is(check({ max_bytes: 3 * MIB, max_count: 4 }).problems.length, 1, '4 × 3 MiB is 16 MiB as base64');
   t.deepEqual(check({ max_bytes: 3 * MIB, max_count: 3 }).problems, [], '3 × 3 MiB fits');
   t.is(check({ max_bytes: fit }, { max_args_bytes: 1 * MIB }).problems.length, 1, 'the arguments take their share');

@@ -14,15 +14,19 @@ const CRUISE = join(ROOT, 'node_modules/dependency-cruiser/bin/dependency-cruise
 
 function cruise(cwd: string): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CRUISE, 'src', 'machines', 'store', '--output-type', 'err'], { cwd, maxBuffer: 8 << 20 }, (err, stdout, stderr) =>
-      resolve({ code: err ? 1 : 0, out: stdout + stderr }),
+    execFile(
+      process.execPath,
+      [CRUISE, 'src', 'machines', 'store', '--output-type', 'err'],
+      { cwd, maxBuffer: 8 << 20 },
+      (err, stdout, stderr) => resolve({ code: err ? 1 : 0, out: stdout + stderr }),
     );
   });
 }
 
 /** A copy of the tree's sources and the check's config, to break on purpose. */
 async function copyOfTree(dir: string): Promise<void> {
-  for (const part of ['src', 'machines', 'store', 'tsconfig.json', '.dependency-cruiser.cjs']) await cp(join(ROOT, part), join(dir, part), { recursive: true });
+  for (const part of ['src', 'machines', 'store', 'tsconfig.json', '.dependency-cruiser.cjs'])
+    await cp(join(ROOT, part), join(dir, part), { recursive: true });
   await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
 }
 
@@ -33,12 +37,37 @@ test('layers: the tree has no upward import, no circle, and the node does not im
 });
 
 const BREAKS: { title: string; file: string; line: string; rule: RegExp }[] = [
-  { title: 'an upward import (the wire layer importing the node)', file: 'src/protocol/messages.ts', line: "import '../node/node.js';", rule: /layer: wire and crypto imports upward: src\/protocol\/messages\.ts → src\/node\/node\.ts/ },
-  { title: 'an upward import (the runtime importing a role)', file: 'src/runtime/clock.ts', line: "import '../node/provider/calls.js';", rule: /layer: store and runtime imports upward: src\/runtime\/clock\.ts → src\/node\/provider\/calls\.ts/ },
+  {
+    title: 'an upward import (the wire layer importing the node)',
+    file: 'src/protocol/messages.ts',
+    line: "import '../node/node.js';",
+    rule: /layer: wire and crypto imports upward: src\/protocol\/messages\.ts → src\/node\/node\.ts/,
+  },
+  {
+    title: 'an upward import (the runtime importing a role)',
+    file: 'src/runtime/clock.ts',
+    line: "import '../node/provider/calls.js';",
+    rule: /layer: store and runtime imports upward: src\/runtime\/clock\.ts → src\/node\/provider\/calls\.ts/,
+  },
   { title: 'a circle', file: 'src/util/random.ts', line: "import './fsutil.js';", rule: /no-circular: src\/util\/(random|fsutil)\.ts → / },
-  { title: 'the protocol importing past identity', file: 'src/protocol/relay.ts', line: "import '../runtime/clock.js';", rule: /protocol imports only identity: src\/protocol\/relay\.ts → src\/runtime\/clock\.ts/ },
-  { title: 'a surface using another surface\'s code', file: 'src/mcp/tools.ts', line: "import '../cli/output.js';", rule: /surfaces do not share code: src\/mcp\/tools\.ts → src\/cli\/output\.ts/ },
-  { title: 'the node importing the hub', file: 'src/card/build.ts', line: "import '../hub/ledger.js';", rule: /the node never imports the hub: src\/card\/build\.ts → src\/hub\/ledger\.ts/ },
+  {
+    title: 'the protocol importing past identity',
+    file: 'src/protocol/relay.ts',
+    line: "import '../runtime/clock.js';",
+    rule: /protocol imports only identity: src\/protocol\/relay\.ts → src\/runtime\/clock\.ts/,
+  },
+  {
+    title: "a surface using another surface's code",
+    file: 'src/mcp/tools.ts',
+    line: "import '../cli/output.js';",
+    rule: /surfaces do not share code: src\/mcp\/tools\.ts → src\/cli\/output\.ts/,
+  },
+  {
+    title: 'the node importing the hub',
+    file: 'src/card/build.ts',
+    line: "import '../hub/ledger.js';",
+    rule: /the node never imports the hub: src\/card\/build\.ts → src\/hub\/ledger\.ts/,
+  },
 ];
 
 // All the breaks go into one copy and one run (each in its own file, so each is reported on its own):

@@ -17,7 +17,7 @@ import { startHub } from '../src/hub/server.js';
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import type { HoldAnswer, SettleAnswer } from '../src/protocol/hub-api.js';
 import { HOLD_TTL_MS, LedgerDamagedError, checkLedger } from '../src/hub/ledger.js';
-import { type HistoryEntry } from '../src/protocol/hub-api.js';
+import type { HistoryEntry } from '../src/protocol/hub-api.js';
 import { HubStore } from '../src/hub/store.js';
 import { seqKey } from '../store/db.js';
 import { pack, unpack } from '../store/codec.js';
@@ -69,8 +69,15 @@ async function setup(t: ExecutionContext) {
     /** The payer's signed authorization for `payee`, valid 10 minutes, on this hub's network. */
     authorize(payer: Agent, payee: Agent, amount: string, over: Partial<Omit<Authorization, 'from'>> = {}): Uint8Array {
       return signAuthorization(payer.id, {
-        to: payee.aid, amount, asset: 'credit', network: `hub:${env.hub.aid}`, taskId: 'task-7f3e', quoteId: 'quote-91ab',
-        nonce: nonce(), validBefore: now() + 600_000, ...over,
+        to: payee.aid,
+        amount,
+        asset: 'credit',
+        network: `hub:${env.hub.aid}`,
+        taskId: 'task-7f3e',
+        quoteId: 'quote-91ab',
+        nonce: nonce(),
+        validBefore: now() + 600_000,
+        ...over,
       });
     },
     async restart(): Promise<void> {
@@ -105,11 +112,15 @@ test('SPEC §11: the operator mints to a registered AID; anyone else, an unknown
   t.is(await refusal(alice.client.mint(alice.aid, '1000', nonce())), 'NOT_HUB');
   const stranger = await createIdentity(join(env.root, 'stranger'), Date.now());
   t.is(await refusal(env.operator.mint(stranger.aid, '5', nonce())), 'UNKNOWN_AID');
-  for (const bad of ['0', '-1', '1.5', '007', '9223372036854775808', '1e3']) t.is(await refusal(env.operator.mint(alice.aid, bad, nonce())), 'BAD_REQUEST', bad);
+  for (const bad of ['0', '-1', '1.5', '007', '9223372036854775808', '1e3'])
+    t.is(await refusal(env.operator.mint(alice.aid, bad, nonce())), 'BAD_REQUEST', bad);
   t.is(await refusal(env.operator.mint(alice.aid, '1', 'not-a-nonce')), 'BAD_REQUEST');
   const account = await alice.client.account(alice.aid);
   t.like(account, { aid: alice.aid, balance: '250', held: '0' });
-  t.deepEqual(account.history.map((e) => [e.seq, e.kind, e.amount, e.counterparty, e.hold, e.balance]), [[1, 'mint', '250', null, null, '250']]);
+  t.deepEqual(
+    account.history.map((e) => [e.seq, e.kind, e.amount, e.counterparty, e.hold, e.balance]),
+    [[1, 'mint', '250', null, null, '250']],
+  );
   t.deepEqual(await env.hub.ledger.totals(), { minted: 250n, balances: 250n, held: 0n });
 });
 
@@ -138,14 +149,20 @@ test('SPEC §10: hold then capture pays the payee; hold then release gives it ba
   t.like(await bob.client.settle(second.hold, 'release', nonce()), { action: 'release', amount: '20', state: 'released' });
   const a = await alice.client.account(alice.aid);
   t.like(a, { balance: '70', held: '0' });
-  t.deepEqual(a.history.map((e) => [e.kind, e.amount, e.counterparty, e.balance]), [
-    ['mint', '100', null, '100'],
-    ['hold', '30', bob.aid, '70'],
-    ['capture', '30', bob.aid, '70'],
-    ['hold', '20', bob.aid, '50'],
-    ['release', '20', bob.aid, '70'],
-  ]);
-  t.deepEqual((await bob.client.account(bob.aid)).history.map((e) => [e.kind, e.amount, e.counterparty, e.hold, e.balance]), [['credit', '30', alice.aid, held.hold, '30']]);
+  t.deepEqual(
+    a.history.map((e) => [e.kind, e.amount, e.counterparty, e.balance]),
+    [
+      ['mint', '100', null, '100'],
+      ['hold', '30', bob.aid, '70'],
+      ['capture', '30', bob.aid, '70'],
+      ['hold', '20', bob.aid, '50'],
+      ['release', '20', bob.aid, '70'],
+    ],
+  );
+  t.deepEqual(
+    (await bob.client.account(bob.aid)).history.map((e) => [e.kind, e.amount, e.counterparty, e.hold, e.balance]),
+    [['credit', '30', alice.aid, held.hold, '30']],
+  );
   t.deepEqual(await env.hub.ledger.totals(), { minted: 100n, balances: 100n, held: 0n });
   // The hub never learns what a payment bought: no task or quote id anywhere in its answers or on its disk.
   t.false(JSON.stringify([held, captured, a]).includes('task-7f3e'));
@@ -165,7 +182,19 @@ test('SPEC §10: each hold refusal has its code: payee, network, asset, expiry, 
   t.is(await refusal(bob.client.hold(env.authorize(alice, bob, '51'))), 'INSUFFICIENT_FUNDS');
   // Signed by another key under alice's name.
   const forger = await createIdentity(join(env.root, 'forger'), Date.now());
-  const forged = signAuthorization({ ...forger, aid: alice.aid, kel: alice.id.kel }, { to: bob.aid, amount: '10', asset: 'credit', network: `hub:${env.hub.aid}`, taskId: 't', quoteId: 'q', nonce: nonce(), validBefore: env.clock.now() + 60_000 });
+  const forged = signAuthorization(
+    { ...forger, aid: alice.aid, kel: alice.id.kel },
+    {
+      to: bob.aid,
+      amount: '10',
+      asset: 'credit',
+      network: `hub:${env.hub.aid}`,
+      taskId: 't',
+      quoteId: 'q',
+      nonce: nonce(),
+      validBefore: env.clock.now() + 60_000,
+    },
+  );
   t.is(await refusal(bob.client.hold(forged)), 'BAD_AUTHORIZATION');
   const good = env.authorize(alice, bob, '10');
   const tampered = Uint8Array.from(good);
@@ -217,7 +246,11 @@ test('SPEC §10, §11: idempotent by nonce: a retried hold or capture answers th
   const captured = await bob.client.settle(held.hold, 'capture', n);
   for (let i = 0; i < 3; i++) t.deepEqual(await bob.client.settle(held.hold, 'capture', n), captured, 'a retried capture answers the same');
   t.deepEqual(await env.balances(alice, bob), ['60', '40'], 'and pays once');
-  t.is(await refusal(bob.client.settle(held.hold, 'release', n)), 'HOLD_SETTLED', 'the settlement is kept per hold: its nonce with another action');
+  t.is(
+    await refusal(bob.client.settle(held.hold, 'release', n)),
+    'HOLD_SETTLED',
+    'the settlement is kept per hold: its nonce with another action',
+  );
   // Each kind of op has its own keys, and a settlement is keyed by its hold: a payer that spends the
   // provider's (predictable) settle nonce on a hold of its own cannot block the provider's capture.
   const carol = await env.agent('carol');
@@ -225,7 +258,11 @@ test('SPEC §10, §11: idempotent by nonce: a retried hold or capture answers th
   const victim = await carol.client.hold(env.authorize(alice, carol, '2'));
   const k0 = nonce();
   await bob.client.settle(trap.hold, 'release', k0);
-  t.like(await carol.client.settle(victim.hold, 'capture', k0), { state: 'captured', amount: '2' }, 'the same nonce on another hold settles it');
+  t.like(
+    await carol.client.settle(victim.hold, 'capture', k0),
+    { state: 'captured', amount: '2' },
+    'the same nonce on another hold settles it',
+  );
   t.like(await env.operator.mint(alice.aid, '1', held.hold), { amount: '1' }, 'a mint nonce is not a hold nonce');
   // A retry long after the authorization's validBefore still gets its answer: the record is the truth.
   env.clock.advance(3_600_000);
@@ -327,7 +364,8 @@ test('SPEC §11 invariant: over random ops and retries, balances + held always e
       // A model of the ledger: what each op must answer, and each balance after it.
       const balance = new Map(agents.map((a) => [a.aid, 0n]));
       const holds = new Map<string, { from: string; to: string; amount: bigint; state: string }>();
-      const auths: { bytes: Uint8Array; from: string; to: Agent; amount: bigint; nonce: string; validBefore: number; answer?: unknown }[] = [];
+      const auths: { bytes: Uint8Array; from: string; to: Agent; amount: bigint; nonce: string; validBefore: number; answer?: unknown }[] =
+        [];
       const settles: { hold: string; action: 'capture' | 'release'; nonce: string; by: Agent; answer?: unknown }[] = [];
       const attempt = async (p: Promise<unknown>) => {
         try {
@@ -340,7 +378,14 @@ test('SPEC §11 invariant: over random ops and retries, balances + held always e
       const hold = async (a: (typeof auths)[number]) => {
         const got = await attempt(a.to.client.hold(a.bytes));
         if (a.answer) return got.code === 'ok' && JSON.stringify(got.answer) === JSON.stringify(a.answer);
-        const want = holds.get(a.nonce)?.state === 'void' ? 'HOLD_CLOSED' : a.validBefore <= env.clock.now() ? 'AUTHORIZATION_EXPIRED' : balance.get(a.from)! < a.amount ? 'INSUFFICIENT_FUNDS' : 'ok';
+        const want =
+          holds.get(a.nonce)?.state === 'void'
+            ? 'HOLD_CLOSED'
+            : a.validBefore <= env.clock.now()
+              ? 'AUTHORIZATION_EXPIRED'
+              : balance.get(a.from)! < a.amount
+                ? 'INSUFFICIENT_FUNDS'
+                : 'ok';
         if (got.code !== want) return false;
         if (want === 'ok') {
           a.answer = got.answer;
@@ -353,7 +398,15 @@ test('SPEC §11 invariant: over random ops and retries, balances + held always e
         const got = await attempt(s.by.client.settle(s.hold, s.action, s.nonce));
         if (s.answer) return got.code === 'ok' && JSON.stringify(got.answer) === JSON.stringify(s.answer);
         const h = holds.get(s.hold);
-        const want = !h ? (s.action === 'capture' ? 'UNKNOWN_HOLD' : 'ok') : h.state === 'expired' ? 'HOLD_EXPIRED' : h.state !== 'held' ? 'HOLD_SETTLED' : 'ok';
+        const want = !h
+          ? s.action === 'capture'
+            ? 'UNKNOWN_HOLD'
+            : 'ok'
+          : h.state === 'expired'
+            ? 'HOLD_EXPIRED'
+            : h.state !== 'held'
+              ? 'HOLD_SETTLED'
+              : 'ok';
         if (got.code !== want) return false;
         if (want === 'ok') {
           s.answer = got.answer;
@@ -388,10 +441,11 @@ test('SPEC §11 invariant: over random ops and retries, balances + held always e
         } else if (op.k === 'age') {
           env.clock.advance(HOLD_TTL_MS + 1);
           await env.hub.ledger.sweep();
-          for (const h of holds.values()) if (h.state === 'held') {
-            h.state = 'expired';
-            balance.set(h.from, balance.get(h.from)! + h.amount);
-          }
+          for (const h of holds.values())
+            if (h.state === 'held') {
+              h.state = 'expired';
+              balance.set(h.from, balance.get(h.from)! + h.amount);
+            }
         }
         if (!ok) return false;
         const totals = await env.hub.ledger.totals();
@@ -410,7 +464,7 @@ test('SPEC §11 invariant: over random ops and retries, balances + held always e
   t.pass();
 });
 
-test('SPEC §11: `anet hub mint` goes through the running hub (hub.json), else writes the stopped hub\'s store', async (t) => {
+test("SPEC §11: `anet hub mint` goes through the running hub (hub.json), else writes the stopped hub's store", async (t) => {
   const root = await tempDir(t);
   const hubDir = join(root, 'hub');
   const proc = startBin(t, ['hub', 'start', '--port', '0', '--data', hubDir]);
@@ -449,7 +503,13 @@ test('SPEC §11: `anet hub mint` goes through the running hub (hub.json), else w
   t.like(await new HubClient(hub.url, alice).account(alice.aid), { balance: '46' });
   t.deepEqual(await hub.ledger.totals(), { minted: 46n, balances: 46n, held: 0n });
 
-  for (const args of [['hub', 'mint'], ['hub', 'mint', alice.aid], ['hub', 'mint', alice.aid, '1.5'], ['hub', 'mint', alice.aid, '0'], ['hub', 'mint', 'bob', '5']]) {
+  for (const args of [
+    ['hub', 'mint'],
+    ['hub', 'mint', alice.aid],
+    ['hub', 'mint', alice.aid, '1.5'],
+    ['hub', 'mint', alice.aid, '0'],
+    ['hub', 'mint', 'bob', '5'],
+  ]) {
     t.is((await runCli([...args, '--data', hubDir])).code, 2, args.join(' '));
   }
   t.is((await runCli(['hub', 'mint', alice.aid, '5', '--data', join(root, 'nohub')])).code, 1);
@@ -465,7 +525,16 @@ test('SPEC §11, §12: `anet balance` through the daemon and in-process: balance
   const alice = await loadIdentity(dir);
   const bob = await loadIdentity(bobNode.dir);
   await new HubClient(net.hub.url, bob).register('bob', null);
-  const auth = signAuthorization(alice, { to: bob.aid, amount: '8', asset: 'credit', network: `hub:${net.hub.aid}`, taskId: 't', quoteId: 'q', nonce: nonce(), validBefore: Date.now() + 60_000 });
+  const auth = signAuthorization(alice, {
+    to: bob.aid,
+    amount: '8',
+    asset: 'credit',
+    network: `hub:${net.hub.aid}`,
+    taskId: 't',
+    quoteId: 'q',
+    nonce: nonce(),
+    validBefore: Date.now() + 60_000,
+  });
   await new HubClient(net.hub.url, bob).hold(auth);
 
   let r = await runCli(['balance', '--data', dir]);
@@ -490,15 +559,21 @@ test('SPEC §11, §12: `anet balance` through the daemon and in-process: balance
 
 const historyKey = (aid: string, seq: number) => `${aid}!${seqKey(seq)}`;
 
-test('SPEC §11: each account\'s history is a hash chain: the hub refuses to start on a lost or altered newest entry, and replay --verify on its data dir names any damaged one', async (t) => {
+test("SPEC §11: each account's history is a hash chain: the hub refuses to start on a lost or altered newest entry, and replay --verify on its data dir names any damaged one", async (t) => {
   const env = await setup(t);
   const [alice, bob] = [await env.agent('alice'), await env.agent('bob')];
   for (const amount of ['10', '20', '30']) await env.mint(alice, amount);
   const held = await bob.client.hold(env.authorize(alice, bob, '15'));
   await bob.client.settle(held.hold, 'capture', nonce());
   const history = (await alice.client.account(alice.aid)).history;
-  t.deepEqual(history.map((e) => e.kind), ['mint', 'mint', 'mint', 'hold', 'capture']);
-  t.false(history.some((e) => 'prev' in e), 'the chain stays inside the hub: answers are as before');
+  t.deepEqual(
+    history.map((e) => e.kind),
+    ['mint', 'mint', 'mint', 'hold', 'capture'],
+  );
+  t.false(
+    history.some((e) => 'prev' in e),
+    'the chain stays inside the hub: answers are as before',
+  );
   await env.hub.close();
   const ok = await runCli(['replay', '--verify', '--data', env.hubDir]);
   t.is(ok.code, 0, ok.stdout);
@@ -524,43 +599,64 @@ test('SPEC §11: each account\'s history is a hash chain: the hub refuses to sta
   const verifyFails = async (seq: number, problem: RegExp) => {
     const r = await runCli(['replay', '--verify', '--data', env.hubDir]);
     t.is(r.code, 1);
-    t.regex(r.stdout, new RegExp(`^damaged: the history of ${alice.aid} from seq ${seq}: (?:${problem.source}); restore ${env.hubDir} from a backup`));
+    t.regex(
+      r.stdout,
+      new RegExp(`^damaged: the history of ${alice.aid} from seq ${seq}: (?:${problem.source}); restore ${env.hubDir} from a backup`),
+    );
     t.regex(r.stdout, /\nFAILED: the ledger's history is damaged$/);
   };
 
   // The newest entry altered: the start refuses (one line: data dir, account, seq, what to do).
   await damaged(alter(alice.aid, 5), async () => {
     const err = await t.throwsAsync(start(), { instanceOf: LedgerDamagedError });
-    t.is(err!.message, `the ledger in ${env.hubDir} is damaged: the history of ${alice.aid} from seq 5 (entry 5 does not match its hash); acknowledged ledger entries are lost or altered, so the hub will not run on it: restore ${env.hubDir} from a backup made before the damage (\`anet replay --verify --data ${env.hubDir}\` checks every entry)`);
+    t.is(
+      err!.message,
+      `the ledger in ${env.hubDir} is damaged: the history of ${alice.aid} from seq 5 (entry 5 does not match its hash); acknowledged ledger entries are lost or altered, so the hub will not run on it: restore ${env.hubDir} from a backup made before the damage (\`anet replay --verify --data ${env.hubDir}\` checks every entry)`,
+    );
     const bin = await runBin(['hub', 'start', '--port', '0', '--data', env.hubDir]);
     t.is(bin.code, 1);
     t.is(bin.stderr.trim(), `anet: ${err!.message}`);
     await verifyFails(5, /entry 5 does not match the account's hash/);
   });
   // The newest entry lost.
-  await damaged((store) => store.history.del(historyKey(alice.aid, 5)), async () => {
-    const err = await t.throwsAsync(start(), { instanceOf: LedgerDamagedError });
-    t.regex(err!.message, new RegExp(`the history of ${alice.aid} from seq 5 \\(its newest entry, 5, is missing\\)`));
-  });
+  await damaged(
+    (store) => store.history.del(historyKey(alice.aid, 5)),
+    async () => {
+      const err = await t.throwsAsync(start(), { instanceOf: LedgerDamagedError });
+      t.regex(err!.message, new RegExp(`the history of ${alice.aid} from seq 5 \\(its newest entry, 5, is missing\\)`));
+    },
+  );
   // An older entry altered or lost: the start (which reads each account's newest) runs; verify names it.
   await damaged(alter(alice.aid, 2), async () => {
     const hub = await start();
     await hub.close();
     await verifyFails(2, /entry 2 does not match the hash entry 3 holds/);
   });
-  await damaged((store) => store.history.del(historyKey(alice.aid, 3)), () => verifyFails(3, /entry 3 is missing/));
+  await damaged(
+    (store) => store.history.del(historyKey(alice.aid, 3)),
+    () => verifyFails(3, /entry 3 is missing/),
+  );
 
   env.hub = await start();
   t.is((await env.balances(await env.agent('alice'), await env.agent('bob'))).join(), '45,15', 'restored, the hub runs on');
 });
 
-test('SPEC §11: a ledger written before the hash chain (no prev, no head) starts and verifies; an account\'s chain starts at its first new entry, linked to its old newest one', async (t) => {
+test("SPEC §11: a ledger written before the hash chain (no prev, no head) starts and verifies; an account's chain starts at its first new entry, linked to its old newest one", async (t) => {
   const env = await setup(t);
   const alice = await env.agent('alice');
   await env.hub.close();
   // The records as earlier versions wrote them: an account {balance, held, seq}, entries without prev.
   let store = await HubStore.open(env.hubDir);
-  const old = (seq: number, balance: string): HistoryEntry => ({ seq, tx: `tx_${seq}`, at: 1_700_000_000_000 + seq, kind: 'mint', amount: '10', counterparty: null, hold: null, balance });
+  const old = (seq: number, balance: string): HistoryEntry => ({
+    seq,
+    tx: `tx_${seq}`,
+    at: 1_700_000_000_000 + seq,
+    kind: 'mint',
+    amount: '10',
+    counterparty: null,
+    hold: null,
+    balance,
+  });
   await store.history.put(historyKey(alice.aid, 1), old(1, '10'));
   await store.history.put(historyKey(alice.aid, 2), old(2, '20'));
   await store.accounts.put(alice.aid, { balance: '20', held: '0', seq: 2 });
@@ -574,7 +670,9 @@ test('SPEC §11: a ledger written before the hash chain (no prev, no head) start
   t.like(await (await env.agent('alice')).client.account(alice.aid), { balance: '25' });
   await env.hub.close();
   store = await HubStore.open(env.hubDir);
-  const third = unpack((await store.history.get(historyKey(alice.aid, 3), { valueEncoding: 'buffer' })) as Buffer) as HistoryEntry & { prev: string };
+  const third = unpack((await store.history.get(historyKey(alice.aid, 3), { valueEncoding: 'buffer' })) as Buffer) as HistoryEntry & {
+    prev: string;
+  };
   t.is(third.prev, Buffer.from(sha256(oldBytes)).toString('hex'), 'linked to the old newest entry');
   t.deepEqual(await checkLedger(store, 'full'), { accounts: 1, entries: 3 });
   // An old entry changed after the upgrade is caught through that link.

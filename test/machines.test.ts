@@ -68,13 +68,17 @@ test('SPEC §2.1: never more than N admitted in any window; a refusal happens on
 /** The window as one flat array of stamps: the plain model the chunked machine must agree with. */
 class FlatWindow {
   stamps: number[] = [];
-  constructor(public limit: number, public windowMs: number) {}
+  constructor(
+    public limit: number,
+    public windowMs: number,
+  ) {}
   prune(at: number) {
     this.stamps = this.stamps.filter((x) => x > at - this.windowMs);
   }
   admit(at: number): { admitted: true; stamp: number } | { admitted: false; retryAfterMs: number } {
     this.prune(at);
-    if (this.stamps.length >= this.limit) return { admitted: false, retryAfterMs: this.stamps[this.stamps.length - this.limit]! + this.windowMs - at };
+    if (this.stamps.length >= this.limit)
+      return { admitted: false, retryAfterMs: this.stamps[this.stamps.length - this.limit]! + this.windowMs - at };
     // A clock that stepped back counts the call at the newest stamp.
     const stamp = Math.max(at, this.stamps[this.stamps.length - 1] ?? -Infinity);
     this.prune(stamp);
@@ -102,7 +106,16 @@ test('SPEC §2.1: a window of hundreds of stamps, over several chunks, answers e
       fc.integer({ min: 60, max: 300 }),
       // Gaps below 0 are a clock that stepped back; ops: admit, undo a counted stamp, undo any stamp
       // (absent, expired or duplicated), tick, reconfigure.
-      fc.array(fc.record({ gap: fc.integer({ min: -6, max: 12 }), op: fc.integer({ min: 0, max: 19 }), back: fc.nat(80), limit: fc.integer({ min: 40, max: 300 }), windowMs: fc.constantFrom(300, 1_000, 2_000, 3_000) }), { minLength: 200, maxLength: 900 }),
+      fc.array(
+        fc.record({
+          gap: fc.integer({ min: -6, max: 12 }),
+          op: fc.integer({ min: 0, max: 19 }),
+          back: fc.nat(80),
+          limit: fc.integer({ min: 40, max: 300 }),
+          windowMs: fc.constantFrom(300, 1_000, 2_000, 3_000),
+        }),
+        { minLength: 200, maxLength: 900 },
+      ),
       (limit, steps) => {
         const model = new FlatWindow(limit, 2_000);
         let s: AnyMachineSnapshot = initialTransition(bucketMachine, { limit, windowMs: 2_000 })[0];
@@ -142,7 +155,11 @@ test('SPEC §2.1: a window of hundreds of stamps, over several chunks, answers e
 });
 
 test('SPEC §2.1: a bucket snapshot stored with a flat stamp list (before chunks) restores with its window', (t) => {
-  const old = { status: 'active', value: 'limited', context: { limit: 100, windowMs: 1000, stamps: Array.from({ length: 100 }, (_, i) => i), last: { admitted: true }, deadline: 1000 } };
+  const old = {
+    status: 'active',
+    value: 'limited',
+    context: { limit: 100, windowMs: 1000, stamps: Array.from({ length: 100 }, (_, i) => i), last: { admitted: true }, deadline: 1000 },
+  };
   const s = restoreSnapshot(KINDS.bucket!, old);
   t.deepEqual(stampsOf(s.context as BucketContext), old.context.stamps);
   t.false('stamps' in (s.context as object));
@@ -194,7 +211,7 @@ test('SPEC §2.1: the in-flight counter refuses at max, frees on finish, and ign
   t.is(s.value, 'idle');
 });
 
-test('SPEC §4.1: one in-flight machine checks the whole count first, then the caller\'s, in one step', (t) => {
+test("SPEC §4.1: one in-flight machine checks the whole count first, then the caller's, in one step", (t) => {
   const send = (s: AnyMachineSnapshot, e: object) => transition(inflightMachine, s as never, e as never)[0];
   let s: AnyMachineSnapshot = initialTransition(inflightMachine, { max: 3, perCaller: 1 })[0];
   s = send(s, { type: 'START', at: 1, id: 'a1', caller: 'A' });
@@ -210,7 +227,7 @@ test('SPEC §4.1: one in-flight machine checks the whole count first, then the c
   t.deepEqual((s.context as InflightContext).callers, { b1: 'B', c1: 'C', a4: 'A' });
 });
 
-test('SPEC §14: the host\'s fast pure step gives exactly the snapshots of xstate transition()', (t) => {
+test("SPEC §14: the host's fast pure step gives exactly the snapshots of xstate transition()", (t) => {
   fc.assert(
     fc.property(
       fc.array(
@@ -242,7 +259,9 @@ test('SPEC §14: the host\'s fast pure step gives exactly the snapshots of xstat
 test('SPEC §14: the fast pure step matches xstate transition() for the card-fetch machine too', (t) => {
   fc.assert(
     fc.property(
-      fc.array(fc.record({ kind: fc.constantFrom('NEED', 'REPLY_OK', 'REPLY_NC', 'REPLY_BAD', 'SEQ', 'TICK'), gap: fc.nat(40_000) }), { maxLength: 30 }),
+      fc.array(fc.record({ kind: fc.constantFrom('NEED', 'REPLY_OK', 'REPLY_NC', 'REPLY_BAD', 'SEQ', 'TICK'), gap: fc.nat(40_000) }), {
+        maxLength: 30,
+      }),
       (events) => {
         const fetch = bothPaths(cardFetchMachine, undefined);
         let at = 0;
@@ -251,10 +270,19 @@ test('SPEC §14: the fast pure step matches xstate transition() for the card-fet
           at += e.gap;
           const rid = `r${n}`;
           const ev =
-            e.kind === 'NEED' ? { type: 'NEED', at, publicSeq: String(1 + (n % 3)), requestId: `r${++n}` }
-            : e.kind === 'SEQ' ? { type: 'PUBLIC_SEQ', at, publicSeq: String(1 + (n % 4)) }
-            : e.kind === 'TICK' ? { type: 'TICK', at }
-            : { type: 'REPLY', at, requestId: rid, result: e.kind === 'REPLY_OK' ? 'ok' : e.kind === 'REPLY_NC' ? 'not_configured' : 'invalid', wire: '{}' };
+            e.kind === 'NEED'
+              ? { type: 'NEED', at, publicSeq: String(1 + (n % 3)), requestId: `r${++n}` }
+              : e.kind === 'SEQ'
+                ? { type: 'PUBLIC_SEQ', at, publicSeq: String(1 + (n % 4)) }
+                : e.kind === 'TICK'
+                  ? { type: 'TICK', at }
+                  : {
+                      type: 'REPLY',
+                      at,
+                      requestId: rid,
+                      result: e.kind === 'REPLY_OK' ? 'ok' : e.kind === 'REPLY_NC' ? 'not_configured' : 'invalid',
+                      wire: '{}',
+                    };
           if (!fetch(ev)) return false;
         }
         return true;

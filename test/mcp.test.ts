@@ -19,7 +19,17 @@ import { explain } from '../src/protocol/reasons.js';
 import { HubClient } from '../src/hub-client/client.js';
 import { loadIdentity } from '../src/identity/store.js';
 
-const TOOLS = ['call_capability', 'find_agents', 'get_agent_card', 'get_balance', 'get_task', 'list_tasks', 'pay_task', 'reject_task', 'send_text'];
+const TOOLS = [
+  'call_capability',
+  'find_agents',
+  'get_agent_card',
+  'get_balance',
+  'get_task',
+  'list_tasks',
+  'pay_task',
+  'reject_task',
+  'send_text',
+];
 
 /** `anet mcp --data DIR` as a child process with an MCP client on its stdio; its stderr is kept. */
 async function mcp(t: ExecutionContext, dir: string) {
@@ -75,7 +85,7 @@ test('SPEC §12: anet mcp lists the nine tools, each described, with an input sc
   t.deepEqual(protocolErrors, [], 'stdout carried the protocol only');
 });
 
-test('SPEC §6.4, §12: get_agent_card returns exactly the data of `anet card --json` (a priced provider\'s extended card)', async (t) => {
+test("SPEC §6.4, §12: get_agent_card returns exactly the data of `anet card --json` (a priced provider's extended card)", async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', providerConfig([{ id: 'text.summarize' }, { id: 'text.translate', price: 3 }], 'open'));
   const c = await net.node('c');
@@ -107,13 +117,18 @@ test('SPEC §6.4, §12: find_agents searches the hub like `anet find --json` (no
   const found = await call('find_agents', { query: 'summarise' });
   t.falsy(found.isError, found.text);
   const agents = found.structuredContent!.agents as { aid: string; charge: string }[];
-  t.deepEqual(agents.map((a) => a.aid), [p.aid]);
+  t.deepEqual(
+    agents.map((a) => a.aid),
+    [p.aid],
+  );
   const all = await call('find_agents', {});
   const cli = await runCli(['find', '--json', '--data', c.dir]);
   t.is(cli.code, 0, cli.stderr);
   t.deepEqual(all.structuredContent!.agents, JSON.parse(cli.stdout));
   t.deepEqual((all.structuredContent!.agents as { aid: string }[]).map((a) => a.aid).sort(), [p.aid, paid.aid].sort());
-  t.deepEqual((await call('find_agents', { skill: 'text.translate' })).structuredContent!.agents, [JSON.parse(cli.stdout).find((a: { aid: string }) => a.aid === paid.aid)]);
+  t.deepEqual((await call('find_agents', { skill: 'text.translate' })).structuredContent!.agents, [
+    JSON.parse(cli.stdout).find((a: { aid: string }) => a.aid === paid.aid),
+  ]);
   t.is(net.envelopes(), before, 'finding contacts no agent');
 });
 
@@ -127,8 +142,14 @@ test('SPEC §9, §12, §13: call_capability returns the result and its verified 
 
   const done = await call('call_capability', { aid: p.aid, capability: 'demo.echo', args: { text: 'héllo', n: 3 } });
   t.falsy(done.isError, done.text);
-  t.like(done.structuredContent, { state: 'completed', capability: 'demo.echo', to: p.aid, reason: null, result: { echo: { text: 'héllo', n: 3 } } });
-  t.regex(String(done.structuredContent!.receipt), /^bafyrei/, 'the receipt verified under the provider\'s KEL');
+  t.like(done.structuredContent, {
+    state: 'completed',
+    capability: 'demo.echo',
+    to: p.aid,
+    reason: null,
+    result: { echo: { text: 'héllo', n: 3 } },
+  });
+  t.regex(String(done.structuredContent!.receipt), /^bafyrei/, "the receipt verified under the provider's KEL");
   t.deepEqual(JSON.parse(done.text), done.structuredContent);
 
   const refused = await call('call_capability', { aid: p.aid, capability: 'no.such.thing' });
@@ -137,10 +158,13 @@ test('SPEC §9, §12, §13: call_capability returns the result and its verified 
 
   const text = await call('send_text', { aid: p.aid, text: 'are you there?' });
   t.falsy(text.isError, text.text);
-  t.like(text.structuredContent, { state: 'working', capability: 'chat' }, 'no local agent: it waits in the provider\'s inbox');
+  t.like(text.structuredContent, { state: 'working', capability: 'chat' }, "no local agent: it waits in the provider's inbox");
 
   const tasks = (await call('list_tasks')).structuredContent!.tasks as { task: string; state: string }[];
-  t.deepEqual(tasks.map((x) => x.state), ['completed', 'rejected', 'working']);
+  t.deepEqual(
+    tasks.map((x) => x.state),
+    ['completed', 'rejected', 'working'],
+  );
   const cli = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout);
   t.deepEqual(tasks, cli);
   const one = await call('get_task', { task: tasks[0]!.task });
@@ -158,7 +182,12 @@ test('SPEC §10, §12: a quote above auto_max waits as data; reject_task cancels
 
   const first = await call('call_capability', { aid: p.aid, capability: 'img.render', args: { text: 'a cat' } });
   t.falsy(first.isError, first.text);
-  t.like(first.structuredContent, { state: 'input-required', reason: 'payment_required', explanation: explain('payment_required'), payment: { auto: false } });
+  t.like(first.structuredContent, {
+    state: 'input-required',
+    reason: 'payment_required',
+    explanation: explain('payment_required'),
+    payment: { auto: false },
+  });
   const rejected = await call('reject_task', { task: first.structuredContent!.task });
   t.falsy(rejected.isError, rejected.text);
   t.like(rejected.structuredContent, { state: 'canceled', reason: 'payment_rejected', explanation: explain('payment_rejected') });
@@ -239,10 +268,24 @@ test('SPEC §12: the stdio transport splits lines across and within chunks, and 
   const bytes = Buffer.from(text);
   for (let i = 0; i < bytes.length; i += 7) stdin.write(bytes.subarray(i, i + 7));
   await until(() => got.length === 4 && out.length >= 2, 'the lines read');
-  t.deepEqual(got.map((m) => (m as { id: number }).id), [1, 2, 3, 4]);
-  t.deepEqual(refused.map((r) => (r as unknown[])[1]), ['a"b', 42, undefined]);
-  const answers = out.join('').trim().split('\n').map((l) => JSON.parse(l));
-  t.deepEqual(answers.map((a) => a.id), ['a"b', 42], 'a notification over the limit is not answered');
+  t.deepEqual(
+    got.map((m) => (m as { id: number }).id),
+    [1, 2, 3, 4],
+  );
+  t.deepEqual(
+    refused.map((r) => (r as unknown[])[1]),
+    ['a"b', 42, undefined],
+  );
+  const answers = out
+    .join('')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  t.deepEqual(
+    answers.map((a) => a.id),
+    ['a"b', 42],
+    'a notification over the limit is not answered',
+  );
   t.like(answers[0], { error: { code: -32600, data: { limit: 1000 } } });
   t.regex(answers[0].error.message, /^a request of \d+ bytes is over anet mcp's limit of 1000 bytes/);
   await transport.close();

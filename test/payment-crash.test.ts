@@ -9,7 +9,9 @@ import { childDaemon } from './helpers/proc.js';
 import { until } from './helpers/wait.js';
 import { mint, balanceOf, pricedProvider } from './helpers/payments.js';
 
-async function setup(t: ExecutionContext): Promise<{ net: Net; p: Awaited<ReturnType<typeof pricedProvider>>; c: { dir: string; aid: string } }> {
+async function setup(
+  t: ExecutionContext,
+): Promise<{ net: Net; p: Awaited<ReturnType<typeof pricedProvider>>; c: { dir: string; aid: string } }> {
   const net = await startNet(t);
   const p = await pricedProvider(t, net, [{ id: 'text.translate', price: 3 }]);
   const c = await net.node('c');
@@ -18,7 +20,11 @@ async function setup(t: ExecutionContext): Promise<{ net: Net; p: Awaited<Return
   return { net, p, c };
 }
 
-const callInBackground = (dir: string, aid: string) => runCli(['call', aid, 'text.translate', '--args', '{"text":"hola"}', '--json', '--data', dir]).then((r) => ({ ...JSON.parse(r.stdout || '{}'), code: r.code }));
+const callInBackground = (dir: string, aid: string) =>
+  runCli(['call', aid, 'text.translate', '--args', '{"text":"hola"}', '--json', '--data', dir]).then((r) => ({
+    ...JSON.parse(r.stdout || '{}'),
+    code: r.code,
+  }));
 
 async function ledgerBalances(t: ExecutionContext, net: Net): Promise<void> {
   const totals = await net.hub.ledger.totals();

@@ -23,11 +23,21 @@ const call = async (dir: string, aid: string, cap: string, args = '{}') => {
 };
 
 test('SPEC §10: a quote within the signed price is paid automatically: held, run, captured; the receipt names amount and hub transaction', async (t) => {
-  const { net, p, c, provider: providerDaemon, caller: callerDaemon } = await market(t, [{ id: 'text.translate', price: 3 }, { id: 'text.free' }], { credits: '100' });
+  const {
+    net,
+    p,
+    c,
+    provider: providerDaemon,
+    caller: callerDaemon,
+  } = await market(t, [{ id: 'text.translate', price: 3 }, { id: 'text.free' }], { credits: '100' });
   const daemons = [providerDaemon, callerDaemon];
   const r = await call(c.dir, p.aid, 'text.translate', '{"text":"bonjour"}');
   t.is(r.code, 0, r.stderr);
-  t.like(r, { state: 'completed', result: { echo: { text: 'bonjour' } }, payment: { status: 'payment-completed', auto: true, quote: { amount: '3', payTo: p.aid } } });
+  t.like(r, {
+    state: 'completed',
+    result: { echo: { text: 'bonjour' } },
+    payment: { status: 'payment-completed', auto: true, quote: { amount: '3', payTo: p.aid } },
+  });
   t.regex(r.receipt, /^bafyrei/, 'the receipt verified, with the captured amount and hub transaction in it');
   t.regex(r.payment.hubTx, /^tx_/);
   t.is(r.payment.price.amount, '3', 'checked against the signed extended card');
@@ -49,7 +59,10 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
   }
   const provider = await runCli(['replay', '--actor', `call/${c.aid}/${r.task}`, '--data', p.dir]);
   t.is(provider.code, 0, provider.stderr);
-  t.regex(provider.stdout, /RECEIVED[\s\S]*QUOTED: submitted -> quoted[\s\S]*PAY: quoted -> paying[\s\S]*HELD: paying -> working[\s\S]*COMPLETED: working -> settling[\s\S]*SETTLED: settling -> completed/);
+  t.regex(
+    provider.stdout,
+    /RECEIVED[\s\S]*QUOTED: submitted -> quoted[\s\S]*PAY: quoted -> paying[\s\S]*HELD: paying -> working[\s\S]*COMPLETED: working -> settling[\s\S]*SETTLED: settling -> completed/,
+  );
   const caller = await runCli(['replay', '--actor', `payment/${p.aid}/${r.task}`, '--data', c.dir]);
   t.is(caller.code, 0, caller.stderr);
   t.regex(caller.stdout, /QUOTE: new -> quoted[\s\S]*AUTHORIZE: quoted -> authorized[\s\S]*SETTLED: authorized -> completed/);
@@ -59,7 +72,13 @@ test('SPEC §10: a quote within the signed price is paid automatically: held, ru
  * The stopped provider `p` changes its price and publishes that new card version without its daemon, so
  * the caller's next look asks and gets no answer (10 s on the test clock): what that look printed.
  */
-async function supersede(net: Net, p: { dir: string; aid: string; config: { modules: { service: { capabilities: { price?: number }[] } } } }, callerDir: string, price: number, flags: string[]) {
+async function supersede(
+  net: Net,
+  p: { dir: string; aid: string; config: { modules: { service: { capabilities: { price?: number }[] } } } },
+  callerDir: string,
+  price: number,
+  flags: string[],
+) {
   p.config.modules.service.capabilities[0]!.price = price;
   await net.configure(p.dir, p.config);
   const published = await runCli(['hub-register', '--name', 'p', '--data', p.dir]);
@@ -84,7 +103,10 @@ test('SPEC §10: a quote above the signed price waits for the operator (quote_ab
   provider = await net.start(p.dir);
   const waiting = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
   t.is(waiting.code, 1);
-  t.regex(waiting.stdout, /waits for payment: 5 credits to \S+ for text.translate[\s\S]*not paid automatically: the quote \(5\) is above the signed price \(3\)[\s\S]*anet pay [0-9a-f]+/);
+  t.regex(
+    waiting.stdout,
+    /waits for payment: 5 credits to \S+ for text.translate[\s\S]*not paid automatically: the quote \(5\) is above the signed price \(3\)[\s\S]*anet pay [0-9a-f]+/,
+  );
   const task = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout)[0];
   t.like(task, { state: 'input-required', reason: 'quote_above_price', payment: { status: 'payment-required', auto: false } });
   t.is(p.ran(), 0, 'nothing runs before the payment');
@@ -106,7 +128,11 @@ test('SPEC §10, §2.3: above payments.auto_max the operator decides; anet rejec
   t.regex(r.payment.why, /above payments.auto_max \(10\)/);
   const rejected = await runCli(['reject', r.task, '--data', c.dir]);
   t.is(rejected.code, 0, rejected.stderr);
-  t.like(JSON.parse((await runCli(['task', r.task, '--json', '--data', c.dir])).stdout), { state: 'canceled', reason: 'payment_rejected', payment: { status: 'payment-rejected' } });
+  t.like(JSON.parse((await runCli(['task', r.task, '--json', '--data', c.dir])).stdout), {
+    state: 'canceled',
+    reason: 'payment_rejected',
+    payment: { status: 'payment-rejected' },
+  });
   const actor = `call/${c.aid}/${r.task}`;
   await until(async () => (await provider.node.host!.state(actor))?.value === 'canceled', 'the provider to cancel the call');
   t.is(p.ran(), 0);
@@ -121,17 +147,31 @@ test('SPEC §10, §2.3: automatic payments stop at payments.daily_max within any
   t.like(third, { state: 'input-required', payment: { auto: false } });
   t.regex(third.payment.why, /past payments.daily_max \(10\) in 24 h/);
   net.clock.advance(24 * 3_600_000);
-  t.like(JSON.parse((await runCli(['task', third.task, '--json', '--data', c.dir])).stdout), { state: 'failed', reason: 'quote_expired' }, 'an unanswered quote ends with its deadline');
+  t.like(
+    JSON.parse((await runCli(['task', third.task, '--json', '--data', c.dir])).stdout),
+    { state: 'failed', reason: 'quote_expired' },
+    'an unanswered quote ends with its deadline',
+  );
   t.is((await runCli(['reject', third.task, '--data', c.dir])).code, 1, 'nothing is left to reject');
   t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed', payment: { auto: true } }, '24 h after the first payment');
   t.is((await balanceOf(c.dir)).balance, '88');
 });
 
 test('SPEC §10, §3.1: a paid call that fails is released (not charged); one whose outcome is unknown is captured', async (t) => {
-  const { p, c } = await market(t, [{ id: 'svc.broken', price: 7 }, { id: 'svc.gateway', price: 2 }], { handler: (_body, req, res) => {
-    res.writeHead(req.headers['x-anet-capability'] === 'svc.broken' ? 500 : 504, { 'content-type': 'application/json' });
-    res.end('{}');
-  }, credits: '50' });
+  const { p, c } = await market(
+    t,
+    [
+      { id: 'svc.broken', price: 7 },
+      { id: 'svc.gateway', price: 2 },
+    ],
+    {
+      handler: (_body, req, res) => {
+        res.writeHead(req.headers['x-anet-capability'] === 'svc.broken' ? 500 : 504, { 'content-type': 'application/json' });
+        res.end('{}');
+      },
+      credits: '50',
+    },
+  );
   const broken = await call(c.dir, p.aid, 'svc.broken');
   t.like(broken, { state: 'failed', reason: 'service_error', payment: { status: 'payment-failed', auto: true } });
   t.is((await balanceOf(c.dir)).balance, '50', 'released: the caller keeps its credits');
@@ -144,7 +184,12 @@ test('SPEC §10, §3.1: a paid call that fails is released (not charged); one wh
 test('SPEC §10: without the credits the hold is refused: the call never runs and nothing is charged', async (t) => {
   const { net, p, c } = await market(t, [{ id: 'paid.thing', price: 5 }], { credits: '4' });
   const r = await call(c.dir, p.aid, 'paid.thing');
-  t.like(r, { state: 'failed', reason: 'settlement_failed', detail: 'the hub refused: INSUFFICIENT_FUNDS', payment: { status: 'payment-failed' } });
+  t.like(r, {
+    state: 'failed',
+    reason: 'settlement_failed',
+    detail: 'the hub refused: INSUFFICIENT_FUNDS',
+    payment: { status: 'payment-failed' },
+  });
   t.is(p.ran(), 0);
   t.is((await balanceOf(c.dir)).balance, '4');
   const totals = await net.hub.ledger.totals();
@@ -161,7 +206,11 @@ test('SPEC §6.2, §10 (hostile): a quote within the price of a superseded card 
   const r = await runCli(['call', p.aid, 'text.translate', '--args', '{"a":1}', '--data', c.dir]);
   t.is(r.code, 1);
   const task = JSON.parse((await runCli(['tasks', '--json', '--data', c.dir])).stdout)[0];
-  t.like(task, { state: 'input-required', reason: 'payment_required', payment: { auto: false, price: { seq: '1', stale: true, publicSeq: '2' } } });
+  t.like(task, {
+    state: 'input-required',
+    reason: 'payment_required',
+    payment: { auto: false, price: { seq: '1', stale: true, publicSeq: '2' } },
+  });
   t.regex(task.payment.why, /newest signed prices could not be obtained/);
   t.is((await balanceOf(c.dir)).balance, '100');
 });
@@ -172,20 +221,43 @@ test('SPEC §10: only a price the provider signed counts: a quote not signed by 
   await net.start(c.dir);
   await mint(net, c.aid, '100');
   const peer = await rawPeer(t, net, 'raw-provider');
-  const forger = await loadIdentity(await (async () => {
-    const dir = join(net.root, 'forger');
-    await createIdentity(dir, net.clock.now());
-    return dir;
-  })());
+  const forger = await loadIdentity(
+    await (async () => {
+      const dir = join(net.root, 'forger');
+      await createIdentity(dir, net.clock.now());
+      return dir;
+    })(),
+  );
   const hubAid = (await new HubClient(net.hub.url).health()).aid;
   let signer = forger;
   peer.messenger.on(TASK_SEND, async (m) => {
     const task = String(fromBody(m.body)!.task);
-    const required = paymentRequired({ network: `hub:${hubAid}`, amount: '3', payTo: peer.aid, skillId: 'text.translate', taskId: task, quoteId: 'q'.repeat(32) });
-    await peer.messenger.send(m.from, TASK_STATUS, toBody({ task, state: 'input-required', reason: 'payment_required', [X402_STATUS]: 'payment-required', [X402_REQUIRED]: JSON.stringify(required), [QUOTE_SIGNATURE]: signQuote(signer, required) }));
+    const required = paymentRequired({
+      network: `hub:${hubAid}`,
+      amount: '3',
+      payTo: peer.aid,
+      skillId: 'text.translate',
+      taskId: task,
+      quoteId: 'q'.repeat(32),
+    });
+    await peer.messenger.send(
+      m.from,
+      TASK_STATUS,
+      toBody({
+        task,
+        state: 'input-required',
+        reason: 'payment_required',
+        [X402_STATUS]: 'payment-required',
+        [X402_REQUIRED]: JSON.stringify(required),
+        [QUOTE_SIGNATURE]: signQuote(signer, required),
+      }),
+    );
   });
   const forged = await call(c.dir, peer.aid, 'text.translate');
-  t.like(forged, { state: 'input-required', payment: { auto: false, quote: null, quoteError: "the quote is not signed with the provider's current key" } });
+  t.like(forged, {
+    state: 'input-required',
+    payment: { auto: false, quote: null, quoteError: "the quote is not signed with the provider's current key" },
+  });
   const pay = await runCli(['pay', forged.task, '--data', c.dir]);
   t.is(pay.code, 1);
   t.regex(pay.stderr, /cannot be paid: the quote is not signed/);
@@ -194,7 +266,15 @@ test('SPEC §10: only a price the provider signed counts: a quote not signed by 
   // price from the hub; without the provider's own signed extended card nothing is paid automatically.
   signer = peer.identity;
   const rec = await net.hub.store.agent(peer.aid);
-  const card = JSON.stringify({ name: 'raw', skills: [{ id: 'text.translate' }], capabilities: { extensions: [{ uri: EXT_PRICE, params: { network: `hub:${hubAid}`, asset: 'credit', prices: [{ skillId: 'text.translate', amount: '3' }] } }] } });
+  const card = JSON.stringify({
+    name: 'raw',
+    skills: [{ id: 'text.translate' }],
+    capabilities: {
+      extensions: [
+        { uri: EXT_PRICE, params: { network: `hub:${hubAid}`, asset: 'credit', prices: [{ skillId: 'text.translate', amount: '3' }] } },
+      ],
+    },
+  });
   await net.hub.store.agents.put(peer.aid, { ...rec!, card, seq: '1', digest: 'forged' });
   const genuine = await call(c.dir, peer.aid, 'text.translate');
   t.like(genuine, { state: 'input-required', payment: { auto: false, quoteError: null, price: null } });
@@ -203,7 +283,14 @@ test('SPEC §10: only a price the provider signed counts: a quote not signed by 
 });
 
 test('SPEC §5.1, §11: the public card and the hub directory never carry a price, and the ledger never learns what a payment bought', async (t) => {
-  const { net, p, c } = await market(t, [{ id: 'text.translate', price: 3 }, { id: 'text.summarize', price: 9 }], { credits: '100' });
+  const { net, p, c } = await market(
+    t,
+    [
+      { id: 'text.translate', price: 3 },
+      { id: 'text.summarize', price: 9 },
+    ],
+    { credits: '100' },
+  );
   t.like(await call(c.dir, p.aid, 'text.translate'), { state: 'completed' });
   const listed = JSON.parse((await runCli(['find', '--json', '--data', c.dir])).stdout).find((a: { aid: string }) => a.aid === p.aid);
   t.truthy(listed, 'the provider is in the directory');
@@ -219,12 +306,24 @@ test('SPEC §5.1, §11: the public card and the hub directory never carry a pric
 });
 
 test('SPEC §10, §2.3: a released automatic payment spends nothing of payments.daily_max', async (t) => {
-  const { p, c } = await market(t, [{ id: 'svc.broken', price: 4 }, { id: 'svc.ok', price: 4 }], { handler: (body, req, res) => {
-    if (req.headers['x-anet-capability'] === 'svc.ok') return { ok: body };
-    res.writeHead(500, { 'content-type': 'application/json' });
-    res.end('{}');
-  }, caller: { payments: { daily_max: 10 } }, credits: '100' });
-  for (let i = 0; i < 2; i++) t.like(await call(c.dir, p.aid, 'svc.broken'), { state: 'failed', payment: { status: 'payment-failed', auto: true } });
+  const { p, c } = await market(
+    t,
+    [
+      { id: 'svc.broken', price: 4 },
+      { id: 'svc.ok', price: 4 },
+    ],
+    {
+      handler: (body, req, res) => {
+        if (req.headers['x-anet-capability'] === 'svc.ok') return { ok: body };
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{}');
+      },
+      caller: { payments: { daily_max: 10 } },
+      credits: '100',
+    },
+  );
+  for (let i = 0; i < 2; i++)
+    t.like(await call(c.dir, p.aid, 'svc.broken'), { state: 'failed', payment: { status: 'payment-failed', auto: true } });
   t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'completed', payment: { auto: true } });
   t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'completed', payment: { auto: true } }, '8 paid of 10: the released 8 did not count');
   t.like(await call(c.dir, p.aid, 'svc.ok'), { state: 'input-required', payment: { auto: false } }, '12 would pass 10');
@@ -236,7 +335,11 @@ test('SPEC §10, §4.1: quotes waiting for payment are bounded like running call
   const waiting = [];
   for (let i = 0; i < 4; i++) waiting.push(await call(c.dir, p.aid, 'img.render'));
   t.true(waiting.every((w) => w.state === 'input-required'));
-  t.like(await call(c.dir, p.aid, 'img.render'), { state: 'rejected', reason: 'caller_inflight', detail: 'too many quotes wait for payment' });
+  t.like(await call(c.dir, p.aid, 'img.render'), {
+    state: 'rejected',
+    reason: 'caller_inflight',
+    detail: 'too many quotes wait for payment',
+  });
   t.is((await runCli(['reject', waiting[0].task, '--data', c.dir])).code, 0);
   t.like(await call(c.dir, p.aid, 'img.render'), { state: 'input-required' }, 'a rejected quote makes room');
   t.is(p.ran(), 0);
@@ -245,10 +348,13 @@ test('SPEC §10, §4.1: quotes waiting for payment are bounded like running call
 test('SPEC §10: a capture the hub refuses for good (the hold expired while the call ran) gives no result: failed, settlement_failed, nothing charged', async (t) => {
   let finish!: () => void;
   const done = new Promise<void>((r) => (finish = r));
-  const { net, p, c } = await market(t, [{ id: 'slow.job', price: 6 }], { handler: async (body) => {
-    await done;
-    return { done: body };
-  }, credits: '10' });
+  const { net, p, c } = await market(t, [{ id: 'slow.job', price: 6 }], {
+    handler: async (body) => {
+      await done;
+      return { done: body };
+    },
+    credits: '10',
+  });
   const sent = call(c.dir, p.aid, 'slow.job');
   await until(async () => (await balanceOf(c.dir)).held === '6', 'the hold');
   net.clock.advance(24 * 3_600_000 + 1);
@@ -260,7 +366,10 @@ test('SPEC §10: a capture the hub refuses for good (the hold expired while the 
 });
 
 test('SPEC §10, §9.5: a paid task whose provider never answers is given up once the hub has settled the payment: failed, outcome_unknown, and no longer sent at every start', async (t) => {
-  const { net, p, c, provider, caller } = await market(t, [{ id: 'slow.job', price: 6 }], { handler: () => new Promise(() => {}), credits: '10' });
+  const { net, p, c, provider, caller } = await market(t, [{ id: 'slow.job', price: 6 }], {
+    handler: () => new Promise(() => {}),
+    credits: '10',
+  });
   const first = await caller.node.caller.call(p.aid, 'slow.job', '{}', [], 1000);
   await until(async () => (await balanceOf(c.dir)).held === '6', 'the hold');
   await until(async () => (await caller.node.caller.task(first.task))?.state === 'working', 'the paid call to run');

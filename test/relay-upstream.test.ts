@@ -35,7 +35,11 @@ async function setup(t: any) {
 const key = generateX25519();
 const kid = new Uint8Array(16).fill(1);
 const envelopeTo = (from: Identity, to: Identity, body: string) =>
-  sealEnvelope({ aid: from.aid, ksn: from.kel.ksn, signer: from.signer }, { aid: to.aid, kid, publicKey: key.publicKey }, { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body }).bytes;
+  sealEnvelope(
+    { aid: from.aid, ksn: from.kel.ksn, signer: from.signer },
+    { aid: to.aid, kid, publicKey: key.publicKey },
+    { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body },
+  ).bytes;
 
 /** A connected receiver: the envelopes it got, in order. */
 async function receiver(t: any, hubUrl: string, id: Identity) {
@@ -56,7 +60,10 @@ test('SPEC §11: sends ride one upstream, answered in order; a refused envelope 
   const sends = envelopes.map((e) => sender.send(e));
   const garbage = sender.send(Uint8Array.from([1, 2, 3]));
   const more = sender.send(after);
-  t.deepEqual(await Promise.all(sends), envelopes.map(() => 'delivered'));
+  t.deepEqual(
+    await Promise.all(sends),
+    envelopes.map(() => 'delivered'),
+  );
   const refusal = await t.throwsAsync(garbage, { instanceOf: HubRefusedError });
   t.like(refusal, { status: 400, code: 'BAD_ENVELOPE' });
   t.is(await more, 'delivered');
@@ -100,7 +107,10 @@ test('SPEC §11: an upstream that drops fails the sends waiting on it as unreach
   });
   const sender = new RelayClient(hub.url, alice, () => {});
   t.teardown(() => sender.close());
-  await t.throwsAsync(sender.send(envelopeTo(alice, bob, 'lost')), { instanceOf: HubUnreachableError, message: /the relay upstream closed/ });
+  await t.throwsAsync(sender.send(envelopeTo(alice, bob, 'lost')), {
+    instanceOf: HubUnreachableError,
+    message: /the relay upstream closed/,
+  });
   t.is(await sender.send(envelopeTo(alice, bob, 'next')), 'delivered');
   t.is(seen.upgrades.length, 2);
   await until(() => got.length === 1, 'the envelope at the receiver');
@@ -190,14 +200,14 @@ test('SPEC §11: an upstream whose client goes, or whose frame stalls, is closed
   await until(() => !free(1000), 'the stalled frame to hold its room');
   t.false(free(1000), 'the stalled frame holds its room');
   await stalled.closed;
-  await until(() => free(1000), 'the stalled frame\'s room to be given back');
+  await until(() => free(1000), "the stalled frame's room to be given back");
   t.true(free(1000));
   // Between frames a connection may idle past frameTimeoutMs. A frame that stalls once the idle connection
   // is answered runs against a deadline armed after any the idle one could have had (on a frame begun, or
   // on the connection opened): when it has closed its connection, the idle one's would have fired before.
   const idle = client();
   idle.socket.write(frame(new Uint8Array(5)));
-  await until(() => idle.answers.length === 1, 'the idle connection\'s answer');
+  await until(() => idle.answers.length === 1, "the idle connection's answer");
   const idleHubSide = idle.hubSide();
   t.truthy(idleHubSide);
   const later = client();
@@ -249,7 +259,11 @@ test('SPEC §11: a hub answering garbage on the upstream fails the send at once,
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const sender = new RelayClient(`http://127.0.0.1:${(server.address() as { port: number }).port}`, (await setup(t)).alice, () => {});
-    await t.throwsAsync(sender.send(Uint8Array.from([1, 2, 3])), { instanceOf: HubUnreachableError, message: /not a relay answer/ }, garbage);
+    await t.throwsAsync(
+      sender.send(Uint8Array.from([1, 2, 3])),
+      { instanceOf: HubUnreachableError, message: /not a relay answer/ },
+      garbage,
+    );
     sender.close();
     server.close();
   }
@@ -258,7 +272,9 @@ test('SPEC §11: a hub answering garbage on the upstream fails the send at once,
 test('SPEC §11: a hub that accepts the upstream and answers nothing fails the waiting sends, though the node keeps sending', async (t) => {
   const server = createServer((socket) => {
     socket.on('error', () => {});
-    socket.once('data', () => socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`));
+    socket.once('data', () =>
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`),
+    );
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => server.close());
@@ -288,11 +304,15 @@ test('SPEC §11: any other upgrade is refused with one JSON error; one pipelined
     return { status: Number(text.split(' ')[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4), text };
   };
   // curl --http2 on a plain-HTTP URL asks for h2c like this.
-  const h2c = await exchange('GET /health HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n');
+  const h2c = await exchange(
+    'GET /health HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n',
+  );
   t.is(h2c.status, 400);
   t.is(JSON.parse(h2c.body).error.code, 'BAD_UPGRADE');
   // An upgrade in the same packet as a request still being answered: the connection closes, the hub stays.
-  const pipelined = await exchange(`GET /health HTTP/1.1\r\nHost: hub\r\n\r\nGET /relay/v2/upstream HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\n\r\n`);
+  const pipelined = await exchange(
+    `GET /health HTTP/1.1\r\nHost: hub\r\n\r\nGET /relay/v2/upstream HTTP/1.1\r\nHost: hub\r\nConnection: Upgrade\r\nUpgrade: ${UPSTREAM_PROTOCOL}\r\n\r\n`,
+  );
   t.notRegex(pipelined.text, /101 Switching/);
   t.is((await fetch(`${hub.url}/health`)).status, 200);
 });
@@ -313,7 +333,7 @@ test('SPEC §11: a frame that trickles in past its deadline ends its connection;
   const ended = await Promise.race([trickle.closed.then(() => true), wholeSent]);
   clearInterval(drip);
   t.true(ended, 'the connection was closed before its frame was whole');
-  await until(() => free(1000), 'the trickled frame\'s room to be given back');
+  await until(() => free(1000), "the trickled frame's room to be given back");
   t.true(free(1000), 'its room was given back');
   // A client that reads nothing sends a frame over the limit, then keeps sending: the hub closes the
   // connection (what comes after the header is dropped, never buffered).

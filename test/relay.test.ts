@@ -33,7 +33,11 @@ async function setup(t: any, now?: () => number) {
 const key = generateX25519();
 const kid = new Uint8Array(16).fill(1);
 function envelopeTo(from: Identity, to: Identity, body: string) {
-  return sealEnvelope({ aid: from.aid, ksn: from.kel.ksn, signer: from.signer }, { aid: to.aid, kid, publicKey: key.publicKey }, { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body }).bytes;
+  return sealEnvelope(
+    { aid: from.aid, ksn: from.kel.ksn, signer: from.signer },
+    { aid: to.aid, kid, publicKey: key.publicKey },
+    { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body },
+  ).bytes;
 }
 
 function inbox() {
@@ -45,10 +49,14 @@ function inbox() {
       got.push(b);
       wake?.();
     },
-    next: (n: number) => new Promise<void>((resolve) => {
-      const check = () => (got.length >= n ? resolve() : (wake = check));
-      check();
-    }),
+    next: (n: number) =>
+      new Promise<void>((resolve) => {
+        const check = () => {
+          if (got.length >= n) resolve();
+          else wake = check;
+        };
+        check();
+      }),
   };
 }
 
@@ -63,7 +71,10 @@ test('SPEC §11: an envelope to a connected node is pushed at once and opens end
   t.is(await aliceRelay.send(envelopeTo(alice, bob, 'hi bob')), 'delivered');
   await box.next(1);
   const opened = await openEnvelope(box.got[0]!, {
-    me: bob.aid, keys: new Map([[Buffer.from(kid).toString('hex'), key]]), now: Date.now(), seen: () => false,
+    me: bob.aid,
+    keys: new Map([[Buffer.from(kid).toString('hex'), key]]),
+    now: Date.now(),
+    seen: () => false,
     kelOf: (aid) => (aid === alice.aid ? alice.kel : null),
   });
   t.like(opened, { from: alice.aid, body: 'hi bob' });
@@ -109,7 +120,9 @@ test('SPEC §11: receiving needs a stream signed by the AID; garbage is refused'
   const res = await fetch(`${hub.url}/relay/v2/send`, { method: 'POST', body: 'not cbor' });
   t.is(res.status, 400);
   t.is((await res.json()).error.code, 'BAD_ENVELOPE');
-  const forged = await fetch(`${hub.url}/relay/v2/stream`, { headers: { 'x-anet-aid': alice.aid, 'x-anet-time': String(Date.now()), 'x-anet-nonce': '0'.repeat(32), 'x-anet-signature': 'AAAA' } });
+  const forged = await fetch(`${hub.url}/relay/v2/stream`, {
+    headers: { 'x-anet-aid': alice.aid, 'x-anet-time': String(Date.now()), 'x-anet-nonce': '0'.repeat(32), 'x-anet-signature': 'AAAA' },
+  });
   t.is(forged.status, 401);
 });
 

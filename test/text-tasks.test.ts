@@ -15,7 +15,7 @@ const json = async (args: string[]) => {
   return { ...JSON.parse(r.stdout || '{}'), code: r.code, stderr: r.stderr };
 };
 
-test('SPEC §9.2: with a local agent, a text task gets the agent\'s answer; the agent is told who asked', async (t) => {
+test("SPEC §9.2: with a local agent, a text task gets the agent's answer; the agent is told who asked", async (t) => {
   const net = await startNet(t);
   const run = join(net.root, 'run');
   await mkdir(run, { mode: 0o700 });
@@ -36,7 +36,7 @@ test('SPEC §9.2: with a local agent, a text task gets the agent\'s answer; the 
   t.regex(String(seen.task_id), /^[0-9a-f]{16}$/);
 });
 
-test('SPEC §4 rule 3, §9.2: closed policy refuses strangers; a listed peer\'s task waits in the inbox, across a restart, for anet reply', async (t) => {
+test("SPEC §4 rule 3, §9.2: closed policy refuses strangers; a listed peer's task waits in the inbox, across a restart, for anet reply", async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', { inbound: { policy: 'closed' } });
   const c = await net.node('c');
@@ -58,13 +58,16 @@ test('SPEC §4 rule 3, §9.2: closed policy refuses strangers; a listed peer\'s 
   t.is(replied.code, 0, replied.stderr);
   t.is(replied.stdout, `answered ${c.aid}`);
   let task: Record<string, unknown> = {};
-  await until(async () => (task = await json(['task', waiting.task, '--data', c.dir])).state === 'completed', 'the answer at the caller');
+  await until(async () => {
+    task = await json(['task', waiting.task, '--data', c.dir]);
+    return task.state === 'completed';
+  }, 'the answer at the caller');
   t.like(task, { state: 'completed', result: { text: 'done: it is fine' } });
   t.deepEqual((await json(['inbox', '--data', p.dir]))[0], undefined, 'answered tasks leave the inbox');
   t.is((await runCli(['reply', waiting.task, 'again', '--data', p.dir])).code, 1);
 });
 
-test('SPEC §9.2, §13: a text task\'s id sent again gets working while it waits in the inbox, then the operator\'s answer, and is never queued twice', async (t) => {
+test("SPEC §9.2, §13: a text task's id sent again gets working while it waits in the inbox, then the operator's answer, and is never queued twice", async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', { inbound: { policy: 'open' } });
   await net.start(p.dir);
@@ -75,7 +78,13 @@ test('SPEC §9.2, §13: a text task\'s id sent again gets working while it waits
   await until(() => x.received.length >= 1, 'working');
   await send(1);
   await until(() => x.received.length >= 2, 'working again');
-  t.deepEqual(x.received.map((m) => [m.type, m.body.state]), [[TASK_STATUS, 'working'], [TASK_STATUS, 'working']]);
+  t.deepEqual(
+    x.received.map((m) => [m.type, m.body.state]),
+    [
+      [TASK_STATUS, 'working'],
+      [TASK_STATUS, 'working'],
+    ],
+  );
   const inbox = await json(['inbox', '--data', p.dir]);
   t.like(inbox, { 0: { task } });
   t.is(inbox[1], undefined, 'one inbox entry');

@@ -37,7 +37,7 @@ export function skillOf(cap: OfferedCapability): AgentSkill {
 export const CHAT_SKILL: AgentSkill = {
   id: CHAT_SKILL_ID,
   name: 'chat',
-  description: 'Text tasks in natural language, answered by this node\'s own agent.',
+  description: "Text tasks in natural language, answered by this node's own agent.",
   tags: ['chat'],
 };
 
@@ -45,7 +45,9 @@ export const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 
 
 /** The public capabilities that go on the public card: offered and not allow_only, sorted by id. */
 export function listedCapabilities(config: Config): OfferedCapability[] {
-  return offeredCapabilities(config).filter((c) => !c.inbound.allow_only).sort(byId);
+  return offeredCapabilities(config)
+    .filter((c) => !c.inbound.allow_only)
+    .sort(byId);
 }
 
 export const isPriced = (cap: OfferedCapability) => (cap.service.price ?? 0n) > 0n;

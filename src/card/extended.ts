@@ -78,7 +78,12 @@ export function pricesOf(card: AgentCard): { network: string; asset: string; pri
   }
   const prices: Price[] = [];
   for (const item of p.prices as { skillId?: unknown; amount?: unknown }[]) {
-    if (typeof item?.skillId !== 'string' || typeof item.amount !== 'string' || !CANONICAL_AMOUNT.test(item.amount) || BigInt(item.amount) > MAX_CREDITS) {
+    if (
+      typeof item?.skillId !== 'string' ||
+      typeof item.amount !== 'string' ||
+      !CANONICAL_AMOUNT.test(item.amount) ||
+      BigInt(item.amount) > MAX_CREDITS
+    ) {
       return { error: `price ${JSON.stringify(item)} is not a canonical amount from 1 to 2^63-1` };
     }
     const last = prices[prices.length - 1];

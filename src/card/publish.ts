@@ -28,7 +28,10 @@ export const profilePath = (dataDir: string) => join(dataDir, 'profile.json');
 export async function readProfile(dataDir: string): Promise<Profile> {
   try {
     const p = JSON.parse(await readFile(profilePath(dataDir), 'utf8'));
-    return { ...(typeof p.name === 'string' ? { name: p.name } : {}), ...(typeof p.description === 'string' ? { description: p.description } : {}) };
+    return {
+      ...(typeof p.name === 'string' ? { name: p.name } : {}),
+      ...(typeof p.description === 'string' ? { description: p.description } : {}),
+    };
   } catch (err) {
     if (isNotFound(err)) return {};
     throw new Error(`${profilePath(dataDir)} is not valid JSON: fix or remove it`);

@@ -102,7 +102,14 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       if (err.message) io.err(`anet: ${err.message}`);
       return err instanceof CliError ? err.exitCode : 1;
     }
-    if (err instanceof IdentityError || err instanceof StoreLockedError || err instanceof StoreMissingError || err instanceof ConfigInvalidError || err instanceof HubUnreachableError || err instanceof HubRefusedError) {
+    if (
+      err instanceof IdentityError ||
+      err instanceof StoreLockedError ||
+      err instanceof StoreMissingError ||
+      err instanceof ConfigInvalidError ||
+      err instanceof HubUnreachableError ||
+      err instanceof HubRefusedError
+    ) {
       io.err(`anet: ${err.message}`);
       return 1;
     }
@@ -111,14 +118,17 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   }
 }
 
-async function dispatch(argv: string[], io: Io): Promise<void> {
-  let parsed;
+/** The command line by OPTIONS; what parseArgs refuses is a usage error (exit 2). */
+function parse(argv: string[]) {
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
     throw usageError((err as Error).message.split('\n')[0]!);
   }
-  const { values, positionals } = parsed;
+}
+
+async function dispatch(argv: string[], io: Io): Promise<void> {
+  const { values, positionals } = parse(argv);
   const [command, ...rest] = positionals;
   if (values.help || command === undefined || command === 'help') return io.out(HELP);
   const dataDir = resolveDataDir(values.data);
@@ -144,8 +154,15 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
     case 'hub':
       if (rest[0] === 'mint') return cmdHubMint(io, values.data, rest[1], rest[2], json);
       if (rest[0] === 'invite') return cmdHubInvite(io, values.data, json);
-      if (rest[0] !== 'start') throw usageError('the hub commands are `anet hub start [--port N] [--data DIR]`, `anet hub mint AID AMOUNT [--data DIR]` and `anet hub invite [--data DIR]`');
-      return cmdHubStart(io, values.data, values.port, { requireInvite: values['require-invite'], registerLimit: values['register-limit'], trustProxy: values['trust-proxy'] });
+      if (rest[0] !== 'start')
+        throw usageError(
+          'the hub commands are `anet hub start [--port N] [--data DIR]`, `anet hub mint AID AMOUNT [--data DIR]` and `anet hub invite [--data DIR]`',
+        );
+      return cmdHubStart(io, values.data, values.port, {
+        requireInvite: values['require-invite'],
+        registerLimit: values['register-limit'],
+        trustProxy: values['trust-proxy'],
+      });
     case 'balance':
       return cmdBalance(io, dataDir, json);
     case 'hub-register':
@@ -189,4 +206,3 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       throw usageError(`unknown command "${command}"`);
   }
 }
-

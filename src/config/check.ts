@@ -92,7 +92,10 @@ function filesOverRelay(cap: PublicCapability, at: string): Problem | null {
   const files = cap.files;
   if (!files || filesFit(files.max_count, files.max_bytes, cap.max_args_bytes)) return null;
   const promised = `${files.max_count} × ${mib(files.max_bytes)}`;
-  return warning(at, `"${cap.id}" accepts ${promised} of files, but one relay message carries at most ${mib(MAX_MESSAGE)} (about ${mib(fileBytesThatFit(cap.max_args_bytes))} of files once base64-encoded): larger calls cannot be sent; lower max_count or max_bytes`);
+  return warning(
+    at,
+    `"${cap.id}" accepts ${promised} of files, but one relay message carries at most ${mib(MAX_MESSAGE)} (about ${mib(fileBytesThatFit(cap.max_args_bytes))} of files once base64-encoded): larger calls cannot be sent; lower max_count or max_bytes`,
+  );
 }
 
 function checkService(config: Config, faulty: Faulty): Problem[] {
@@ -110,7 +113,8 @@ function checkService(config: Config, faulty: Faulty): Problem[] {
     else if (url?.kind === 'tcp' && !faulty('modules.service.allow_tcp') && !service.allow_tcp) {
       problems.push(error(`${at}.url`, 'http(s) URLs need modules.service.allow_tcp: true; prefer a unix socket'));
     }
-    if (cap.token_file !== undefined && !cap.token_file.startsWith('/')) problems.push(error(`${at}.token_file`, 'must be an absolute path'));
+    if (cap.token_file !== undefined && !cap.token_file.startsWith('/'))
+      problems.push(error(`${at}.token_file`, 'must be an absolute path'));
     if (publishedKnown && !faulty(`${at}.id`) && !published.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
       problems.push(warning(`${at}.id`, `"${cap.id}" is not offered: it is not in inbound.public_capabilities`));
     }

@@ -71,8 +71,7 @@ function replace(root: Node, path: readonly PropertyKey[], repaired: Set<string>
 }
 
 function faultyIn(repaired: ReadonlySet<string>): Faulty {
-  const within = (path: string, outer: string) =>
-    path === outer || path.startsWith(`${outer}.`) || path.startsWith(`${outer}[`);
+  const within = (path: string, outer: string) => path === outer || path.startsWith(`${outer}.`) || path.startsWith(`${outer}[`);
   return (...paths) => paths.some((path) => [...repaired].some((outer) => within(path, outer)));
 }
 

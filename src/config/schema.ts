@@ -8,12 +8,18 @@ export const CAPABILITY_ID = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const MEDIA_RANGE = /^(\*\/\*|[a-z0-9][a-z0-9!#$&^_.+-]*\/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*))$/;
 
 const count = (min: number, fallback: number) =>
-  z.number({ error: `must be an integer ≥ ${min}` }).int({ error: `must be an integer ≥ ${min}` }).min(min, { error: `must be ≥ ${min}` }).default(fallback);
+  z
+    .number({ error: `must be an integer ≥ ${min}` })
+    .int({ error: `must be an integer ≥ ${min}` })
+    .min(min, { error: `must be ≥ ${min}` })
+    .default(fallback);
 
 const credits = z
   .union([z.number(), z.bigint()], { error: 'must be an integer number of credits' })
   // A number beyond 2^53 that was not written as a plain integer (e.g. 9007199254740993.0) lost precision.
-  .refine((v) => typeof v === 'bigint' || Number.isSafeInteger(v), { error: 'must be an integer number of credits, written without a decimal point or exponent' })
+  .refine((v) => typeof v === 'bigint' || Number.isSafeInteger(v), {
+    error: 'must be an integer number of credits, written without a decimal point or exponent',
+  })
   .transform((v) => BigInt(v))
   .refine((v) => v >= 0n && v <= MAX_CREDITS, { error: `must be between 0 and ${MAX_CREDITS}` });
 
@@ -60,7 +66,12 @@ const serviceCapability = z.strictObject({
   examples: z.array(text).optional(),
   input_modes: z.array(text).optional(),
   output_modes: z.array(text).optional(),
-  timeout_ms: z.number().int().min(1).max(MAX_TIMEOUT_MS, { error: `must be at most ${MAX_TIMEOUT_MS} (about 24.8 days)` }).optional(),
+  timeout_ms: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_TIMEOUT_MS, { error: `must be at most ${MAX_TIMEOUT_MS} (about 24.8 days)` })
+    .optional(),
   token_file: text.optional(),
 });
 

@@ -20,13 +20,25 @@ export interface Credential {
 }
 
 function docMap(c: Credential): Map<string, CborValue> {
-  return new Map<string, CborValue>([['iss', c.iss], ['sub', c.sub], ['level', c.level], ['iat', c.iat], ['exp', c.exp], ['ksn', c.ksn]]);
+  return new Map<string, CborValue>([
+    ['iss', c.iss],
+    ['sub', c.sub],
+    ['level', c.level],
+    ['iat', c.iat],
+    ['exp', c.exp],
+    ['ksn', c.ksn],
+  ]);
 }
 
 /** `{1 document, 2 signature}` as CoreDet CBOR. */
 export function issueCredential(issuer: Identity, sub: string, now: number): Uint8Array {
   const doc = docMap({ iss: issuer.aid, sub, level: 'contact', iat: now, exp: now + CREDENTIAL_MS, ksn: issuer.kel.ksn });
-  return encodeCanonical(new Map<number, CborValue>([[1, doc], [2, issuer.signer.sign(encodeCanonical(doc))]]));
+  return encodeCanonical(
+    new Map<number, CborValue>([
+      [1, doc],
+      [2, issuer.signer.sign(encodeCanonical(doc))],
+    ]),
+  );
 }
 
 export type CredentialCheck = { ok: true; credential: Credential } | { ok: false; why: string };
@@ -40,7 +52,15 @@ export function checkCredential(bytes: Uint8Array, expect: { iss: string; sub: s
   if (!(doc instanceof Map) || !(sig instanceof Uint8Array)) return { ok: false, why: 'not a signed credential' };
   const c = Object.fromEntries(doc) as Record<string, unknown>;
   const uint = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-  if (doc.size !== 6 || c.level !== 'contact' || typeof c.iss !== 'string' || typeof c.sub !== 'string' || !uint(c.iat) || !uint(c.exp) || !uint(c.ksn)) {
+  if (
+    doc.size !== 6 ||
+    c.level !== 'contact' ||
+    typeof c.iss !== 'string' ||
+    typeof c.sub !== 'string' ||
+    !uint(c.iat) ||
+    !uint(c.exp) ||
+    !uint(c.ksn)
+  ) {
     return { ok: false, why: 'not a contact-level credential' };
   }
   const cred = c as unknown as Credential;
@@ -48,7 +68,7 @@ export function checkCredential(bytes: Uint8Array, expect: { iss: string; sub: s
   if (cred.exp !== cred.iat + CREDENTIAL_MS) return { ok: false, why: 'its lifetime is not 30 days' };
   if (expect.now >= cred.exp) return { ok: false, why: 'expired' };
   if (cred.ksn !== expect.kel.ksn || !verifyEd25519(expect.kel.currentKey, encodeCanonical(doc), sig)) {
-    return { ok: false, why: 'not signed by the issuer\'s current key' };
+    return { ok: false, why: "not signed by the issuer's current key" };
   }
   return { ok: true, credential: cred };
 }

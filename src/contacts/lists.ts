@@ -67,7 +67,9 @@ async function currentList(path: string): Promise<ListFile> {
 
 /** Where a peer stands, decided from the files as they are now (deny first; trust includes allow). */
 export async function standing(dataDir: string, config: Config, aid: string): Promise<Standing> {
-  const [deny, trust, allow] = await Promise.all((['deny', 'trust', 'allow'] as const).map((l) => currentList(listPath(dataDir, config, l))));
+  const [deny, trust, allow] = await Promise.all(
+    (['deny', 'trust', 'allow'] as const).map((l) => currentList(listPath(dataDir, config, l))),
+  );
   if (deny!.error || deny!.aids.has(aid)) return 'denied';
   if (trust!.aids.has(aid)) return 'trusted';
   if (allow!.aids.has(aid)) return 'allowed';

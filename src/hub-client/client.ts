@@ -4,11 +4,15 @@ import type { Identity } from '../identity/store.js';
 import { encodeKel } from '../identity/kel.js';
 import type { MintAnswer, HoldAnswer, SettleAnswer, Account } from '../protocol/hub-api.js';
 
-
 export class HubUnreachableError extends Error {
   override name = 'HubUnreachableError';
-  constructor(readonly hub: string, cause: unknown) {
-    super(`cannot reach the hub at ${hub} (${(cause as Error)?.cause ? ((cause as Error).cause as Error).message : (cause as Error).message}); is it running? (\`anet hub start\`)`);
+  constructor(
+    readonly hub: string,
+    cause: unknown,
+  ) {
+    super(
+      `cannot reach the hub at ${hub} (${(cause as Error)?.cause ? ((cause as Error).cause as Error).message : (cause as Error).message}); is it running? (\`anet hub start\`)`,
+    );
   }
 }
 
@@ -21,7 +25,11 @@ export class HubUnreachableError extends Error {
  */
 export class HubRefusedError extends Error {
   override name = 'HubRefusedError';
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(`the hub refused: ${oneLine(code, 64)}: ${oneLine(message, 300)}`);
   }
 }
@@ -29,7 +37,8 @@ export class HubRefusedError extends Error {
 const oneLine = (text: unknown, max: number) => {
   // Control characters are what this strips: a hub's text must not move the terminal's cursor.
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  const line = String(text).replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
+  const controls = /[\u0000-\u001f\u007f]+/g;
+  const line = String(text).replace(controls, ' ').trim();
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 };
 
@@ -40,7 +49,11 @@ export interface SearchResult {
 
 export class HubClient {
   readonly base: string;
-  constructor(base: string, private readonly identity?: Identity, private readonly now: () => number = Date.now) {
+  constructor(
+    base: string,
+    private readonly identity?: Identity,
+    private readonly now: () => number = Date.now,
+  ) {
     this.base = base.replace(/\/+$/, '');
   }
 

@@ -6,15 +6,7 @@ export class CborError extends Error {
   override name = 'CborError';
 }
 
-export type CborValue =
-  | number
-  | bigint
-  | string
-  | boolean
-  | null
-  | Uint8Array
-  | CborValue[]
-  | Map<number | string, CborValue>;
+export type CborValue = number | bigint | string | boolean | null | Uint8Array | CborValue[] | Map<number | string, CborValue>;
 
 /**
  * cborg's default map sorter orders keys by major type, integers by value, and strings and byte strings

@@ -55,7 +55,9 @@ function publicKeyObject(publicKey: Uint8Array): KeyObject | null {
   const id = Buffer.from(publicKey).toString('hex');
   let key = keyCache.get(id);
   if (key === undefined) {
-    key = isValidPublicKey(publicKey) ? createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: 'der', type: 'spki' }) : null;
+    key = isValidPublicKey(publicKey)
+      ? createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: 'der', type: 'spki' })
+      : null;
     if (keyCache.size >= 1024) keyCache.clear();
     keyCache.set(id, key);
   }

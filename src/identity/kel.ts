@@ -45,7 +45,11 @@ export type KelErrorCode =
 
 export class KelError extends Error {
   override name = 'KelError';
-  constructor(readonly code: KelErrorCode, message: string, readonly seq?: number) {
+  constructor(
+    readonly code: KelErrorCode,
+    message: string,
+    readonly seq?: number,
+  ) {
     super(seq === undefined ? message : `event ${seq}: ${message}`);
   }
 }
@@ -87,8 +91,14 @@ function eventFromCbor(v: CborValue, at: number): KeyEvent {
   };
   if (!(v instanceof Map)) return bad('an event is a CBOR map');
   for (const k of v.keys()) if (typeof k !== 'number' || !EVENT_KEYS.has(k)) bad(`unknown event key ${String(k)}`);
-  const aid = v.get(1), seq = v.get(2), prev = v.get(3), type = v.get(4), keys = v.get(5);
-  const nextDigest = v.get(6), threshold = v.get(7), ts = v.get(8);
+  const aid = v.get(1),
+    seq = v.get(2),
+    prev = v.get(3),
+    type = v.get(4),
+    keys = v.get(5);
+  const nextDigest = v.get(6),
+    threshold = v.get(7),
+    ts = v.get(8);
   if (!isUint(seq)) bad('seq must be an unsigned integer');
   if (type !== 'icp' && type !== 'rot') bad('type must be "icp" or "rot"');
   if (type === 'icp' && (aid !== undefined || prev !== undefined)) bad('an inception has no aid and no prev');
@@ -117,10 +127,7 @@ export function signEvent(event: KeyEvent, signer: Signer): SignedEvent {
 }
 
 export function incept(current: Signer, nextPublicKey: Uint8Array, ts: number): SignedEvent {
-  return signEvent(
-    { seq: 0, type: 'icp', keys: [current.publicKey], nextDigest: digestOfKey(nextPublicKey), threshold: 1, ts },
-    current,
-  );
+  return signEvent({ seq: 0, type: 'icp', keys: [current.publicKey], nextDigest: digestOfKey(nextPublicKey), threshold: 1, ts }, current);
 }
 
 /** A rotation to `next` (which must match the pre-rotated digest), signed by the previous key. */
@@ -144,7 +151,16 @@ export function rotate(state: KelState, previous: Signer, next: Signer, nextNext
 }
 
 export function encodeKel(events: SignedEvent[]): Uint8Array {
-  return encodeCanonical(events.map((s) => new Map<number, CborValue>([[1, eventToCbor(s.event)], [2, s.sig], [3, s.id]])));
+  return encodeCanonical(
+    events.map(
+      (s) =>
+        new Map<number, CborValue>([
+          [1, eventToCbor(s.event)],
+          [2, s.sig],
+          [3, s.id],
+        ]),
+    ),
+  );
 }
 
 export function decodeKel(bytes: Uint8Array): SignedEvent[] {
@@ -152,12 +168,16 @@ export function decodeKel(bytes: Uint8Array): SignedEvent[] {
   try {
     value = decodeCanonical(bytes);
   } catch (err) {
-    throw new KelError(err instanceof CborError && /deterministic/.test(err.message) ? 'NOT_CANONICAL' : 'MALFORMED', (err as Error).message);
+    throw new KelError(
+      err instanceof CborError && /deterministic/.test(err.message) ? 'NOT_CANONICAL' : 'MALFORMED',
+      (err as Error).message,
+    );
   }
   if (!Array.isArray(value)) throw new KelError('MALFORMED', 'a KEL is a CBOR array of signed events');
   return value.map((item, at) => {
     if (!(item instanceof Map) || item.size !== 3) throw new KelError('MALFORMED', 'a signed event is {1 event, 2 sig, 3 event_id}', at);
-    const sig = item.get(2), id = item.get(3);
+    const sig = item.get(2),
+      id = item.get(3);
     if (!isBytes(sig, 64)) throw new KelError('MALFORMED', 'sig must be 64 bytes', at);
     if (typeof id !== 'string') throw new KelError('MALFORMED', 'event_id must be text', at);
     return { event: eventFromCbor(item.get(1) as CborValue, at), sig, id };
@@ -209,7 +229,8 @@ export function compareKel(known: KelState, incoming: KelState): KelComparison {
   if (incoming.aid !== known.aid) return { kind: 'other_aid' };
   const common = Math.min(known.events.length, incoming.events.length);
   for (let seq = 0; seq < common; seq++) {
-    const a = known.events[seq]!, b = incoming.events[seq]!;
+    const a = known.events[seq]!,
+      b = incoming.events[seq]!;
     if (a.id !== b.id) return { kind: 'duplicity', seq, known: a, other: b };
   }
   if (incoming.events.length === known.events.length) return { kind: 'same' };

@@ -31,7 +31,13 @@ interface StoreFile {
 }
 
 function encodeStore(s: StoreFile): Uint8Array {
-  return encodeCanonical(new Map<number, CborValue>([[1, s.current], [2, s.next], [3, s.kel]]));
+  return encodeCanonical(
+    new Map<number, CborValue>([
+      [1, s.current],
+      [2, s.next],
+      [3, s.kel],
+    ]),
+  );
 }
 
 function decodeStore(bytes: Uint8Array, path: string): StoreFile {
@@ -107,12 +113,15 @@ function checkStore(bytes: Uint8Array, path: string): { s: StoreFile; kel: KelSt
     const s = decodeStore(bytes, path);
     const kel = validateKel(s.kel);
     const signer = signerFromSeed(s.current);
-    if (bytesEqual(signer.publicKey, kel.currentKey) && bytesEqual(digestOfKey(signerFromSeed(s.next).publicKey), kel.nextDigest)) return { s, kel, signer };
+    if (bytesEqual(signer.publicKey, kel.currentKey) && bytesEqual(digestOfKey(signerFromSeed(s.next).publicKey), kel.nextDigest))
+      return { s, kel, signer };
     why = 'the stored keys do not match the stored KEL';
   } catch (err) {
     why = (err as Error).message.split('\n')[0]!.replace(`${path} `, '');
   }
-  throw new IdentityError(`${path} is damaged (${why}): restore it from a backup; without one this node's AID is lost (move keys/ aside and run \`anet init\` for a new identity)`);
+  throw new IdentityError(
+    `${path} is damaged (${why}): restore it from a backup; without one this node's AID is lost (move keys/ aside and run \`anet init\` for a new identity)`,
+  );
 }
 
 /**

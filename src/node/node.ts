@@ -75,10 +75,24 @@ export class Node {
     private readonly log: (line: string) => void,
   ) {
     this.now = () => clock.now();
-    this.fetcher = new CardFetcher({ me: identity.aid, host: () => this.actors(), messenger: () => this.network(), reader, store, now: this.now });
+    this.fetcher = new CardFetcher({
+      me: identity.aid,
+      host: () => this.actors(),
+      messenger: () => this.network(),
+      reader,
+      store,
+      now: this.now,
+    });
     const payer = new Payer({
-      identity, store, reader, host: () => this.actors(), messenger: () => this.network(), now: this.now,
-      payments: config.payments, hubAid: () => this.hubAid(), signedPrice: (aid, skill) => this.signedPrice(aid, skill),
+      identity,
+      store,
+      reader,
+      host: () => this.actors(),
+      messenger: () => this.network(),
+      now: this.now,
+      payments: config.payments,
+      hubAid: () => this.hubAid(),
+      signedPrice: (aid, skill) => this.signedPrice(aid, skill),
     });
     this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now, payer, clock });
   }
@@ -141,10 +155,28 @@ export class Node {
 
   private async startNetwork(): Promise<Messenger> {
     const host = await this.actors();
-    const messenger = new Messenger({ dataDir: this.dataDir, identity: this.identity, hub: this.config.hub, client: this.client, reader: this.reader, store: this.store, now: this.now, log: this.log });
+    const messenger = new Messenger({
+      dataDir: this.dataDir,
+      identity: this.identity,
+      hub: this.config.hub,
+      client: this.client,
+      reader: this.reader,
+      store: this.store,
+      now: this.now,
+      log: this.log,
+    });
     const parts: NodeParts = {
-      dataDir: this.dataDir, config: this.config, identity: this.identity, store: this.store, host, messenger, client: this.client,
-      now: this.now, log: this.log, hubAid: () => this.hubAid(), stopping: this.stopping.signal,
+      dataDir: this.dataDir,
+      config: this.config,
+      identity: this.identity,
+      store: this.store,
+      host,
+      messenger,
+      client: this.client,
+      now: this.now,
+      log: this.log,
+      hubAid: () => this.hubAid(),
+      stopping: this.stopping.signal,
     };
     this.parts = parts;
     messenger.on(CARD_REQUEST, cardDesk(parts));
@@ -200,7 +232,9 @@ export class Node {
     const { config, problems } = await readConfig(dataDir);
     const errors = problems.filter((p) => p.severity === 'error');
     if (!config || errors.length > 0) {
-      throw new ConfigInvalidError(`config.json has ${errors.length} error(s); run \`anet doctor\`:\n${errors.map((p) => formatProblem(p)).join('\n')}`);
+      throw new ConfigInvalidError(
+        `config.json has ${errors.length} error(s); run \`anet doctor\`:\n${errors.map((p) => formatProblem(p)).join('\n')}`,
+      );
     }
     const identity = await loadIdentity(dataDir);
     const store = await Store.open(dataDir);
@@ -278,7 +312,15 @@ export class Node {
     // The digest of what the provider signed (kept since the fetch), so the audit names a card it holds.
     const digest = ext.digest ?? Buffer.from(sha256(Buffer.from(cardPayload(ext.card)))).toString('hex');
     const seq = publicSeqOf(ext.card) ?? '';
-    return { amount: price.amount, network: prices.network, asset: prices.asset, seq, digest, fetchedAt: ext.fetchedAt!, ...(ext.stale ? { stale: true, publicSeq: publicSeqOf(read.card) ?? '' } : {}) };
+    return {
+      amount: price.amount,
+      network: prices.network,
+      asset: prices.asset,
+      seq,
+      digest,
+      fetchedAt: ext.fetchedAt!,
+      ...(ext.stale ? { stale: true, publicSeq: publicSeqOf(read.card) ?? '' } : {}),
+    };
   }
 
   async close(): Promise<void> {
@@ -291,7 +333,16 @@ export class Node {
   }
 }
 
-const NOT_READ: ExtendedResult = { extended: null, reason: null, card: null, prices: null, fetchedAt: null, stale: false, lastAttemptAt: null, nextAttemptAt: null };
+const NOT_READ: ExtendedResult = {
+  extended: null,
+  reason: null,
+  card: null,
+  prices: null,
+  fetchedAt: null,
+  stale: false,
+  lastAttemptAt: null,
+  nextAttemptAt: null,
+};
 const two = (n: number) => String(n).padStart(2, '0');
 
 /** The last line of `anet card` when the extended card was obtained (SPEC §6.4). */

@@ -38,7 +38,13 @@ export function signAuthorization(payer: Identity, a: Omit<Authorization, 'from'
   const full: Authorization = { ...a, from: payer.aid };
   const doc = encodeCanonical(new Map<string, CborValue>(FIELDS.map((k) => [k, full[k]])));
   const kid = `did:anet:${payer.aid}#${payer.kel.ksn}`;
-  return encodeCanonical(new Map<number, CborValue>([[1, doc], [2, kid], [3, payer.signer.sign(doc)]]));
+  return encodeCanonical(
+    new Map<number, CborValue>([
+      [1, doc],
+      [2, kid],
+      [3, payer.signer.sign(doc)],
+    ]),
+  );
 }
 
 export type AuthorizationRead = { ok: true; auth: Authorization; cid: string } | { ok: false; why: string };
@@ -47,12 +53,14 @@ export type AuthorizationRead = { ok: true; auth: Authorization; cid: string } |
 export function peekAuthorization(bytes: Uint8Array): AuthorizationRead {
   const outer = decodeMap(bytes);
   const doc = outer?.get(1);
-  if (!(doc instanceof Uint8Array) || typeof outer!.get(2) !== 'string' || !(outer!.get(3) instanceof Uint8Array)) return { ok: false, why: 'not a signed authorization' };
+  if (!(doc instanceof Uint8Array) || typeof outer!.get(2) !== 'string' || !(outer!.get(3) instanceof Uint8Array))
+    return { ok: false, why: 'not a signed authorization' };
   const m = decodeMap(doc);
   if (!m || m.size !== FIELDS.length) return { ok: false, why: 'the authorization must have exactly its nine fields' };
   const a = Object.fromEntries(m) as unknown as Authorization;
   const texts = FIELDS.filter((k) => k !== 'validBefore');
-  if (texts.some((k) => typeof a[k] !== 'string') || typeof a.validBefore !== 'number' || !Number.isSafeInteger(a.validBefore)) return { ok: false, why: 'an authorization field has the wrong type' };
+  if (texts.some((k) => typeof a[k] !== 'string') || typeof a.validBefore !== 'number' || !Number.isSafeInteger(a.validBefore))
+    return { ok: false, why: 'an authorization field has the wrong type' };
   if (!isAmount(a.amount)) return { ok: false, why: 'amount is not a canonical decimal from 1 to 2^63-1' };
   if (!NONCE.test(a.nonce)) return { ok: false, why: 'nonce must be 16 random bytes in hex' };
   return { ok: true, auth: a, cid: cidOf(doc) };

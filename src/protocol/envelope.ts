@@ -40,10 +40,23 @@ export interface RecipientKey {
   publicKey: Uint8Array;
 }
 
-export type EnvelopeError = 'MALFORMED' | 'BAD_TIME' | 'UNKNOWN_KID' | 'UNDECRYPTABLE' | 'UNKNOWN_FIELD' | 'NOT_FOR_ME' | 'EXPIRED' | 'REPLAYED' | 'UNKNOWN_SENDER' | 'BAD_SIGNATURE';
+export type EnvelopeError =
+  | 'MALFORMED'
+  | 'BAD_TIME'
+  | 'UNKNOWN_KID'
+  | 'UNDECRYPTABLE'
+  | 'UNKNOWN_FIELD'
+  | 'NOT_FOR_ME'
+  | 'EXPIRED'
+  | 'REPLAYED'
+  | 'UNKNOWN_SENDER'
+  | 'BAD_SIGNATURE';
 
 export class EnvelopeRefused extends Error {
-  constructor(readonly code: EnvelopeError, detail: string) {
+  constructor(
+    readonly code: EnvelopeError,
+    detail: string,
+  ) {
     super(`${code}: ${detail}`);
   }
 }
@@ -55,7 +68,14 @@ function info(to: string, kid: Uint8Array): Uint8Array {
   const id = `${to}/${Buffer.from(kid.buffer, kid.byteOffset, kid.byteLength).toString('hex')}`;
   let bytes = infos.get(id);
   if (!bytes) {
-    bytes = encodeCanonical(new Map<number, CborValue>([[1, INFO_LABEL], [2, to], [3, SUITE], [4, kid]]));
+    bytes = encodeCanonical(
+      new Map<number, CborValue>([
+        [1, INFO_LABEL],
+        [2, to],
+        [3, SUITE],
+        [4, kid],
+      ]),
+    );
     if (infos.size >= 1024) infos.clear();
     infos.set(id, bytes);
   }
@@ -64,7 +84,15 @@ function info(to: string, kid: Uint8Array): Uint8Array {
 
 function innerMap(m: Received): Map<number, CborValue> {
   const map = new Map<number, CborValue>([
-    [1, m.from], [2, m.ksn], [3, m.to], [4, m.type], [5, m.ix], [6, m.mid], [7, m.ts], [8, m.exp], [9, m.body],
+    [1, m.from],
+    [2, m.ksn],
+    [3, m.to],
+    [4, m.type],
+    [5, m.ix],
+    [6, m.mid],
+    [7, m.ts],
+    [8, m.exp],
+    [9, m.body],
   ]);
   if (m.kel) map.set(10, m.kel);
   if (m.keys) map.set(12, m.keys);
@@ -106,7 +134,9 @@ function padded(signed: Uint8Array, entries: number, sig: Uint8Array): Uint8Arra
     for (const extra of [0, 1, 2, 4]) {
       const length = need - extra;
       if (length >= 0 && headerExtra(length) === extra) {
-        return new Uint8Array(Buffer.concat([mapHead, signed.subarray(oldHead), sigEntry, Uint8Array.of(21), head(2, length), new Uint8Array(length)]));
+        return new Uint8Array(
+          Buffer.concat([mapHead, signed.subarray(oldHead), sigEntry, Uint8Array.of(21), head(2, length), new Uint8Array(length)]),
+        );
       }
     }
   }
@@ -132,14 +162,25 @@ function signedPart(plaintext: Uint8Array, inner: Map<number | string, CborValue
   return new Uint8Array(Buffer.concat([head(5, inner.size - removed), plaintext.subarray(oldHead, start), plaintext.subarray(end)]));
 }
 
-export function sealEnvelope(sender: { aid: string; ksn: number; signer: Signer }, to: RecipientKey, message: Message): { bytes: Uint8Array; mid: Uint8Array } {
+export function sealEnvelope(
+  sender: { aid: string; ksn: number; signer: Signer },
+  to: RecipientKey,
+  message: Message,
+): { bytes: Uint8Array; mid: Uint8Array } {
   const mid = new Uint8Array(randomId(16));
   const inner = innerMap({ ...message, from: sender.aid, ksn: sender.ksn, to: to.aid, mid });
   const signed = encodeCanonical(inner);
   const sig = sender.signer.sign(signed);
   const plaintext = padded(signed, inner.size, sig);
   const { enc, ct } = seal(to.publicKey, info(to.aid, to.kid), new Uint8Array(), plaintext);
-  const outer = new Map<number, CborValue>([[1, 1], [2, to.aid], [3, SUITE], [4, to.kid], [5, enc], [6, ct]]);
+  const outer = new Map<number, CborValue>([
+    [1, 1],
+    [2, to.aid],
+    [3, SUITE],
+    [4, to.kid],
+    [5, enc],
+    [6, ct],
+  ]);
   return { bytes: encodeCanonical(outer), mid };
 }
 
@@ -167,8 +208,19 @@ export function envelopeRecipient(bytes: Uint8Array): string {
 
 export async function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Promise<Received> {
   const outer = decode(bytes, 'envelope');
-  const to = outer.get(2), kid = outer.get(4), enc = outer.get(5), ct = outer.get(6);
-  if (outer.get(1) !== 1 || outer.get(3) !== SUITE || typeof to !== 'string' || !(kid instanceof Uint8Array) || kid.length !== 16 || !(enc instanceof Uint8Array) || !(ct instanceof Uint8Array)) {
+  const to = outer.get(2),
+    kid = outer.get(4),
+    enc = outer.get(5),
+    ct = outer.get(6);
+  if (
+    outer.get(1) !== 1 ||
+    outer.get(3) !== SUITE ||
+    typeof to !== 'string' ||
+    !(kid instanceof Uint8Array) ||
+    kid.length !== 16 ||
+    !(enc instanceof Uint8Array) ||
+    !(ct instanceof Uint8Array)
+  ) {
     throw new EnvelopeRefused('MALFORMED', 'not a v1 envelope of suite 1');
   }
   if (to !== ctx.me) throw new EnvelopeRefused('NOT_FOR_ME', `addressed to ${to}`);
@@ -194,7 +246,7 @@ export async function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Promise
   if (!kel) throw new EnvelopeRefused('UNKNOWN_SENDER', `no valid KEL for ${m.from}`);
   const sig = inner.get(20);
   if (m.ksn !== kel.ksn || !(sig instanceof Uint8Array) || !verifyEd25519(kel.currentKey, signedPart(plaintext, inner), sig)) {
-    throw new EnvelopeRefused('BAD_SIGNATURE', 'not signed by the sender\'s current key');
+    throw new EnvelopeRefused('BAD_SIGNATURE', "not signed by the sender's current key");
   }
   // Replay is checked last, so a forged copy cannot burn a genuine message's mid.
   if (await ctx.seen(m.mid, m.exp)) throw new EnvelopeRefused('REPLAYED', 'this message was already received');

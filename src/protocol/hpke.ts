@@ -2,7 +2,16 @@
 // suite of WIRE.md §4 — assembled from node:crypto primitives as WIRE.md allows. The pure-JS HPKE library
 // measured ~5 ms per seal+open here (its X25519 is JavaScript); native X25519 and ChaCha20-Poly1305 make
 // it well under a millisecond. Tests check interoperability with @hpke/core in both directions.
-import { createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  type KeyObject,
+} from 'node:crypto';
 
 const KEM_ID = 0x0020;
 const KDF_ID = 0x0001;
@@ -170,7 +179,13 @@ function takeEphemeral(): { privateKey: KeyObject; enc: Uint8Array } {
 }
 
 /** Single-shot seal (sequence number 0): returns the encapsulated key and the ciphertext with its tag. */
-export function seal(recipientPublicKey: Uint8Array, info: Uint8Array, aad: Uint8Array, plaintext: Uint8Array, ephemeral?: X25519KeyPair): { enc: Uint8Array; ct: Uint8Array } {
+export function seal(
+  recipientPublicKey: Uint8Array,
+  info: Uint8Array,
+  aad: Uint8Array,
+  plaintext: Uint8Array,
+  ephemeral?: X25519KeyPair,
+): { enc: Uint8Array; ct: Uint8Array } {
   const { privateKey, enc } = ephemeral ? { privateKey: ephemeral.privateKey, enc: ephemeral.publicKey } : takeEphemeral();
   const shared = extractAndExpand(dh(privateKey, recipientPublicKey, true), concat(enc, recipientPublicKey));
   const { key, baseNonce } = keySchedule(shared, info);

@@ -29,10 +29,27 @@ export interface PaymentRequired {
   accepts: PaymentRequirements[];
 }
 
-export function paymentRequired(q: { network: string; amount: string; payTo: string; skillId: string; taskId: string; quoteId: string }): PaymentRequired {
+export function paymentRequired(q: {
+  network: string;
+  amount: string;
+  payTo: string;
+  skillId: string;
+  taskId: string;
+  quoteId: string;
+}): PaymentRequired {
   return {
     x402Version: X402_VERSION,
-    accepts: [{ scheme: 'exact', network: q.network, asset: ASSET, amount: q.amount, payTo: q.payTo, maxTimeoutSeconds: QUOTE_SECONDS, extra: { skillId: q.skillId, taskId: q.taskId, quoteId: q.quoteId } }],
+    accepts: [
+      {
+        scheme: 'exact',
+        network: q.network,
+        asset: ASSET,
+        amount: q.amount,
+        payTo: q.payTo,
+        maxTimeoutSeconds: QUOTE_SECONDS,
+        extra: { skillId: q.skillId, taskId: q.taskId, quoteId: q.quoteId },
+      },
+    ],
   };
 }
 
@@ -51,7 +68,11 @@ export type QuoteCheck = { ok: true; quote: PaymentRequirements } | { ok: false;
  * Checks a quote as the caller must before paying: signed by the provider's current key, for this task
  * and capability, payable to the provider, exact scheme, credits, a canonical amount.
  */
-export function checkQuote(requiredJson: string, signature: string, expect: { kel: KelState; task: string; capability: string }): QuoteCheck {
+export function checkQuote(
+  requiredJson: string,
+  signature: string,
+  expect: { kel: KelState; task: string; capability: string },
+): QuoteCheck {
   let required: PaymentRequired;
   try {
     required = JSON.parse(requiredJson);
@@ -60,13 +81,21 @@ export function checkQuote(requiredJson: string, signature: string, expect: { ke
   }
   const [protectedB64, empty, sigB64] = signature.split('.');
   const sig = sigB64 === undefined ? null : fromB64url(sigB64);
-  if (empty !== '' || protectedB64 !== b64url(header(expect.kel.aid, expect.kel.ksn)) || !sig) return { ok: false, why: "the quote is not signed with the provider's current key" };
+  if (empty !== '' || protectedB64 !== b64url(header(expect.kel.aid, expect.kel.ksn)) || !sig)
+    return { ok: false, why: "the quote is not signed with the provider's current key" };
   const input = `${protectedB64}.${b64url(canonicalize(required) ?? '')}`;
   if (!verifyEd25519(expect.kel.currentKey, Buffer.from(input), sig)) return { ok: false, why: 'the quote signature does not verify' };
   const q = required?.accepts?.[0];
-  if (required.x402Version !== X402_VERSION || required.accepts.length !== 1 || !q) return { ok: false, why: 'the quote is not an x402 v2 PaymentRequired with one option' };
-  if (q.scheme !== 'exact' || q.asset !== ASSET || typeof q.network !== 'string' || !q.network.startsWith('hub:') || !isAmount(q.amount)) return { ok: false, why: 'the quote is not an exact amount of credits on a hub ledger' };
-  if (q.payTo !== expect.kel.aid || q.extra?.taskId !== expect.task || q.extra?.skillId !== expect.capability || typeof q.extra?.quoteId !== 'string') {
+  if (required.x402Version !== X402_VERSION || required.accepts.length !== 1 || !q)
+    return { ok: false, why: 'the quote is not an x402 v2 PaymentRequired with one option' };
+  if (q.scheme !== 'exact' || q.asset !== ASSET || typeof q.network !== 'string' || !q.network.startsWith('hub:') || !isAmount(q.amount))
+    return { ok: false, why: 'the quote is not an exact amount of credits on a hub ledger' };
+  if (
+    q.payTo !== expect.kel.aid ||
+    q.extra?.taskId !== expect.task ||
+    q.extra?.skillId !== expect.capability ||
+    typeof q.extra?.quoteId !== 'string'
+  ) {
     return { ok: false, why: 'the quote is for another payee, task or capability' };
   }
   return { ok: true, quote: q };

@@ -27,7 +27,12 @@ export function resultHash(result: unknown): Uint8Array {
 
 const receiptMap = (r: Receipt) =>
   new Map<string, CborValue>([
-    ['task', r.task], ['capability', r.capability], ['caller', r.caller], ['provider', r.provider], ['result_hash', r.result_hash], ['at', r.at],
+    ['task', r.task],
+    ['capability', r.capability],
+    ['caller', r.caller],
+    ['provider', r.provider],
+    ['result_hash', r.result_hash],
+    ['at', r.at],
     ...(r.amount !== undefined ? [['amount', r.amount] as [string, CborValue]] : []),
     ...(r.hub_tx !== undefined ? [['hub_tx', r.hub_tx] as [string, CborValue]] : []),
   ]);
@@ -36,22 +41,32 @@ const receiptMap = (r: Receipt) =>
 export function signReceipt(provider: Identity, r: Omit<Receipt, 'provider'>): { bytes: Uint8Array; cid: string } {
   const doc = encodeCanonical(receiptMap({ ...r, provider: provider.aid }));
   const kid = `did:anet:${provider.aid}#${provider.kel.ksn}`;
-  const bytes = encodeCanonical(new Map<number, CborValue>([[1, doc], [2, kid], [3, provider.signer.sign(doc)]]));
+  const bytes = encodeCanonical(
+    new Map<number, CborValue>([
+      [1, doc],
+      [2, kid],
+      [3, provider.signer.sign(doc)],
+    ]),
+  );
   return { bytes, cid: cidOf(doc) };
 }
 
 export type ReceiptCheck = { ok: true; receipt: Receipt; cid: string } | { ok: false; why: string };
 
 /** Checks a receipt against the provider's KEL, the task it answers and the result it came with. */
-export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: string; caller: string; capability: string; result: unknown; amount?: string; hubTx?: string }): ReceiptCheck {
+export function checkReceipt(
+  bytes: Uint8Array,
+  expect: { kel: KelState; task: string; caller: string; capability: string; result: unknown; amount?: string; hubTx?: string },
+): ReceiptCheck {
   const outer = decodeMap(bytes);
   if (!outer) return { ok: false, why: 'not a CoreDet CBOR map' };
   const doc = outer.get(1);
   const kid = outer.get(2);
   const sig = outer.get(3);
-  if (!(doc instanceof Uint8Array) || typeof kid !== 'string' || !(sig instanceof Uint8Array)) return { ok: false, why: 'not a signed receipt' };
+  if (!(doc instanceof Uint8Array) || typeof kid !== 'string' || !(sig instanceof Uint8Array))
+    return { ok: false, why: 'not a signed receipt' };
   if (kid !== `did:anet:${expect.kel.aid}#${expect.kel.ksn}` || !verifyEd25519(expect.kel.currentKey, doc, sig)) {
-    return { ok: false, why: 'not signed by the provider\'s current key' };
+    return { ok: false, why: "not signed by the provider's current key" };
   }
   const m = decodeMap(doc);
   const r = m ? (Object.fromEntries(m) as unknown as Receipt) : null;
@@ -62,6 +77,7 @@ export function checkReceipt(bytes: Uint8Array, expect: { kel: KelState; task: s
     return { ok: false, why: 'the result does not match its hash' };
   }
   // A paid call's receipt names what was captured, and the hub transaction the caller was told of.
-  if (r.amount !== expect.amount || r.hub_tx !== expect.hubTx) return { ok: false, why: 'the amount or hub transaction differs from the settlement' };
+  if (r.amount !== expect.amount || r.hub_tx !== expect.hubTx)
+    return { ok: false, why: 'the amount or hub transaction differs from the settlement' };
   return { ok: true, receipt: r, cid: cidOf(doc) };
 }

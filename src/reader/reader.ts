@@ -3,7 +3,7 @@
 // and against the highest card seq seen (SEQ_ROLLBACK / SEQ_FORK survive restarts). `find` never
 // contacts an agent: only the hub.
 import type { Store } from '../../store/db.js';
-import { HubClient } from '../hub-client/client.js';
+import type { HubClient } from '../hub-client/client.js';
 import { validateKel, compareKel, type KelState } from '../identity/kel.js';
 import { verifyCard, type CardResult, type HighWater } from '../protocol/card/verify.js';
 import { recordCard } from '../card/history.js';
@@ -57,7 +57,11 @@ export class Reader {
   /** One read-modify-write of an AID's record at a time (messages are handled 32 at once). */
   private readonly serial = new KeyedSerial();
 
-  constructor(private readonly store: Store, private readonly client: HubClient, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly store: Store,
+    private readonly client: HubClient,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** validateKel, remembered per AID for the bytes last seen; throws like validateKel. */
   private validate(aid: string, bytes: Uint8Array): KelState {
@@ -75,7 +79,11 @@ export class Reader {
    * its signature is checked, so it may move the KEL forward — events are signed — but never vouch for
    * freshness). Callers hold the AID's lock.
    */
-  private async kelFor(aid: string, offered: Uint8Array | null, source: 'hub' | 'peer'): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
+  private async kelFor(
+    aid: string,
+    offered: Uint8Array | null,
+    source: 'hub' | 'peer',
+  ): Promise<{ kel: KelState | 'invalid' | null; fresh: boolean; peer: PeerRecord | undefined }> {
     const peer = await this.peer(aid);
     let stored: KelState | undefined;
     if (peer) stored = this.validate(aid, peer.kel);
@@ -161,15 +169,28 @@ export class Reader {
     return this.serial.run(aid, () => this.checkLocked(aid, wire, kelBytes, name));
   }
 
-  private async checkLocked(aid: string, wire: string, kelBytes: Uint8Array | null, name: string): Promise<ReadCard & { result: CardResult }> {
+  private async checkLocked(
+    aid: string,
+    wire: string,
+    kelBytes: Uint8Array | null,
+    name: string,
+  ): Promise<ReadCard & { result: CardResult }> {
     const { kel, fresh, peer } = await this.kelFor(aid, kelBytes, 'hub');
     const hw: HighWater | null = peer?.highWater ? { seq: BigInt(peer.highWater.seq), digest: peer.highWater.digest } : null;
     const result = verifyCard(wire, { kel, now: this.now(), highWater: hw });
     const card: AgentCard | null = result.ok ? result.card : parseOrNull(wire);
     if (result.ok) {
       // A verified card means kelFor found or stored a KEL, so `peer` is set.
-      if (!hw || result.seq > hw.seq) await this.savePeer(aid, { ...peer!, highWater: { seq: result.seq.toString(), digest: result.digest } });
-      await recordCard(this.store, { aid, seq: result.seq.toString(), digest: result.digest, wire, source: `hub ${this.client.base}`, obtainedAt: this.now() });
+      if (!hw || result.seq > hw.seq)
+        await this.savePeer(aid, { ...peer!, highWater: { seq: result.seq.toString(), digest: result.digest } });
+      await recordCard(this.store, {
+        aid,
+        seq: result.seq.toString(),
+        digest: result.digest,
+        wire,
+        source: `hub ${this.client.base}`,
+        obtainedAt: this.now(),
+      });
     }
     return {
       aid,

@@ -17,7 +17,10 @@ const ANSWER_TIMEOUT_MS = 30_000;
 /** A sealed message larger than the relay carries: the hub would refuse it, so it is never sent. */
 export class MessageTooLargeError extends Error {
   override name = 'MessageTooLargeError';
-  constructor(readonly size: number, line = `the message is ${mib(size)} sealed; the relay carries at most ${mib(MAX_MESSAGE)} per message`) {
+  constructor(
+    readonly size: number,
+    line = `the message is ${mib(size)} sealed; the relay carries at most ${mib(MAX_MESSAGE)} per message`,
+  ) {
     super(line);
   }
 }
@@ -32,7 +35,10 @@ class FrameReader {
   private chunks: Buffer[] = [];
   private size = 0;
 
-  constructor(private readonly onFrame: (bytes: Uint8Array) => void, private readonly onBad: () => void) {}
+  constructor(
+    private readonly onFrame: (bytes: Uint8Array) => void,
+    private readonly onBad: () => void,
+  ) {}
 
   push(chunk: Buffer): void {
     this.chunks.push(chunk);
@@ -62,8 +68,17 @@ class FrameReader {
 class Upstream {
   private readonly waiting: { resolve: (outcome: 'delivered' | 'queued') => void; reject: (err: Error) => void }[] = [];
 
-  constructor(readonly socket: Socket, head: Buffer, private readonly origin: string, onEnd: () => void, private readonly answerTimeoutMs: number) {
-    const frames = new FrameReader((bytes) => this.answered(bytes), () => this.fail('the hub sent a frame over the largest envelope'));
+  constructor(
+    readonly socket: Socket,
+    head: Buffer,
+    private readonly origin: string,
+    onEnd: () => void,
+    private readonly answerTimeoutMs: number,
+  ) {
+    const frames = new FrameReader(
+      (bytes) => this.answered(bytes),
+      () => this.fail('the hub sent a frame over the largest envelope'),
+    );
     socket.on('data', (chunk: Buffer) => frames.push(chunk));
     socket.on('error', () => socket.destroy());
     socket.once('end', () => socket.destroy());
@@ -141,7 +156,8 @@ function parseAnswer(bytes: Uint8Array): RelayAnswer | null {
   const a = v as { outcome?: unknown; error?: { status?: unknown; code?: unknown; message?: unknown } };
   if (a.outcome === 'delivered' || a.outcome === 'queued') return { outcome: a.outcome };
   const e = a.error;
-  if (typeof e === 'object' && e !== null && typeof e.status === 'number' && typeof e.code === 'string') return { error: { status: e.status, code: e.code, message: String(e.message ?? '') } };
+  if (typeof e === 'object' && e !== null && typeof e.status === 'number' && typeof e.code === 'string')
+    return { error: { status: e.status, code: e.code, message: String(e.message ?? '') } };
   return null;
 }
 
@@ -155,7 +171,12 @@ export class RelayClient {
   /** Called once when an open push stream ends (hub restart, network loss): the owner reconnects. */
   onClose: () => void = () => {};
 
-  constructor(hub: string, private readonly identity: Identity, private readonly onEnvelope: (bytes: Uint8Array) => void, private readonly now: () => number = Date.now) {
+  constructor(
+    hub: string,
+    private readonly identity: Identity,
+    private readonly onEnvelope: (bytes: Uint8Array) => void,
+    private readonly now: () => number = Date.now,
+  ) {
     this.base = new URL(hub);
   }
 
@@ -207,7 +228,9 @@ export class RelayClient {
       });
       this.connecting = req;
       req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
-      req.on('error', (err) => (opened ? end() : reject(this.closed ? new Error('the relay client was closed') : new HubUnreachableError(this.base.origin, err))));
+      req.on('error', (err) =>
+        opened ? end() : reject(this.closed ? new Error('the relay client was closed') : new HubUnreachableError(this.base.origin, err)),
+      );
       req.on('close', () => {
         if (this.connecting === req) this.connecting = null;
       });
@@ -241,7 +264,14 @@ export class RelayClient {
   /** The upstream, opened once for the sends that wait for it; null when the hub does not upgrade. */
   private openUpstream(): Promise<Upstream | null> {
     this.upstreamOpening ??= new Promise<Upstream | null>((resolve) => {
-      const req = request({ host: this.base.hostname, port: this.base.port, path: '/relay/v2/upstream', method: 'GET', agent: false, headers: { connection: 'Upgrade', upgrade: UPSTREAM_PROTOCOL } });
+      const req = request({
+        host: this.base.hostname,
+        port: this.base.port,
+        path: '/relay/v2/upstream',
+        method: 'GET',
+        agent: false,
+        headers: { connection: 'Upgrade', upgrade: UPSTREAM_PROTOCOL },
+      });
       this.upgrading = req;
       req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
       req.on('upgrade', (_res, socket: Socket, head: Buffer) => {
@@ -250,9 +280,15 @@ export class RelayClient {
           socket.destroy();
           return resolve(null);
         }
-        const upstream = new Upstream(socket, head, this.base.origin, () => {
-          if (this.upstream === upstream) this.upstream = null;
-        }, this.answerTimeoutMs);
+        const upstream = new Upstream(
+          socket,
+          head,
+          this.base.origin,
+          () => {
+            if (this.upstream === upstream) this.upstream = null;
+          },
+          this.answerTimeoutMs,
+        );
         this.upstream = upstream;
         resolve(upstream);
       });
@@ -275,7 +311,14 @@ export class RelayClient {
   private post(bytes: Uint8Array): Promise<'delivered' | 'queued'> {
     return new Promise((resolve, reject) => {
       const req = request(
-        { host: this.base.hostname, port: this.base.port, path: '/relay/v2/send', method: 'POST', agent: this.agent, headers: { 'content-type': 'application/cbor', 'content-length': bytes.length } },
+        {
+          host: this.base.hostname,
+          port: this.base.port,
+          path: '/relay/v2/send',
+          method: 'POST',
+          agent: this.agent,
+          headers: { 'content-type': 'application/cbor', 'content-length': bytes.length },
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c) => chunks.push(c));

@@ -26,8 +26,13 @@ const path = encKeysPath;
 /** A damaged `keys/enc.cbor`: the message is one line naming the file, what is wrong and what to do. */
 export class KeyFileError extends Error {
   override name = 'KeyFileError';
-  constructor(readonly path: string, why: string) {
-    super(`${path} is damaged (${why}): move it aside and restart; the node then makes new encryption keys and publishes them on the hub, where peers fetch them (a peer's cached copy of the old ones lasts up to an hour)`);
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(
+      `${path} is damaged (${why}): move it aside and restart; the node then makes new encryption keys and publishes them on the hub, where peers fetch them (a peer's cached copy of the old ones lasts up to an hour)`,
+    );
   }
 }
 
@@ -57,13 +62,22 @@ function decodeKeys(bytes: Uint8Array, file: string): EncryptionKey[] {
   }
   if (!Array.isArray(list)) throw new KeyFileError(file, 'not a list of keys');
   return list.map((m, i) => {
-    const key = m instanceof Map ? { kid: m.get(1), privateKey: m.get(2), publicKey: m.get(3), notBefore: m.get(4), notAfter: m.get(5) } : {};
+    const key =
+      m instanceof Map ? { kid: m.get(1), privateKey: m.get(2), publicKey: m.get(3), notBefore: m.get(4), notAfter: m.get(5) } : {};
     const { kid, privateKey, publicKey, notBefore, notAfter } = key as Record<string, unknown>;
     const bytesOf = (v: unknown, n: number): v is Uint8Array => v instanceof Uint8Array && v.length === n;
-    if (!bytesOf(kid, 16) || !bytesOf(privateKey, 32) || !bytesOf(publicKey, 32) || !isTime(notBefore) || !isTime(notAfter) || notBefore >= notAfter) {
+    if (
+      !bytesOf(kid, 16) ||
+      !bytesOf(privateKey, 32) ||
+      !bytesOf(publicKey, 32) ||
+      !isTime(notBefore) ||
+      !isTime(notAfter) ||
+      notBefore >= notAfter
+    ) {
       throw new KeyFileError(file, `key ${i + 1} is not a well-formed key entry`);
     }
-    if (!bytesEqual(x25519PublicOf(privateKey), publicKey)) throw new KeyFileError(file, `the private half of key ${i + 1} does not match its public half`);
+    if (!bytesEqual(x25519PublicOf(privateKey), publicKey))
+      throw new KeyFileError(file, `the private half of key ${i + 1} does not match its public half`);
     return { kid, privateKey, publicKey, notBefore, notAfter };
   });
 }
@@ -80,7 +94,16 @@ export async function checkKeyFile(dataDir: string): Promise<string | null> {
 }
 
 async function saveKeys(dataDir: string, keys: EncryptionKey[]): Promise<void> {
-  const list = keys.map((k) => new Map<number, CborValue>([[1, k.kid], [2, k.privateKey], [3, k.publicKey], [4, k.notBefore], [5, k.notAfter]]));
+  const list = keys.map(
+    (k) =>
+      new Map<number, CborValue>([
+        [1, k.kid],
+        [2, k.privateKey],
+        [3, k.publicKey],
+        [4, k.notBefore],
+        [5, k.notAfter],
+      ]),
+  );
   await ensureDir(join(dataDir, 'keys'), 0o700);
   await writeFileAtomic(path(dataDir), encodeCanonical(list), 0o600);
 }

@@ -70,7 +70,11 @@ export class Messenger {
     this.relay = new RelayClient(opts.hub, opts.identity, (bytes) => this.arrived(bytes), opts.now);
     this.relay.onClose = () => this.scheduleReconnect();
     this.guard = new ReplayGuard(opts.store);
-    this.bus = new Bus({ concurrency: 32, maxBacklog: 10_000, onError: (err) => opts.log(`message handler failed: ${(err as Error).message}`) });
+    this.bus = new Bus({
+      concurrency: 32,
+      maxBacklog: 10_000,
+      onError: (err) => opts.log(`message handler failed: ${(err as Error).message}`),
+    });
   }
 
   /** Registers the handler of one message type (a message of a type with no handler is dropped). */
@@ -84,7 +88,10 @@ export class Messenger {
     if (!this.busStarted) this.bus.start(({ bytes, at }) => this.receive(bytes, at));
     this.busStarted = true;
     await this.relay.connect();
-    this.renewTimer = setInterval(() => void this.renewKeys(false).catch((err) => this.opts.log(`encryption keys: ${(err as Error).message}`)), HOUR);
+    this.renewTimer = setInterval(
+      () => void this.renewKeys(false).catch((err) => this.opts.log(`encryption keys: ${(err as Error).message}`)),
+      HOUR,
+    );
     this.renewTimer.unref();
   }
 
@@ -159,7 +166,8 @@ export class Messenger {
     try {
       set = await this.opts.client.keys(aid);
     } catch (err) {
-      if (err instanceof HubRefusedError) throw new PeerUnreachableError(`${aid} has published no encryption keys on the hub (${err.code})`);
+      if (err instanceof HubRefusedError)
+        throw new PeerUnreachableError(`${aid} has published no encryption keys on the hub (${err.code})`);
       throw err;
     }
     const keys = await this.verifiedKeys(aid, set, now);
@@ -208,17 +216,21 @@ export class Messenger {
     const now = this.opts.now();
     const { identity } = this.opts;
     const withKeys = this.keySet !== null && !this.keysSentTo.has(to);
-    const { bytes } = sealEnvelope({ aid: identity.aid, ksn: identity.kel.ksn, signer: identity.signer }, { aid: to, kid: key.kid, publicKey: key.publicKey }, {
-      type,
-      ix: opts.ix ?? 0,
-      ts: now,
-      exp: now + (opts.ttlMs ?? DEFAULT_TTL_MS),
-      body,
-      kel: this.ownKel(identity),
-      // Our key set rides on the first message to each peer only (it can also fetch it from the hub):
-      // on every message it would double the envelope's padded size.
-      ...(withKeys ? { keys: this.keySet! } : {}),
-    });
+    const { bytes } = sealEnvelope(
+      { aid: identity.aid, ksn: identity.kel.ksn, signer: identity.signer },
+      { aid: to, kid: key.kid, publicKey: key.publicKey },
+      {
+        type,
+        ix: opts.ix ?? 0,
+        ts: now,
+        exp: now + (opts.ttlMs ?? DEFAULT_TTL_MS),
+        body,
+        kel: this.ownKel(identity),
+        // Our key set rides on the first message to each peer only (it can also fetch it from the hub):
+        // on every message it would double the envelope's padded size.
+        ...(withKeys ? { keys: this.keySet! } : {}),
+      },
+    );
     // Refused here, before anything leaves: the hub would answer TOO_LARGE after the whole upload.
     checkEnvelopeSize(bytes);
     return { bytes, to, withKeys };

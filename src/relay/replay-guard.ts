@@ -48,7 +48,10 @@ export class ReplayGuard {
     this.remember(key);
     this.unwritten.add(key);
     try {
-      await this.store.writeGrouped([{ type: 'put', sublevel: mids, key, value: exp }, { type: 'put', sublevel: mids, key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 }]);
+      await this.store.writeGrouped([
+        { type: 'put', sublevel: mids, key, value: exp },
+        { type: 'put', sublevel: mids, key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 },
+      ]);
     } catch (err) {
       // Not recorded: forgotten, so a copy is checked against the store again — and this message is not
       // taken either (accepting it would let its effects be durable without its mid, and a copy run again).

@@ -26,7 +26,7 @@ export interface ServiceRequest {
 }
 
 export type ServiceOutcome =
-  | { state: 'completed'; result: Record<string, unknown>; /** The answer as the service wrote it (exact numbers). */ text: string }
+  | { state: 'completed'; result: Record<string, unknown> /** The answer as the service wrote it (exact numbers). */; text: string }
   | { state: 'rejected'; reason: 'service_rejected'; message: string }
   | {
       state: 'failed';
@@ -66,7 +66,12 @@ const keptAliveTls = new PerCallerHttpsAgent({ keepAlive: true, timeout: IDLE_MS
 
 const unavailable = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_unavailable', operatorDetail });
 const serviceError = (operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'service_error', operatorDetail });
-const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string): ServiceOutcome => ({ state: 'failed', reason: 'outcome_unknown', detail, operatorDetail });
+const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string): ServiceOutcome => ({
+  state: 'failed',
+  reason: 'outcome_unknown',
+  detail,
+  operatorDetail,
+});
 
 /** Makes one call; never throws — every failure is an outcome of the §3.1 table. */
 /** The §3.2 check of a target's socket (null for TCP targets and safe sockets). */
@@ -79,7 +84,13 @@ export function checkTarget(target: ServiceTarget): Promise<{ reason: string } |
  * Makes one call; never throws. `socketCheck` is the §3.2 check when the caller started it already (it
  * runs while the call is admitted); otherwise it is made here, before anything is sent.
  */
-export async function callService(target: ServiceTarget, call: ServiceRequest, now: () => number = Date.now, signal?: AbortSignal, socketCheck?: Promise<{ reason: string } | null>): Promise<ServiceOutcome> {
+export async function callService(
+  target: ServiceTarget,
+  call: ServiceRequest,
+  now: () => number = Date.now,
+  signal?: AbortSignal,
+  socketCheck?: Promise<{ reason: string } | null>,
+): Promise<ServiceOutcome> {
   const fault = await (socketCheck ?? checkTarget(target));
   if (fault) return unavailable(fault.reason);
   const headers: Record<string, string | number> = {
@@ -98,7 +109,13 @@ export async function callService(target: ServiceTarget, call: ServiceRequest, n
   return post(target, headers, call.body, now, signal);
 }
 
-function post(target: ServiceTarget, headers: Record<string, string | number>, body: Uint8Array, now: () => number, signal?: AbortSignal): Promise<ServiceOutcome> {
+function post(
+  target: ServiceTarget,
+  headers: Record<string, string | number>,
+  body: Uint8Array,
+  now: () => number,
+  signal?: AbortSignal,
+): Promise<ServiceOutcome> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (outcome: ServiceOutcome) => {
@@ -120,9 +137,18 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
     const tls = url.kind === 'tcp' && url.url.protocol === 'https:';
     const agent = tls ? keptAliveTls : keptAlive;
     const caller = String(headers['x-anet-caller']);
-    const options = url.kind === 'unix'
-      ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent, caller }
-      : { host: url.url.hostname, port: url.url.port, path: `${url.url.pathname}${url.url.search}`, method: 'POST', headers, agent, caller };
+    const options =
+      url.kind === 'unix'
+        ? { socketPath: url.socketPath, path: url.requestPath, method: 'POST', headers, agent, caller }
+        : {
+            host: url.url.hostname,
+            port: url.url.port,
+            path: `${url.url.pathname}${url.url.search}`,
+            method: 'POST',
+            headers,
+            agent,
+            caller,
+          };
     const send = tls ? httpsRequest : request;
     /** Once the answer's head is here, `answer` reads the rest and decides; socket errors are its to see. */
     let res: IncomingMessage | undefined;
@@ -143,7 +169,15 @@ function post(target: ServiceTarget, headers: Record<string, string | number>, b
       settle(connected ? unknown('connection_lost', err.message) : unavailable(`${err.code ?? ''} ${err.message}`.trim()));
     });
     // The node is stopping: drop the connection; the call is ended `interrupted` at the next start.
-    const timer = setTimeout(() => settle(connected ? unknown('timeout', `no answer within ${target.timeoutMs} ms`) : unavailable(`could not connect within ${target.timeoutMs} ms`)), target.timeoutMs);
+    const timer = setTimeout(
+      () =>
+        settle(
+          connected
+            ? unknown('timeout', `no answer within ${target.timeoutMs} ms`)
+            : unavailable(`could not connect within ${target.timeoutMs} ms`),
+        ),
+      target.timeoutMs,
+    );
     if (signal?.aborted) return settle(unknown('connection_lost', 'the node stopped'));
     signal?.addEventListener('abort', onStop, { once: true });
     req.end(body);
@@ -159,10 +193,16 @@ async function answer(res: IncomingMessage, now: () => number): Promise<ServiceO
   const read: Read = wantsBody ? await readLimited(res) : { kind: 'ok', bytes: Buffer.alloc(0) };
   if (status === 429 || status === 503) {
     const retryAfterMs = retryAfter(res.headers['retry-after'], now());
-    return { state: 'failed', reason: 'service_busy', ...(retryAfterMs !== undefined ? { retryAfterMs } : {}), operatorDetail: `HTTP ${status}` };
+    return {
+      state: 'failed',
+      reason: 'service_busy',
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+      operatorDetail: `HTTP ${status}`,
+    };
   }
   if (status === 502 || status === 504) return unknown('connection_lost', `HTTP ${status} from the service`);
-  if (status >= 400 && status < 500) return { state: 'rejected', reason: 'service_rejected', message: rejection(status, res.statusMessage, read) };
+  if (status >= 400 && status < 500)
+    return { state: 'rejected', reason: 'service_rejected', message: rejection(status, res.statusMessage, read) };
   if (status < 200 || status >= 300) return serviceError(`HTTP ${status}`);
   if (read.kind === 'broken') return unknown('connection_lost', 'the answer broke off');
   if (read.kind === 'too_large') return serviceError(`the answer is over ${MAX_RESULT_BYTES} bytes`);

@@ -1,8 +1,6 @@
 // Service URLs (SPEC §2.2): `unix:///abs/socket[:/request/path]`, or http(s) only with allow_tcp.
 
-export type ServiceUrl =
-  | { kind: 'unix'; socketPath: string; requestPath: string }
-  | { kind: 'tcp'; url: URL };
+export type ServiceUrl = { kind: 'unix'; socketPath: string; requestPath: string } | { kind: 'tcp'; url: URL };
 
 export function parseServiceUrl(text: string): ServiceUrl | { error: string } {
   if (text.startsWith('unix://')) {

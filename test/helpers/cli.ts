@@ -14,7 +14,7 @@ export interface CliResult {
 export function runBin(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
-      const code = err ? ((err as NodeJS.ErrnoException & { code?: number }).code as unknown as number) ?? 1 : 0;
+      const code = err ? (((err as NodeJS.ErrnoException & { code?: number }).code as unknown as number) ?? 1) : 0;
       resolve({ code: typeof code === 'number' ? code : 1, stdout, stderr });
     });
   });

@@ -10,7 +10,10 @@ export function codeOf(fn: () => unknown, type: abstract new (...args: never[]) 
 }
 
 /** `codeOf` for a function that returns a promise. */
-export async function codeOfAsync(fn: () => Promise<unknown>, type: abstract new (...args: never[]) => Error & { code: string }): Promise<string> {
+export async function codeOfAsync(
+  fn: () => Promise<unknown>,
+  type: abstract new (...args: never[]) => Error & { code: string },
+): Promise<string> {
   try {
     await fn();
   } catch (err) {

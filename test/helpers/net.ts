@@ -63,7 +63,8 @@ export async function startNet(t: ExecutionContext): Promise<Net> {
       daemons.push(daemon);
       logs.set(daemon, lines);
       await daemon.published;
-      if (!lines.some((l) => l.startsWith('relay stream open'))) throw new Error(`daemon in ${dir} did not open its relay stream:\n${lines.join('\n')}`);
+      if (!lines.some((l) => l.startsWith('relay stream open')))
+        throw new Error(`daemon in ${dir} did not open its relay stream:\n${lines.join('\n')}`);
       const close = daemon.close;
       daemon.close = async () => {
         daemons.splice(daemons.indexOf(daemon), 1);
@@ -77,7 +78,10 @@ export async function startNet(t: ExecutionContext): Promise<Net> {
 }
 
 /** A provider config: each capability served by a socket path that need not exist (cards only). */
-export function providerConfig(caps: { id: string; price?: number | string; allow_only?: boolean; description?: string }[], policy: 'open' | 'closed' = 'closed') {
+export function providerConfig(
+  caps: { id: string; price?: number | string; allow_only?: boolean; description?: string }[],
+  policy: 'open' | 'closed' = 'closed',
+) {
   return {
     inbound: { policy, public_capabilities: caps.map((c) => ({ id: c.id, ...(c.allow_only ? { allow_only: true } : {}) })) },
     modules: {
@@ -107,9 +111,19 @@ export async function rawPeer(t: ExecutionContext, net: Net, name: string, opts:
   const client = new HubClient(net.hub.url, identity, now);
   if (!opts.identityOf) await client.register(name, null);
   const reader = new Reader(store, client, now);
-  const messenger = new Messenger({ dataDir: opts.identityOf ? storeDir : dir, identity, hub: net.hub.url, client, reader, store, now, log: () => {} });
+  const messenger = new Messenger({
+    dataDir: opts.identityOf ? storeDir : dir,
+    identity,
+    hub: net.hub.url,
+    client,
+    reader,
+    store,
+    now,
+    log: () => {},
+  });
   const received: { type: string; body: Record<string, unknown>; raw: unknown }[] = [];
-  for (const type of [CARD_REPLY, TASK_STATUS, TASK_RESULT]) messenger.on(type, (m) => void received.push({ type: m.type, body: fromBody(m.body) ?? {}, raw: m.body }));
+  for (const type of [CARD_REPLY, TASK_STATUS, TASK_RESULT])
+    messenger.on(type, (m) => void received.push({ type: m.type, body: fromBody(m.body) ?? {}, raw: m.body }));
   if (opts.connect ?? !opts.identityOf) await messenger.start();
   t.teardown(async () => {
     messenger.close();

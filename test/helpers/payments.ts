@@ -22,7 +22,13 @@ export async function balanceOf(dir: string): Promise<{ balance: string; held: s
 }
 
 /** A provider serving `caps` (id, price) from one sample service on a Unix socket. */
-export async function pricedProvider(t: ExecutionContext, net: Net, caps: { id: string; price?: number }[], handler: SampleHandler = echoHandler, name = 'p') {
+export async function pricedProvider(
+  t: ExecutionContext,
+  net: Net,
+  caps: { id: string; price?: number }[],
+  handler: SampleHandler = echoHandler,
+  name = 'p',
+) {
   const run = join(net.root, `run-${name}`);
   await mkdir(run, { mode: 0o700 });
   let ran = 0;
@@ -33,18 +39,25 @@ export async function pricedProvider(t: ExecutionContext, net: Net, caps: { id: 
   t.teardown(() => service.close());
   const config = {
     inbound: { policy: 'open', public_capabilities: caps.map((c) => ({ id: c.id })) },
-    modules: { service: { capabilities: caps.map((c) => ({ id: c.id, url: `unix://${service.socketPath}`, ...(c.price ? { price: c.price } : {}) })) } },
+    modules: {
+      service: {
+        capabilities: caps.map((c) => ({ id: c.id, url: `unix://${service.socketPath}`, ...(c.price ? { price: c.price } : {}) })),
+      },
+    },
   };
   const p = await net.node(name, config);
   return { ...p, config, ran: () => ran };
 }
 
-
 /**
  * A provider of `caps` and a caller `c` (with `caller` config), both daemons running on one hub, and
  * `credits` minted to the caller when given.
  */
-export async function market(t: ExecutionContext, caps: { id: string; price?: number }[], opts: { handler?: SampleHandler; caller?: Record<string, unknown>; credits?: string } = {}) {
+export async function market(
+  t: ExecutionContext,
+  caps: { id: string; price?: number }[],
+  opts: { handler?: SampleHandler; caller?: Record<string, unknown>; credits?: string } = {},
+) {
   const net = await startNet(t);
   const p = await pricedProvider(t, net, caps, opts.handler);
   const c = await net.node('c', opts.caller ?? {});

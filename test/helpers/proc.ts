@@ -18,10 +18,11 @@ export function startBin(t: ExecutionContext, args: string[]): Proc {
   const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
   const onLine = (line: string) => {
     lines.push(line);
-    for (const w of [...waiters]) if (w.re.test(line)) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve(line);
-    }
+    for (const w of [...waiters])
+      if (w.re.test(line)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
   };
   createInterface({ input: child.stdout! }).on('line', onLine);
   createInterface({ input: child.stderr! }).on('line', onLine);
@@ -33,7 +34,10 @@ export function startBin(t: ExecutionContext, args: string[]): Proc {
       new Promise((resolve, reject) => {
         const seen = lines.find((l) => re.test(l));
         if (seen) return resolve(seen);
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${re} from anet ${args.join(' ')}; output:\n${lines.join('\n')}`)), ms);
+        const timer = setTimeout(
+          () => reject(new Error(`timed out waiting for ${re} from anet ${args.join(' ')}; output:\n${lines.join('\n')}`)),
+          ms,
+        );
         waiters.push({ re, resolve: (l) => (clearTimeout(timer), resolve(l)) });
       }),
     stop: async () => {
@@ -49,8 +53,15 @@ export function startBin(t: ExecutionContext, args: string[]): Proc {
  * Starts `anet daemon` as a child process, crashing at `crashAt` (ANET_CRASH_AT, src/payment/crash.ts)
  * if given, and waits until its relay stream is open; killed when the test ends.
  */
-export async function childDaemon(t: ExecutionContext, dir: string, crashAt?: string): Promise<{ child: ChildProcess; exited: Promise<number | null>; log: string[] }> {
-  const child = spawn(process.execPath, [BIN, 'daemon', '--data', dir], { env: { ...process.env, ANET_CRASH_AT: crashAt ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function childDaemon(
+  t: ExecutionContext,
+  dir: string,
+  crashAt?: string,
+): Promise<{ child: ChildProcess; exited: Promise<number | null>; log: string[] }> {
+  const child = spawn(process.execPath, [BIN, 'daemon', '--data', dir], {
+    env: { ...process.env, ANET_CRASH_AT: crashAt ?? '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   t.teardown(() => void child.kill('SIGKILL'));
   const log: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ? -1 : code)));

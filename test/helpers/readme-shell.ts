@@ -65,7 +65,10 @@ export function groupAlive(pgid: number): boolean {
 
 /** Whether the group is gone within about `ms` (polled). */
 function groupGone(pgid: number, ms: number): Promise<boolean> {
-  return until(() => !groupAlive(pgid), `process group ${pgid} to end`, Math.ceil(ms / 20)).then(() => true, () => false);
+  return until(() => !groupAlive(pgid), `process group ${pgid} to end`, Math.ceil(ms / 20)).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** SIGTERM to the group, then SIGKILL to whatever is left after `ms`. */
@@ -97,8 +100,17 @@ export interface ScriptRun {
  * Runs `script` with bash (stopping at the first failing command, tracing each to stderr) in a process
  * group of its own; t.teardown ends the group, so the programs the script left running end too.
  */
-export function runBash(t: ExecutionContext, script: string, opts: { cwd: string; env: NodeJS.ProcessEnv; ms: number }): Promise<ScriptRun> {
-  const child = spawn('bash', ['-eux', '-o', 'pipefail', '-c', script, 'readme'], { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+export function runBash(
+  t: ExecutionContext,
+  script: string,
+  opts: { cwd: string; env: NodeJS.ProcessEnv; ms: number },
+): Promise<ScriptRun> {
+  const child = spawn('bash', ['-eux', '-o', 'pipefail', '-c', script, 'readme'], {
+    cwd: opts.cwd,
+    env: opts.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const pgid = child.pid!;
   t.teardown(() => endGroup(pgid));
   let stdout = '';

@@ -26,7 +26,14 @@ const KIB = 1024;
 const MIB = 1024 * KIB;
 
 /** An envelope as the relay reads it (only `to` matters to the hub), `size` bytes of ciphertext. */
-const fake = (to: string, size = 100) => encodeCanonical(new Map<number, unknown>([[1, 1], [2, to], [6, new Uint8Array(size)]]));
+const fake = (to: string, size = 100) =>
+  encodeCanonical(
+    new Map<number, unknown>([
+      [1, 1],
+      [2, to],
+      [6, new Uint8Array(size)],
+    ]),
+  );
 
 async function hubAt(t: ExecutionContext, opts: Partial<HubOptions> = {}): Promise<{ hub: Hub; root: string }> {
   const root = await tempDir(t);
@@ -47,8 +54,19 @@ async function member(hubUrl: string, root: string, name: string, headers: Recor
   return id;
 }
 
-async function signed(hubUrl: string, id: Identity, method: string, path: string, body: Buffer<ArrayBuffer>, headers: Record<string, string> = {}) {
-  const res = await fetch(`${hubUrl}${path}`, { method, headers: { 'content-type': 'application/json', ...signRequest(id.signer, id.aid, method, path, body, Date.now()), ...headers }, body });
+async function signed(
+  hubUrl: string,
+  id: Identity,
+  method: string,
+  path: string,
+  body: Buffer<ArrayBuffer>,
+  headers: Record<string, string> = {},
+) {
+  const res = await fetch(`${hubUrl}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...signRequest(id.signer, id.aid, method, path, body, Date.now()), ...headers },
+    body,
+  });
   return { status: res.status, body: await res.json().catch(() => null) };
 }
 
@@ -113,14 +131,19 @@ test('SPEC §11 (hostile): 16 sends that declare 16 MiB and stall do not stop th
   net.hub.server.prependListener('request', (req) => void (req.url === '/relay/v2/send' && seen++));
   // 16 × 16 MiB is the whole 256 MiB budget as it was reserved before: each declares 16 MiB, sends nothing.
   const stalled = Array.from({ length: 16 }, () => open(net.hub.url, '/relay/v2/send', { declared: 16 * MIB }));
-  t.teardown(() => stalled.forEach((s) => s.req.destroy()));
+  t.teardown(() => {
+    for (const s of stalled) s.req.destroy();
+  });
   await until(() => seen === 16, 'the hub to take the 16 stalled sends');
   const sender = new RelayClient(net.hub.url, receiver.identity, () => {});
   t.teardown(() => sender.close());
   const outcome = (p: Promise<string>) => p.catch((err) => (err instanceof HubRefusedError ? err.code : String(err)));
   t.is(await outcome(sender.send(fake(receiver.aid))), 'delivered', 'a small send on the upstream');
   t.is(await outcome(sender.send(fake(receiver.aid, UPSTREAM_MAX + 10))), 'delivered', 'a large send as a POST');
-  t.true(stalled.every((s) => s.state.status === 0), 'the stalled sends are still open');
+  t.true(
+    stalled.every((s) => s.state.status === 0),
+    'the stalled sends are still open',
+  );
 });
 
 test('SPEC §11 (hostile): a send body that stalls or trickles is cut off at its deadline and gives its budget back', async (t) => {
@@ -128,7 +151,9 @@ test('SPEC §11 (hostile): a send body that stalls or trickles is cut off at its
   const to = await member(hub.url, root, 'to');
   // 16 bodies that each send 64 KiB of a declared 16 MiB, then nothing.
   const stalled = Array.from({ length: 16 }, () => open(hub.url, '/relay/v2/send', { declared: MAX_ENVELOPE }));
-  t.teardown(() => stalled.forEach((s) => s.req.destroy()));
+  t.teardown(() => {
+    for (const s of stalled) s.req.destroy();
+  });
   await Promise.all(stalled.map((s) => feed(s, 64 * KIB)));
   await until(() => stalled.every((s) => s.state.status !== 0 || s.state.closed), 'the stalled bodies to be cut off', 250);
   t.deepEqual([...new Set(stalled.map((s) => s.state.status))], [408], 'each is answered 408');
@@ -153,13 +178,15 @@ test('SPEC §11 (hostile): a send body that stalls or trickles is cut off at its
   t.is(await sender.send(fake(to.aid)), 'queued', 'the relay serves on');
 });
 
-test('SPEC §11 (hostile): one client\'s send bodies hold at most its share of the upload budget; another client\'s send is accepted', async (t) => {
+test("SPEC §11 (hostile): one client's send bodies hold at most its share of the upload budget; another client's send is accepted", async (t) => {
   const { hub, root } = await hubAt(t, { trustProxy: true, limits: { uploadBytes: 4 * MIB, uploadBytesPerClient: 1 * MIB } });
   const to = await member(hub.url, root, 'to');
   const attacker = { 'x-forwarded-for': '203.0.113.6' };
   // 8 bodies of 512 KiB from one address: 4 MiB, the whole budget; its share is 1 MiB (two of them).
   const bodies = Array.from({ length: 8 }, () => open(hub.url, '/relay/v2/send', { declared: 512 * KIB + 1, headers: attacker }));
-  t.teardown(() => bodies.forEach((s) => s.req.destroy()));
+  t.teardown(() => {
+    for (const s of bodies) s.req.destroy();
+  });
   await Promise.all(bodies.map((s) => feed(s, 512 * KIB)));
   await until(() => bodies.filter((s) => s.state.status === 503).length >= 6, 'the bodies past the share to be refused', 250);
   t.true(bodies.filter((s) => code(s) === 'BUSY').length >= 6);
@@ -167,12 +194,12 @@ test('SPEC §11 (hostile): one client\'s send bodies hold at most its share of t
   const envelope = fake(to.aid, 512 * KIB);
   const honest = open(hub.url, '/relay/v2/send', { headers: { 'x-forwarded-for': '198.51.100.1' }, declared: envelope.length });
   honest.req.end(envelope);
-  await until(() => honest.state.status !== 0, 'the honest send\'s answer');
+  await until(() => honest.state.status !== 0, "the honest send's answer");
   t.is(honest.state.status, 202, JSON.stringify(honest.state.body));
   t.is(honest.state.body.outcome, 'queued');
 });
 
-test('SPEC §11 (hostile): upstream frames that stall after their header hold no budget; another upstream\'s frame is accepted', async (t) => {
+test("SPEC §11 (hostile): upstream frames that stall after their header hold no budget; another upstream's frame is accepted", async (t) => {
   const relay = new Relay(Date.now, { uploadBytes: 1 * MIB });
   let headers = 0;
   const server = createServer({ allowHalfOpen: true }, (socket) => {
@@ -183,7 +210,9 @@ test('SPEC §11 (hostile): upstream frames that stall after their header hold no
   t.teardown(() => (relay.close(), server.close()));
   const port = (server.address() as { port: number }).port;
   const clients: Socket[] = [];
-  t.teardown(() => clients.forEach((c) => c.destroy()));
+  t.teardown(() => {
+    for (const c of clients) c.destroy();
+  });
   // Four headers of the largest frame (4 × 256 KiB: the whole 1 MiB, as reserved before), then nothing.
   for (let i = 0; i < 4; i++) {
     const c = connect(port, '127.0.0.1');
@@ -199,13 +228,13 @@ test('SPEC §11 (hostile): upstream frames that stall after their header hold no
   const answers: any[] = [];
   honest.on('data', (chunk: Buffer) => answers.push(JSON.parse(chunk.subarray(4).toString())));
   honest.write(frame(fake('bafyreirecipient', 1000)));
-  await until(() => answers.length === 1, 'the honest frame\'s answer');
+  await until(() => answers.length === 1, "the honest frame's answer");
   t.deepEqual(answers[0], { outcome: 'queued' });
 });
 
 // --- item 4: queue only for the hub's own nodes --------------------------------------------------------
 
-test('SPEC §11 (hostile): the hub queues only for registered AIDs with keys; a flood to invented recipients leaves a real offline node\'s queue alone', async (t) => {
+test("SPEC §11 (hostile): the hub queues only for registered AIDs with keys; a flood to invented recipients leaves a real offline node's queue alone", async (t) => {
   const { hub, root } = await hubAt(t, { limits: { totalBytes: 8 * MIB } });
   const real = await member(hub.url, root, 'real');
   const bare = await createIdentity(join(root, 'bare'), Date.now());
@@ -254,8 +283,8 @@ test('SPEC §11 (hostile): a body over 256 KiB on the other routes is answered 4
   declared.req.end(Buffer.alloc(256 * KIB + 1, 0x20));
   const chunked = open(hub.url, '/agents');
   void feed(chunked, 300 * KIB).then(() => chunked.req.end());
-  await until(() => declared.state.status !== 0 || declared.state.closed, 'the declared body\'s answer');
-  await until(() => chunked.state.status !== 0 || chunked.state.closed, 'the chunked body\'s answer');
+  await until(() => declared.state.status !== 0 || declared.state.closed, "the declared body's answer");
+  await until(() => chunked.state.status !== 0 || chunked.state.closed, "the chunked body's answer");
   for (const ex of [declared, chunked]) {
     t.is(ex.state.status, 413);
     t.like(ex.state.body, { error: { code: 'TOO_LARGE' } });
@@ -266,8 +295,12 @@ test('SPEC §11 (hostile): a body over 256 KiB on the other routes is answered 4
 test('SPEC §11 (hostile): parked bodies on the other routes stay within a global budget and are dropped at their deadline', async (t) => {
   const { hub } = await hubAt(t, { trustProxy: true, bodyBytes: 1 * MIB, bodyIdleMs: 300 });
   // 8 clients (addresses) each park 255 KiB of a declared 256 KiB: 2 MiB against a 1 MiB budget.
-  const parked = Array.from({ length: 8 }, (_, i) => open(hub.url, '/agents', { declared: 256 * KIB, headers: { 'x-forwarded-for': `192.0.2.${i + 1}` } }));
-  t.teardown(() => parked.forEach((s) => s.req.destroy()));
+  const parked = Array.from({ length: 8 }, (_, i) =>
+    open(hub.url, '/agents', { declared: 256 * KIB, headers: { 'x-forwarded-for': `192.0.2.${i + 1}` } }),
+  );
+  t.teardown(() => {
+    for (const s of parked) s.req.destroy();
+  });
   await Promise.all(parked.map((s) => feed(s, 255 * KIB)));
   await until(() => parked.every((s) => s.state.status !== 0), 'every parked body to be answered', 250);
   const busy = parked.filter((s) => s.state.status === 503 && code(s) === 'BUSY').length;
@@ -285,7 +318,13 @@ test('SPEC §11 (hostile): one signed request sent 30 times at once is accepted 
   const id = await createIdentity(join(root, 'n'), Date.now());
   const body = registerBody(id);
   const headers = { 'content-type': 'application/json', ...signRequest(id.signer, id.aid, 'POST', '/agents', body, Date.now()) };
-  const answers = await Promise.all(Array.from({ length: 30 }, () => fetch(`${hub.url}/agents`, { method: 'POST', headers, body }).then(async (r) => (r.status === 200 ? 'accepted' : (await r.json()).error.code))));
+  const answers = await Promise.all(
+    Array.from({ length: 30 }, () =>
+      fetch(`${hub.url}/agents`, { method: 'POST', headers, body }).then(async (r) =>
+        r.status === 200 ? 'accepted' : (await r.json()).error.code,
+      ),
+    ),
+  );
   t.is(answers.filter((a) => a === 'accepted').length, 1, answers.join(' '));
   t.is(answers.filter((a) => a === 'REPLAYED').length, 29);
 });
@@ -311,7 +350,15 @@ test('SPEC §11 (hostile): new AIDs per address are limited (20 a minute by defa
   const ids = await Promise.all(Array.from({ length: 22 }, (_, i) => createIdentity(join(root, `a${i}`), Date.now())));
   const from = (ip: string) => ({ 'x-forwarded-for': ip });
   const register = async (id: Identity, ip: string) => {
-    const r = await fetch(`${hub.url}/agents`, { method: 'POST', headers: { 'content-type': 'application/json', ...from(ip), ...signRequest(id.signer, id.aid, 'POST', '/agents', registerBody(id), now) }, body: registerBody(id) });
+    const r = await fetch(`${hub.url}/agents`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...from(ip),
+        ...signRequest(id.signer, id.aid, 'POST', '/agents', registerBody(id), now),
+      },
+      body: registerBody(id),
+    });
     return r.status === 200 ? 'accepted' : `${r.status} ${(await r.json()).error.code}`;
   };
   const first = [];
@@ -352,7 +399,13 @@ test('SPEC §11 (hostile): with --require-invite a new AID needs a single-use in
   // One fresh token, 20 new AIDs racing for it: exactly one gets in.
   const race = JSON.parse((await runCli(['hub', 'invite', '--data', hubDir, '--json'])).stdout).token;
   const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => createIdentity(join(root, `r${i}`), Date.now())));
-  const answers = await Promise.all(racers.map((id) => signed(hub.url, id, 'POST', '/agents', registerBody(id, { invite: race })).then((r) => (r.status === 200 ? 'accepted' : r.body.error.code))));
+  const answers = await Promise.all(
+    racers.map((id) =>
+      signed(hub.url, id, 'POST', '/agents', registerBody(id, { invite: race })).then((r) =>
+        r.status === 200 ? 'accepted' : r.body.error.code,
+      ),
+    ),
+  );
   t.is(answers.filter((x) => x === 'accepted').length, 1, answers.join(' '));
   t.is(answers.filter((x) => x === 'BAD_INVITE').length, 19);
 });

@@ -57,7 +57,10 @@ async function acknowledged(dir: string, n: number, opts: { burst?: number; chec
   const store = await Store.open(dir);
   const host = await ActorHost.start(store, { sync: true, clock, checkpointEvery: opts.checkpointEvery ?? 50_000 });
   for (let i = 0; i < n; i++) await host.send(`b:${i % 7}`, 'bucket', BUCKET, { type: 'ADMIT', n: i });
-  if (opts.burst) await Promise.all(Array.from({ length: opts.burst }, (_, i) => host.send(`c:${i % 50}`, 'bucket', BUCKET, { type: 'ADMIT', n: n + i })));
+  if (opts.burst)
+    await Promise.all(
+      Array.from({ length: opts.burst }, (_, i) => host.send(`c:${i % 50}`, 'bucket', BUCKET, { type: 'ADMIT', n: n + i })),
+    );
   await store.close();
 }
 
@@ -81,7 +84,7 @@ function records(buf: Buffer): [number, number][] {
   return out;
 }
 
-test('SPEC §14 (hostile): one flipped byte in a node\'s LevelDB write-ahead log: the daemon refuses to start with one line (data dir, first damaged seq, what to do), replay --verify exits 1 naming it, nothing is changed', async (t) => {
+test("SPEC §14 (hostile): one flipped byte in a node's LevelDB write-ahead log: the daemon refuses to start with one line (data dir, first damaged seq, what to do), replay --verify exits 1 naming it, nothing is changed", async (t) => {
   const dir = await nodeDir(t);
   await acknowledged(dir, 141);
   const log = await lastLog(join(dir, 'store'));
@@ -96,7 +99,10 @@ test('SPEC §14 (hostile): one flipped byte in a node\'s LevelDB write-ahead log
   t.is(daemon.code, 1);
   const line = daemon.stderr.trim();
   t.false(line.includes('\n'), line);
-  t.true(line.startsWith(`anet: the store of ${dir} is damaged: a record that fails its checksum in LevelDB's write-ahead log (store/`), line);
+  t.true(
+    line.startsWith(`anet: the store of ${dir} is damaged: a record that fails its checksum in LevelDB's write-ahead log (store/`),
+    line,
+  );
   t.regex(line, /holding journal #70 onwards/);
   t.regex(line, new RegExp(`restore ${dir} from a backup made before the damage`));
   t.regex(line, /anet replay --verify/);
@@ -150,7 +156,10 @@ test('SPEC §14 (hostile): a last write cut short by a crash was never acknowled
       await truncate(log, bytes.length - 100);
     } else {
       // Power loss: the last batch's pages from a page boundary on were never written and read as zeros.
-      const page = records(bytes).reverse().map(([start, end]) => [Math.ceil((start + 8) / 4096) * 4096, end] as const).find(([p, end]) => p < end)![0];
+      const page = records(bytes)
+        .reverse()
+        .map(([start, end]) => [Math.ceil((start + 8) / 4096) * 4096, end] as const)
+        .find(([p, end]) => p < end)![0];
       t.true(page > bytes.length - 40_000, 'inside the last batch (the burst)');
       bytes.fill(0, page);
       await writeFile(log, bytes);
@@ -158,7 +167,11 @@ test('SPEC §14 (hostile): a last write cut short by a crash was never acknowled
     const store = await Store.open(dir);
     const host = await ActorHost.start(store, { clock: new ManualClock(T0) });
     const seqs = (await store.journal.keys().all()).map(Number);
-    t.deepEqual(seqs, Array.from({ length: 20 }, (_, i) => i + 1), `${how}: the 20 acknowledged events, without the torn batch`);
+    t.deepEqual(
+      seqs,
+      Array.from({ length: 20 }, (_, i) => i + 1),
+      `${how}: the 20 acknowledged events, without the torn batch`,
+    );
     await host.send('b:0', 'bucket', BUCKET, { type: 'ADMIT' });
     await host.close();
     const r = await verify(store);
@@ -275,7 +288,7 @@ test('SPEC §14 (hostile): a data dir written before the hash chain (test/fixtur
   await store.close();
 });
 
-test('SPEC §11 (hostile): one flipped byte in the hub\'s write-ahead log after 40 fsynced mints: `anet hub start` refuses with one line, and replay --verify on the hub\'s data dir exits 1 naming the account and seq', async (t) => {
+test("SPEC §11 (hostile): one flipped byte in the hub's write-ahead log after 40 fsynced mints: `anet hub start` refuses with one line, and replay --verify on the hub's data dir exits 1 naming the account and seq", async (t) => {
   const root = await tempDir(t);
   const hubDir = join(root, 'hub');
   const hub = await startHub({ dataDir: hubDir, port: 0 });
@@ -298,7 +311,10 @@ test('SPEC §11 (hostile): one flipped byte in the hub\'s write-ahead log after 
   t.is(started.code, 1);
   const line = started.stderr.trim();
   t.false(line.includes('\n'), line);
-  t.true(line.startsWith(`anet: the store of ${hubDir} is damaged: a record that fails its checksum in LevelDB's write-ahead log (hub-store/`), line);
+  t.true(
+    line.startsWith(`anet: the store of ${hubDir} is damaged: a record that fails its checksum in LevelDB's write-ahead log (hub-store/`),
+    line,
+  );
   t.regex(line, new RegExp(`holding the ledger history of ${agent.aid} at seq 20 onwards`));
   t.regex(line, new RegExp(`restore ${hubDir} from a backup`));
 
@@ -338,6 +354,6 @@ test('SPEC §9.5, §14 (hostile): the same envelope delivered again after its mi
   daemon = await net.start(p.dir);
   await x.messenger.deliver(sealed); // the very same bytes, mid and all
   await until(() => results().length === 2, 'the answer to the copy', 250);
-  t.is(runs, 1, 'the call actor\'s RECEIVED (journaled, checked at start) answers it; nothing ran again');
+  t.is(runs, 1, "the call actor's RECEIVED (journaled, checked at start) answers it; nothing ran again");
   t.deepEqual(results()[1], results()[0]);
 });

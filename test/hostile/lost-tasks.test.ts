@@ -41,7 +41,10 @@ async function setup(t: ExecutionContext) {
   t.teardown(() => release()); // first: a slow call still held would keep the service from closing
   const p = await net.node('p', {
     inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
-    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] }, agent: { url: `unix://${agent.socketPath}` } },
+    modules: {
+      service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] },
+      agent: { url: `unix://${agent.socketPath}` },
+    },
   });
   const c = await net.node('c');
   const caller = await net.start(c.dir);

@@ -78,7 +78,10 @@ test('SPEC §8 (hostile): a damaged keys/enc.cbor is named by doctor and refused
     const refused = await t.throwsAsync(startDaemon(p.dir, (l) => log.push(l), { clock: net.clock }));
     t.true(refused!.message.startsWith(`${encPath} is damaged (`), refused!.message);
     t.false(refused!.message.includes('\n'));
-    t.false(log.some((l) => l.startsWith('relay stream open')), log.join('\n'));
+    t.false(
+      log.some((l) => l.startsWith('relay stream open')),
+      log.join('\n'),
+    );
   }
 
   // Moved aside, as the line says: the next start makes new keys and is heard again.
@@ -116,7 +119,13 @@ test('SPEC §12 (hostile): keys/identity.cbor readable by others (0644) is a doc
   await chmod(path, 0o644);
   const doctor = await runBin(['doctor', '--data', p.dir]);
   t.is(doctor.code, 1, doctor.stdout);
-  t.regex(doctor.stdout, new RegExp(`^error: .*${path.replace(/[.]/g, '\\.')} is readable by other users \\(mode 0644\\).*chmod 600 ${path.replace(/[.]/g, '\\.')}`, 'm'));
+  t.regex(
+    doctor.stdout,
+    new RegExp(
+      `^error: .*${path.replace(/[.]/g, '\\.')} is readable by other users \\(mode 0644\\).*chmod 600 ${path.replace(/[.]/g, '\\.')}`,
+      'm',
+    ),
+  );
   const log: string[] = [];
   const daemon = await startDaemon(p.dir, (l) => log.push(l), { clock: net.clock });
   t.teardown(() => daemon.close());
@@ -137,7 +146,7 @@ async function serviceProvider(t: ExecutionContext, net: Net, id: string, handle
   });
 }
 
-test('SPEC §3.1 (hostile): a service\'s Retry-After of 99999999999999999999 s or year 9999 reaches the caller clamped to 24 h, an integer', async (t) => {
+test("SPEC §3.1 (hostile): a service's Retry-After of 99999999999999999999 s or year 9999 reaches the caller clamped to 24 h, an integer", async (t) => {
   const net = await startNet(t);
   const answers = ['99999999999999999999', 'Fri, 31 Dec 9999 23:59:59 GMT', '1.5', '7'];
   let next = 0;
@@ -197,8 +206,11 @@ test('SPEC §3 (hostile): file names reach the service as a safe base name (no s
   const long = `${'é'.repeat(200)}.png`;
   const r = await call([...names.map(([name]) => ({ name, data_b64 })), { name: long, data_b64 }]);
   t.like(r, { state: 'completed' }, String(r.detail));
-  const got = ((r.result as { echo: { files: { name: string }[] } }).echo.files).map((f) => f.name);
-  t.deepEqual(got.slice(0, names.length), names.map(([, safe]) => safe));
+  const got = (r.result as { echo: { files: { name: string }[] } }).echo.files.map((f) => f.name);
+  t.deepEqual(
+    got.slice(0, names.length),
+    names.map(([, safe]) => safe),
+  );
   const cut = got[names.length]!;
   t.true(Buffer.byteLength(cut) <= 255, `${Buffer.byteLength(cut)} bytes`);
   t.true(cut.endsWith('é.png') && long.startsWith(cut.slice(0, -4)), cut);
@@ -224,17 +236,26 @@ test('SPEC §12 (hostile): anet mcp serves a call_capability with one 8 MiB file
   const client = new Client({ name: 'anet-hostile', version: '1.0.0' });
   await client.connect(transport);
   t.teardown(() => client.close());
-  const exited = new Promise<number | null>((resolve) => (transport as unknown as { _process: ChildProcess })._process.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    (transport as unknown as { _process: ChildProcess })._process.once('exit', (code) => resolve(code)),
+  );
   const callTool = (args: Record<string, unknown>) =>
-    client.callTool({ name: 'call_capability', arguments: { aid: p.aid, capability: 'img.digest', ...args } }, undefined, { timeout: 55_000 }) as Promise<CallToolResult>;
+    client.callTool({ name: 'call_capability', arguments: { aid: p.aid, capability: 'img.digest', ...args } }, undefined, {
+      timeout: 55_000,
+    }) as Promise<CallToolResult>;
 
   const file = randomBytes(8 * 1024 * 1024);
   const big = await callTool({ args: { size: 'full' }, files: [{ name: 'big.bin', data_b64: file.toString('base64') }] });
   t.falsy(big.isError, JSON.stringify(big.content).slice(0, 300) + stderr.join(''));
-  t.like(big.structuredContent, { state: 'completed', result: { name: 'big.bin', bytes: file.length, sha256: createHash('sha256').update(file).digest('hex') } });
+  t.like(big.structuredContent, {
+    state: 'completed',
+    result: { name: 'big.bin', bytes: file.length, sha256: createHash('sha256').update(file).digest('hex') },
+  });
 
   // 40 MiB of file: no call that large can cross the relay; the answer is an error naming the limit.
-  const huge = await t.throwsAsync(callTool({ files: [{ name: 'huge.bin', data_b64: Buffer.alloc(30 * 1024 * 1024).toString('base64') }] }));
+  const huge = await t.throwsAsync(
+    callTool({ files: [{ name: 'huge.bin', data_b64: Buffer.alloc(30 * 1024 * 1024).toString('base64') }] }),
+  );
   t.regex(huge!.message, /MCP error -32600: .*over anet mcp's limit of \d+ bytes \(32 MiB\)/, huge!.message);
   t.regex(stderr.join(''), /anet mcp: refused a request of \d+ bytes/);
 
@@ -247,7 +268,7 @@ test('SPEC §12 (hostile): anet mcp serves a call_capability with one 8 MiB file
   t.is(await exited, 0, stderr.join(''));
 });
 
-test('SPEC §4.1, §9.1 (hostile): a provider\'s absurd retry_after_ms reaches the caller\'s record as at most a day, a whole number of ms', async (t) => {
+test("SPEC §4.1, §9.1 (hostile): a provider's absurd retry_after_ms reaches the caller's record as at most a day, a whole number of ms", async (t) => {
   const net = await startNet(t);
   const c = await net.node('c');
   await net.start(c.dir);
@@ -255,7 +276,11 @@ test('SPEC §4.1, §9.1 (hostile): a provider\'s absurd retry_after_ms reaches t
   const asks = [1e23, 1.5, -5, Number.NaN];
   peer.messenger.on(TASK_SEND, async (m) => {
     const task = String(fromBody(m.body)!.task);
-    await peer.messenger.send(m.from, TASK_RESULT, toBody({ task, state: 'failed', reason: 'service_busy', retry_after_ms: asks.shift()! }));
+    await peer.messenger.send(
+      m.from,
+      TASK_RESULT,
+      toBody({ task, state: 'failed', reason: 'service_busy', retry_after_ms: asks.shift()! }),
+    );
   });
   const seen = [];
   for (let i = 0; i < 4; i++) {

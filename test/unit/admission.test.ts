@@ -50,7 +50,10 @@ async function node(t: ExecutionContext, policy: 'open' | 'closed', caps: Record
     },
     calls: 0,
     call(from: string, capability: string, args: unknown = {}, files?: CallIn['files']): Promise<Admission> {
-      return admit({ dataDir, config: n.config, host, gates }, { id: `c${++n.calls}`, from, capability, args, ...(files ? { files } : {}) });
+      return admit(
+        { dataDir, config: n.config, host, gates },
+        { id: `c${++n.calls}`, from, capability, args, ...(files ? { files } : {}) },
+      );
     },
     async restart() {
       await host.close();
@@ -120,11 +123,17 @@ test('SPEC §4.1, §3: files — none declared, 9 files, one too large, bad base
   };
   t.regex(await detail('text.echo', [png]), /^files_not_accepted: this capability takes no files/);
   t.regex(await detail('img.resize', Array(9).fill(png)), /^files_not_accepted: 9 files; at most 8/);
-  t.regex(await detail('img.resize', [{ ...png, data_b64: Buffer.concat([PNG, Buffer.alloc(60)]).toString('base64') }]), /^files_not_accepted: file 1 \(a.png\): 89 bytes; at most 64/);
+  t.regex(
+    await detail('img.resize', [{ ...png, data_b64: Buffer.concat([PNG, Buffer.alloc(60)]).toString('base64') }]),
+    /^files_not_accepted: file 1 \(a.png\): 89 bytes; at most 64/,
+  );
   t.regex(await detail('img.resize', [{ ...png, data_b64: 'iVBORw0KGgo' }]), /not standard padded base64/);
   t.regex(await detail('img.resize', [{ ...png, data_b64: PNG.toString('base64url') + '_' }]), /not standard padded base64/);
   // The node reads the bytes itself: a PNG claimed as text is refused by a text-only capability.
-  t.regex(await detail('text.read', [{ name: 'notes.txt', mime: 'text/plain', data_b64: PNG.toString('base64') }]), /detected image\/png, not one of text\/plain/);
+  t.regex(
+    await detail('text.read', [{ name: 'notes.txt', mime: 'text/plain', data_b64: PNG.toString('base64') }]),
+    /detected image\/png, not one of text\/plain/,
+  );
 });
 
 test('SPEC §4.1, §2.1: quotas refuse with the exact retry_after_ms, consume nothing when refused, and survive a restart', async (t) => {
@@ -152,7 +161,9 @@ test('SPEC §4.1, §2.1: quotas refuse with the exact retry_after_ms, consume no
 });
 
 test('SPEC §4.1: max_inflight and per_caller_inflight under 50 parallel callers; slots come back on release', async (t) => {
-  const n = await node(t, 'closed', [{ id: 'text.echo', max_inflight: 5, per_caller_inflight: 1, per_caller_per_min: 100, global_per_min: 1000 }]);
+  const n = await node(t, 'closed', [
+    { id: 'text.echo', max_inflight: 5, per_caller_inflight: 1, per_caller_per_min: 100, global_per_min: 1000 },
+  ]);
   const callers = Array.from({ length: 50 }, (_, i) => `bafyrei${String(i).padStart(52, 'c')}`);
   const results = await Promise.all(callers.map((c) => n.call(c, 'text.echo')));
   t.is(results.filter((r) => r.admitted).length, 5);
@@ -173,7 +184,9 @@ test('SPEC §4.1: max_inflight and per_caller_inflight under 50 parallel callers
 });
 
 test('SPEC §4.1: a call refused by its own window never holds a shared slot another caller needs', async (t) => {
-  const n = await node(t, 'closed', [{ id: 'text.echo', per_caller_per_min: 1, global_per_min: 2, max_inflight: 100, per_caller_inflight: 100 }]);
+  const n = await node(t, 'closed', [
+    { id: 'text.echo', per_caller_per_min: 1, global_per_min: 2, max_inflight: 100, per_caller_inflight: 100 },
+  ]);
   t.is(await reasonOf(n.call(A, 'text.echo')), 'admitted'); // A's own window is now full; one global slot is left
   for (let round = 0; round < 20; round++) {
     const [a, b] = await Promise.all([n.call(A, 'text.echo'), n.call(B, 'text.echo')]);
@@ -184,7 +197,9 @@ test('SPEC §4.1: a call refused by its own window never holds a shared slot ano
 });
 
 test('SPEC §4.1: a call refused by its own window never holds the in-flight slot another caller needs, and every slot comes back', async (t) => {
-  const n = await node(t, 'closed', [{ id: 'text.echo', per_caller_per_min: 1, global_per_min: 1000, max_inflight: 1, per_caller_inflight: 1 }]);
+  const n = await node(t, 'closed', [
+    { id: 'text.echo', per_caller_per_min: 1, global_per_min: 1000, max_inflight: 1, per_caller_inflight: 1 },
+  ]);
   t.is(await reasonOf(n.call(A, 'text.echo')), 'admitted'); // A's own window is now full
   for (let round = 0; round < 20; round++) {
     // A asks first: its START may take the only slot for a moment, until its window's refusal gives it back.

@@ -26,7 +26,10 @@ test('SPEC §8, §14 (bus): never more handlers at once than its concurrency, an
   // The last handler's promise settles (and is counted) after it returns.
   await until(() => bus.stats.delivered === 50, 'fifty messages counted delivered');
   t.is(peak, 4);
-  t.deepEqual([...seen].sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i));
+  t.deepEqual(
+    [...seen].sort((a, b) => a - b),
+    Array.from({ length: 50 }, (_, i) => i),
+  );
   t.is(bus.stats.delivered, 50);
   bus.stop();
 });

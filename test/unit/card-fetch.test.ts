@@ -13,7 +13,8 @@ import { tempDir } from '../helpers/tmp.js';
 const T = 1_800_000_000_000;
 const c = (s: AnyMachineSnapshot) => s.context as CardFetchContext;
 const send = (s: AnyMachineSnapshot, e: object) => transition(cardFetchMachine, s as never, e as never)[0];
-const need = (s: AnyMachineSnapshot, at: number, requestId = `r${at}`, publicSeq = '1') => send(s, { type: 'NEED', at, publicSeq, requestId });
+const need = (s: AnyMachineSnapshot, at: number, requestId = `r${at}`, publicSeq = '1') =>
+  send(s, { type: 'NEED', at, publicSeq, requestId });
 
 test('SPEC §6.2: a fetch waits 10 s at most, then the card is unavailable and the 60 s guard is a state with its deadline', (t) => {
   let s: AnyMachineSnapshot = initialTransition(cardFetchMachine)[0];

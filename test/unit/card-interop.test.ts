@@ -27,12 +27,24 @@ function publishedWithDefaults(): Card {
     name: 'interop agent',
     description: 'Signed by another A2A implementation.',
     version: '1.0.0',
-    supportedInterfaces: [{ url: `${HUB}/relay/v2`, protocolBinding: 'https://agentnetwork.org.cn/a2a/bindings/anet-relay/v1', protocolVersion: '1.0', tenant: aid }],
+    supportedInterfaces: [
+      {
+        url: `${HUB}/relay/v2`,
+        protocolBinding: 'https://agentnetwork.org.cn/a2a/bindings/anet-relay/v1',
+        protocolVersion: '1.0',
+        tenant: aid,
+      },
+    ],
     capabilities: {
       streaming: false,
       pushNotifications: false,
       extensions: [
-        { uri: 'https://agentnetwork.org.cn/a2a/ext/anet-card/v1', description: '', required: false, params: { aid, seq: '1', issuedAt: '1700000000000', notBefore: '1700000000000' } },
+        {
+          uri: 'https://agentnetwork.org.cn/a2a/ext/anet-card/v1',
+          description: '',
+          required: false,
+          params: { aid, seq: '1', issuedAt: '1700000000000', notBefore: '1700000000000' },
+        },
         { uri: 'https://agentnetwork.org.cn/a2a/ext/anet-evidence/v1', description: 'Receipts.', required: false, params: {} },
       ],
     },
@@ -44,7 +56,13 @@ function publishedWithDefaults(): Card {
   };
 }
 
-const isEmpty = (v: Json) => v === '' || v === false || v === 0 || v === null || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
+const isEmpty = (v: Json) =>
+  v === '' ||
+  v === false ||
+  v === 0 ||
+  v === null ||
+  (Array.isArray(v) && v.length === 0) ||
+  (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
 
 /** Every default-valued field left out, recursively; `params` (a Struct) left whole unless `intoParams`. */
 function stripAll(v: Json, intoParams = false, keep: (parent: string, key: string) => boolean = () => false, parent = ''): Json {
@@ -60,7 +78,18 @@ function stripAll(v: Json, intoParams = false, keep: (parent: string, key: strin
 
 /** A2A §8.4.1, from a2a.proto: REQUIRED fields and those with explicit presence stay, by message. */
 const A2A_KEEP: Record<string, string[]> = {
-  '': ['name', 'description', 'version', 'supportedInterfaces', 'capabilities', 'defaultInputModes', 'defaultOutputModes', 'skills', 'documentationUrl', 'iconUrl'],
+  '': [
+    'name',
+    'description',
+    'version',
+    'supportedInterfaces',
+    'capabilities',
+    'defaultInputModes',
+    'defaultOutputModes',
+    'skills',
+    'documentationUrl',
+    'iconUrl',
+  ],
   capabilities: ['streaming', 'pushNotifications', 'extendedAgentCard'],
   skills: ['id', 'name', 'description', 'tags'],
   supportedInterfaces: ['url', 'protocolBinding', 'protocolVersion'],
@@ -70,7 +99,10 @@ const a2aKeep = (parent: string, key: string) => A2A_KEEP[parent]?.includes(key)
 async function signed(published: Card, signedForm: Card): Promise<string> {
   // testIdentity's first key: its seed is sha256('<tag>/0').
   const seed = Buffer.from(sha256(new TextEncoder().encode('card-interop/0')));
-  const key = await importJWK({ kty: 'OKP', crv: 'Ed25519', d: seed.toString('base64url'), x: Buffer.from(id.keys[0]!.publicKey).toString('base64url') }, 'EdDSA');
+  const key = await importJWK(
+    { kty: 'OKP', crv: 'Ed25519', d: seed.toString('base64url'), x: Buffer.from(id.keys[0]!.publicKey).toString('base64url') },
+    'EdDSA',
+  );
   const header = { alg: 'EdDSA', jku: `${HUB}/agents/${aid}/jwks.json`, kid: `did:anet:${aid}#0`, typ: 'JOSE' };
   const jws = await new FlattenedSign(new TextEncoder().encode(canonicalize(signedForm))).setProtectedHeader(header).sign(key);
   return JSON.stringify({ ...published, signatures: [{ protected: jws.protected, signature: jws.signature }] });
@@ -121,12 +153,16 @@ test('WIRE §3.4: a card that neither form verifies is INVALID_SIGNATURE; a REQU
   const card = publishedWithDefaults();
   const wire = await signed(card, stripAll(card) as Card);
   t.is(await verdict(t, wire.replace('"Echoes."', '"Echoes!"')), 'INVALID_SIGNATURE');
-  t.is(await verdict(t, wire.replace('"documentationUrl":""', '"documentationUrl":"x"')), 'INVALID_SIGNATURE', 'a default replaced by a value is content');
+  t.is(
+    await verdict(t, wire.replace('"documentationUrl":""', '"documentationUrl":"x"')),
+    'INVALID_SIGNATURE',
+    'a default replaced by a value is content',
+  );
   const empty = { ...card, description: '' };
   t.is(await verdict(t, await signed(empty, stripAll(empty) as Card)), 'INVALID_CARD');
 });
 
-test('WIRE §3.4 (hostile): under a stripped-form signature, only a default of the field\'s own type may be added; anything else is INVALID_SIGNATURE', async (t) => {
+test("WIRE §3.4 (hostile): under a stripped-form signature, only a default of the field's own type may be added; anything else is INVALID_SIGNATURE", async (t) => {
   const card = publishedWithDefaults();
   const wire = await signed(card, stripAll(card) as Card);
   t.is(await verdict(t, wire), 'ok');
@@ -134,7 +170,11 @@ test('WIRE §3.4 (hostile): under a stripped-form signature, only a default of t
   t.is(await verdict(t, at('"required":[],"params":{"aid"')), 'INVALID_SIGNATURE', 'a [] where a boolean belongs reads as true');
   t.is(await verdict(t, at('"required":{},"params":{"aid"')), 'INVALID_SIGNATURE');
   t.is(await verdict(t, at('"required":null,"params":{"aid"')), 'INVALID_SIGNATURE');
-  t.is(await verdict(t, wire.replace('{"name":', '{"__proto__":{"description":"PAY 0xEVIL"},"name":')), 'INVALID_SIGNATURE', '__proto__ is content');
+  t.is(
+    await verdict(t, wire.replace('{"name":', '{"__proto__":{"description":"PAY 0xEVIL"},"name":')),
+    'INVALID_SIGNATURE',
+    '__proto__ is content',
+  );
   t.is(await verdict(t, wire.replace('{"name":', '{"extra":"","name":')), 'INVALID_SIGNATURE', 'an undeclared field is never dropped');
   t.is(await verdict(t, wire.replace('{"name":', '{"iconUrl":"","name":')), 'ok', 'a declared string at "" means absent');
 });

@@ -18,7 +18,11 @@ function config(caps: { id: string; price?: number; allow_only?: boolean; extra?
   const { config: c, problems } = validateConfig({
     hub: HUB,
     inbound: { policy, public_capabilities: caps.map((c) => ({ id: c.id, ...(c.allow_only ? { allow_only: true } : {}) })) },
-    modules: { service: { capabilities: caps.map((c) => ({ id: c.id, url: `unix:///run/${c.id}.sock`, ...(c.price ? { price: c.price } : {}), ...c.extra })) } },
+    modules: {
+      service: {
+        capabilities: caps.map((c) => ({ id: c.id, url: `unix:///run/${c.id}.sock`, ...(c.price ? { price: c.price } : {}), ...c.extra })),
+      },
+    },
   });
   if (!c) throw new Error(JSON.stringify(problems));
   return c;
@@ -31,12 +35,22 @@ const code = (r: CardResult) => (r.ok ? 'ok' : r.code);
 
 test('SPEC §5.1: skills sorted by id, defaults name = description = id and tags = [id], chat when open, never a price', (t) => {
   const card = buildPublicCard(
-    config([{ id: 'text.translate', price: 3, extra: { name: 'Translate', tags: ['lang'] } }, { id: 'a.first' }, { id: 'hidden', allow_only: true }], 'open'),
+    config(
+      [
+        { id: 'text.translate', price: 3, extra: { name: 'Translate', tags: ['lang'] } },
+        { id: 'a.first' },
+        { id: 'hidden', allow_only: true },
+      ],
+      'open',
+    ),
     {},
     aid,
     stamp(),
   )!;
-  t.deepEqual(card.skills.map((s) => s.id), ['a.first', 'chat', 'text.translate']);
+  t.deepEqual(
+    card.skills.map((s) => s.id),
+    ['a.first', 'chat', 'text.translate'],
+  );
   t.deepEqual(card.skills[0], { id: 'a.first', name: 'a.first', description: 'a.first', tags: ['a.first'] });
   t.like(card.skills[2], { name: 'Translate', description: 'text.translate', tags: ['lang'] });
   t.is(card.name, `anet agent ${aid.slice(0, 12)}`);
@@ -53,10 +67,34 @@ test('SPEC §5.2: a2a-x402 appears when a listed skill is priced, required only 
   const x402 = (c: AgentCard | null) => c!.capabilities.extensions.find((e) => e.uri === EXT_X402);
   t.is(x402(buildPublicCard(config([{ id: 'a' }, { id: 'b' }]), {}, aid, stamp())), undefined);
   t.false(x402(buildPublicCard(config([{ id: 'a', price: 1 }, { id: 'b' }]), {}, aid, stamp()))!.required);
-  t.true(x402(buildPublicCard(config([{ id: 'a', price: 1 }, { id: 'b', price: 2 }]), {}, aid, stamp()))!.required);
+  t.true(
+    x402(
+      buildPublicCard(
+        config([
+          { id: 'a', price: 1 },
+          { id: 'b', price: 2 },
+        ]),
+        {},
+        aid,
+        stamp(),
+      ),
+    )!.required,
+  );
   t.false(x402(buildPublicCard(config([{ id: 'a', price: 1 }], 'open'), {}, aid, stamp()))!.required, 'never required with chat listed');
   // A priced allow_only skill is not listed, so it neither adds nor requires x402.
-  t.true(x402(buildPublicCard(config([{ id: 'a', price: 1 }, { id: 'b', price: 5, allow_only: true }]), {}, aid, stamp()))!.required);
+  t.true(
+    x402(
+      buildPublicCard(
+        config([
+          { id: 'a', price: 1 },
+          { id: 'b', price: 5, allow_only: true },
+        ]),
+        {},
+        aid,
+        stamp(),
+      ),
+    )!.required,
+  );
 });
 
 test('SPEC §5.1: no card when nothing is offered and the policy is closed', (t) => {
@@ -67,7 +105,10 @@ test('SPEC §5.1: no card when nothing is offered and the policy is closed', (t)
 
 test('SPEC §5.1: the same content gives the same content key whatever the seq; new content a new key', (t) => {
   const c = config([{ id: 'a' }]);
-  t.is(cardContentKey(buildPublicCard(c, {}, aid, stamp(1n))!), cardContentKey(buildPublicCard(c, {}, aid, { seq: 2n, issuedAt: 5, notBefore: 5 })!));
+  t.is(
+    cardContentKey(buildPublicCard(c, {}, aid, stamp(1n))!),
+    cardContentKey(buildPublicCard(c, {}, aid, { seq: 2n, issuedAt: 5, notBefore: 5 })!),
+  );
   t.not(cardContentKey(buildPublicCard(c, {}, aid, stamp())!), cardContentKey(buildPublicCard(c, { name: 'other' }, aid, stamp())!));
 });
 
@@ -81,7 +122,10 @@ test('WIRE §3: a signed card verifies, and an independent JCS + JOSE implementa
   delete parsed.signatures;
   const jwk = { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(id.kel.currentKey).toString('base64url') };
   const key = await jose.importJWK(jwk, 'EdDSA');
-  const out = await jose.flattenedVerify({ protected: sig.protected, payload: Buffer.from(otherJcs(parsed)).toString('base64url'), signature: sig.signature }, key);
+  const out = await jose.flattenedVerify(
+    { protected: sig.protected, payload: Buffer.from(otherJcs(parsed)).toString('base64url'), signature: sig.signature },
+    key,
+  );
   t.deepEqual(out.protectedHeader, { alg: 'EdDSA', jku: `${HUB}/agents/${aid}/jwks.json`, kid: `did:anet:${aid}#0`, typ: 'JOSE' });
 });
 
@@ -92,11 +136,26 @@ test('WIRE §3.4: a hub that alters a skill, a field or the seq is caught (INVAL
     fn(c);
     return code(verifyCard(JSON.stringify(c), { kel: id.kel, now: NOW }));
   };
-  t.is(tamper((c) => (c.skills[0].description = 'something else')), 'INVALID_SIGNATURE');
-  t.is(tamper((c) => c.skills.pop()), 'INVALID_SIGNATURE');
-  t.is(tamper((c) => (c.name = 'evil')), 'INVALID_SIGNATURE');
-  t.is(tamper((c) => (c.capabilities.extensions[0].params.seq = '5')), 'INVALID_SIGNATURE');
-  t.is(tamper((c) => (c.capabilities.streaming = true)), 'INVALID_SIGNATURE');
+  t.is(
+    tamper((c) => (c.skills[0].description = 'something else')),
+    'INVALID_SIGNATURE',
+  );
+  t.is(
+    tamper((c) => c.skills.pop()),
+    'INVALID_SIGNATURE',
+  );
+  t.is(
+    tamper((c) => (c.name = 'evil')),
+    'INVALID_SIGNATURE',
+  );
+  t.is(
+    tamper((c) => (c.capabilities.extensions[0].params.seq = '5')),
+    'INVALID_SIGNATURE',
+  );
+  t.is(
+    tamper((c) => (c.capabilities.streaming = true)),
+    'INVALID_SIGNATURE',
+  );
   // Re-serialising with other whitespace or key order is fine: the payload is canonical.
   t.is(code(verifyCard(JSON.stringify(JSON.parse(wire), null, 2), { kel: id.kel, now: NOW })), 'ok');
 });
@@ -111,7 +170,10 @@ test('WIRE §3.4: a card signed before a rotation is refused after it (KEY_NOT_C
   t.is(code(verifyCard(after, { kel: rotated.kel, now: NOW })), 'ok');
   t.is(code(verifyCard(after, { kel: id.kel, now: NOW })), 'KEY_NOT_CURRENT', 'a ksn beyond the KEL');
   // The old key claiming the new ksn does not verify.
-  t.is(code(verifyCard(sign(buildPublicCard(config([{ id: 'a' }]), {}, aid, stamp(3n))!, 1, id.keys[0]), { kel: rotated.kel, now: NOW })), 'INVALID_SIGNATURE');
+  t.is(
+    code(verifyCard(sign(buildPublicCard(config([{ id: 'a' }]), {}, aid, stamp(3n))!, 1, id.keys[0]), { kel: rotated.kel, now: NOW })),
+    'INVALID_SIGNATURE',
+  );
 });
 
 test('WIRE §3.4: every other code', (t) => {
@@ -127,7 +189,8 @@ test('WIRE §3.4: every other code', (t) => {
   t.is(v(mutate(() => {}, false)), 'UNSIGNED');
   t.is(v('{"name": "a", "name": "b"}'), 'MALFORMED_JSON');
   t.is(v('not json'), 'MALFORMED_JSON');
-  for (const seq of ['01', '+1', '1.0', '18446744073709551616']) t.is(v(mutate((c) => (c.capabilities.extensions[0].params.seq = seq))), 'INVALID_CARD', seq);
+  for (const seq of ['01', '+1', '1.0', '18446744073709551616'])
+    t.is(v(mutate((c) => (c.capabilities.extensions[0].params.seq = seq))), 'INVALID_CARD', seq);
   t.is(v(ok.replace('"seq":"7"', '"seq":7')), 'INVALID_CARD', 'a JSON number');
   t.is(v(mutate((c) => (c.skills[0].tags = []))), 'INVALID_CARD');
   t.is(v(mutate((c) => (c.capabilities.pushNotifications = 'no'))), 'INVALID_CARD', 'an optional flag, when present, is a boolean');
@@ -140,7 +203,15 @@ test('WIRE §3.4: every other code', (t) => {
   t.is(v(header({ alg: 'ES256', kid: `did:anet:${aid}#0` })), 'BAD_SIGNATURE_HEADER');
   t.is(v(header({ alg: 'EdDSA', kid: `did:anet:${aid}#00` })), 'BAD_SIGNATURE_HEADER');
   t.is(v(header({ alg: 'EdDSA', kid: `did:web:${aid}#0` })), 'BAD_SIGNATURE_HEADER');
-  t.is(v(JSON.stringify({ ...JSON.parse(ok), signatures: [{ ...JSON.parse(ok).signatures[0], signature: JSON.parse(ok).signatures[0].signature + '=' }] })), 'BAD_SIGNATURE_HEADER');
+  t.is(
+    v(
+      JSON.stringify({
+        ...JSON.parse(ok),
+        signatures: [{ ...JSON.parse(ok).signatures[0], signature: JSON.parse(ok).signatures[0].signature + '=' }],
+      }),
+    ),
+    'BAD_SIGNATURE_HEADER',
+  );
   const other = testIdentity('other');
   t.is(v(mutate((c) => (c.supportedInterfaces[0].tenant = other.kel.aid))), 'BINDING_MISMATCH');
   t.is(v(JSON.stringify(signCard(base, other.keys[0]!, HUB, other.kel.aid, 0))), 'BINDING_MISMATCH');
@@ -153,7 +224,10 @@ test('WIRE §3.4: every other code', (t) => {
   t.is(v(mutate((c) => (c.name = 'x'.repeat(128)))), 'ok');
   t.is(v(mutate((c) => (c.skills[0].tags = Array.from({ length: 17 }, (_, i) => `t${i}`)))), 'CARD_TOO_LARGE');
   t.is(v(mutate((c) => (c.description = 'd'.repeat(4097)))), 'CARD_TOO_LARGE');
-  t.is(v(mutate((c) => (c.skills = Array.from({ length: 257 }, (_, i) => ({ id: `s${i}`, name: 's', description: 's', tags: ['s'] }))))), 'CARD_TOO_LARGE');
+  t.is(
+    v(mutate((c) => (c.skills = Array.from({ length: 257 }, (_, i) => ({ id: `s${i}`, name: 's', description: 's', tags: ['s'] }))))),
+    'CARD_TOO_LARGE',
+  );
   t.is(v(JSON.stringify({ ...JSON.parse(ok), signatures: Array(9).fill(JSON.parse(ok).signatures[0]) })), 'CARD_TOO_LARGE');
   const r = verifyCard(ok, { kel: id.kel, now: NOW });
   if (!r.ok) return t.fail();

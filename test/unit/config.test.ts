@@ -14,7 +14,11 @@ test('SPEC §2.1–2.3: an empty config gets every documented default', (t) => {
   t.deepEqual(problems, []);
   t.is(config!.hub, 'http://127.0.0.1:8710');
   t.deepEqual(config!.inbound, {
-    policy: 'closed', allow_file: 'peers.allow', trust_file: 'peers.trust', deny_file: 'peers.deny', public_capabilities: [],
+    policy: 'closed',
+    allow_file: 'peers.allow',
+    trust_file: 'peers.trust',
+    deny_file: 'peers.deny',
+    public_capabilities: [],
   });
   t.is(config!.modules.service.timeout_ms, 120000);
   t.false(config!.modules.service.allow_tcp);
@@ -30,11 +34,20 @@ test('SPEC §2.1: public capability defaults', (t) => {
     modules: { service: { capabilities: [svc('a.b')] } },
   });
   t.like(config!.inbound.public_capabilities[0], {
-    per_caller_per_min: 60, per_caller_per_day: 2000, global_per_min: 1200, max_inflight: 16,
-    per_caller_inflight: 1, max_args_bytes: 4096, allow_only: false, discard: false,
+    per_caller_per_min: 60,
+    per_caller_per_day: 2000,
+    global_per_min: 1200,
+    max_inflight: 16,
+    per_caller_inflight: 1,
+    max_args_bytes: 4096,
+    allow_only: false,
+    discard: false,
     files: { max_count: 1, max_bytes: 8388608, media_types: ['image/*'] },
   });
-  t.deepEqual(offeredCapabilities(config!).map((c) => c.id), ['a.b']);
+  t.deepEqual(
+    offeredCapabilities(config!).map((c) => c.id),
+    ['a.b'],
+  );
 });
 
 test('SPEC §2.2: unknown keys are errors at their JSON path, with a did-you-mean hint', (t) => {
@@ -90,7 +103,10 @@ test('SPEC §2: a capability in only one of the two lists is not offered, and re
     'warning inbound.public_capabilities[0].id: "only.public" is not offered: no modules.service.capabilities entry serves it',
     'warning modules.service.capabilities[1].id: "only.service" is not offered: it is not in inbound.public_capabilities',
   ]);
-  t.deepEqual(offeredCapabilities(config!).map((c) => c.id), ['both']);
+  t.deepEqual(
+    offeredCapabilities(config!).map((c) => c.id),
+    ['both'],
+  );
 });
 
 test('SPEC §2.1: bad files limits, and files on a capability no service serves', (t) => {
@@ -127,7 +143,9 @@ test('SPEC §2.2: http URLs need allow_tcp; other schemes and relative sockets a
   const both = [{ id: 'a' }, { id: 'b' }, { id: 'c' }];
   const refused = validateConfig({ inbound: { public_capabilities: both }, modules: { service: { capabilities: caps } } });
   t.deepEqual(errorsAt(refused.problems), [
-    'modules.service.capabilities[0].url', 'modules.service.capabilities[1].url', 'modules.service.capabilities[2].url',
+    'modules.service.capabilities[0].url',
+    'modules.service.capabilities[1].url',
+    'modules.service.capabilities[2].url',
   ]);
   t.regex(refused.problems[0]!.message, /allow_tcp/);
   const allowed = validateConfig({
@@ -143,8 +161,11 @@ test('SPEC §2.1: duplicate and reserved ids, and ids that break the pattern, in
     modules: { service: { capabilities: [svc('dup'), svc('dup'), svc('chat')] } },
   });
   t.deepEqual(errorsAt(problems), [
-    'inbound.public_capabilities[1].id', 'inbound.public_capabilities[2].id', 'inbound.public_capabilities[3].id',
-    'modules.service.capabilities[1].id', 'modules.service.capabilities[2].id',
+    'inbound.public_capabilities[1].id',
+    'inbound.public_capabilities[2].id',
+    'inbound.public_capabilities[3].id',
+    'modules.service.capabilities[1].id',
+    'modules.service.capabilities[2].id',
   ]);
   t.regex(problems[0]!.message, /duplicate id "dup"/);
   t.regex(problems[1]!.message, /reserved/);

@@ -62,7 +62,10 @@ test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unkno
   t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, msg('late', NOW)).bytes, context())), 'EXPIRED');
   // A lifetime past 15 minutes would make the replay guard remember its mid for as long: refused.
   t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, msg('forever', NOW + 16 * 60_000)).bytes, context())), 'BAD_TIME');
-  t.is(await refusal(() => openEnvelope(sealEnvelope(sender, to, { ...msg(), ts: NOW + 6 * 60_000, exp: NOW + 7 * 60_000 }).bytes, context())), 'BAD_TIME');
+  t.is(
+    await refusal(() => openEnvelope(sealEnvelope(sender, to, { ...msg(), ts: NOW + 6 * 60_000, exp: NOW + 7 * 60_000 }).bytes, context())),
+    'BAD_TIME',
+  );
   t.is(await refusal(() => openEnvelope(bytes, context({ keys: new Map() }))), 'UNKNOWN_KID');
   const outer = decodeCanonical(bytes) as Map<number, CborValue>;
   const ct = outer.get(6) as Uint8Array;
@@ -76,7 +79,7 @@ test('WIRE §4: the receiver refuses another recipient, expiry, replay, an unkno
   t.is(await refusal(() => openEnvelope(bytes, context({ kelOf: () => null }))), 'UNKNOWN_SENDER');
 });
 
-test('WIRE §4: a signature by another key, or by the sender\'s rotated-away key, is refused', async (t) => {
+test("WIRE §4: a signature by another key, or by the sender's rotated-away key, is refused", async (t) => {
   const mallory = testIdentity('env-mallory');
   const forged = sealEnvelope({ aid: alice.kel.aid, ksn: 1, signer: mallory.keys[0]! }, to, msg());
   t.is(await refusal(() => openEnvelope(forged.bytes, context())), 'BAD_SIGNATURE');
@@ -87,18 +90,43 @@ test('WIRE §4: a signature by another key, or by the sender\'s rotated-away key
 test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are extensions and ignored', async (t) => {
   const craft = (extra: number) => {
     const inner = new Map<number, CborValue>([
-      [1, alice.kel.aid], [2, 1], [3, bob.kel.aid], [4, 'task.send'], [5, 0], [6, new Uint8Array(16).fill(extra % 256)], [7, NOW], [8, NOW + 1000], [9, 'x'], [extra, 'extension'],
+      [1, alice.kel.aid],
+      [2, 1],
+      [3, bob.kel.aid],
+      [4, 'task.send'],
+      [5, 0],
+      [6, new Uint8Array(16).fill(extra % 256)],
+      [7, NOW],
+      [8, NOW + 1000],
+      [9, 'x'],
+      [extra, 'extension'],
     ]);
     const sig = alice.keys[1]!.sign(encodeCanonical(inner));
-    const info = encodeCanonical(new Map<number, CborValue>([[1, 'anet-relay/v1'], [2, bob.kel.aid], [3, 1], [4, kid]]));
+    const info = encodeCanonical(
+      new Map<number, CborValue>([
+        [1, 'anet-relay/v1'],
+        [2, bob.kel.aid],
+        [3, 1],
+        [4, kid],
+      ]),
+    );
     const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(new Map([...inner, [20, sig]])));
-    return encodeCanonical(new Map<number, CborValue>([[1, 1], [2, bob.kel.aid], [3, 1], [4, kid], [5, enc], [6, ct]]));
+    return encodeCanonical(
+      new Map<number, CborValue>([
+        [1, 1],
+        [2, bob.kel.aid],
+        [3, 1],
+        [4, kid],
+        [5, enc],
+        [6, ct],
+      ]),
+    );
   };
   t.is(await refusal(() => openEnvelope(craft(30), context())), 'UNKNOWN_FIELD');
   t.is(await refusal(() => openEnvelope(craft(70), context())), 'accepted');
 });
 
-test('WIRE §4: every body size pads to exactly a power of two, including where the pad\'s header grows', async (t) => {
+test("WIRE §4: every body size pads to exactly a power of two, including where the pad's header grows", async (t) => {
   const sizes = new Set<number>();
   for (let n = 0; n < 1200; n++) {
     const { bytes } = sealEnvelope(sender, to, msg('x'.repeat(n)));
@@ -113,17 +141,52 @@ test('WIRE §4: every body size pads to exactly a power of two, including where 
 
 test('WIRE §4: the signature covers every inner key but 20 and 21 — extensions too, beside any pad, however many keys', async (t) => {
   const craft = (extensions: [number, CborValue][], pad: number | null, signExtensions = true) => {
-    const known: [number, CborValue][] = [[1, alice.kel.aid], [2, 1], [3, bob.kel.aid], [4, 'task.send'], [5, 0], [6, new Uint8Array(16).fill(pad ?? 1)], [7, NOW], [8, NOW + 1000], [9, 'x']];
+    const known: [number, CborValue][] = [
+      [1, alice.kel.aid],
+      [2, 1],
+      [3, bob.kel.aid],
+      [4, 'task.send'],
+      [5, 0],
+      [6, new Uint8Array(16).fill(pad ?? 1)],
+      [7, NOW],
+      [8, NOW + 1000],
+      [9, 'x'],
+    ];
     const sig = alice.keys[1]!.sign(encodeCanonical(new Map([...known, ...(signExtensions ? extensions : [])])));
-    const inner = new Map<number, CborValue>([...known, ...extensions, [20, sig], ...(pad === null ? [] : [[21, new Uint8Array(pad)] as [number, CborValue]])]);
-    const info = encodeCanonical(new Map<number, CborValue>([[1, 'anet-relay/v1'], [2, bob.kel.aid], [3, 1], [4, kid]]));
+    const inner = new Map<number, CborValue>([
+      ...known,
+      ...extensions,
+      [20, sig],
+      ...(pad === null ? [] : [[21, new Uint8Array(pad)] as [number, CborValue]]),
+    ]);
+    const info = encodeCanonical(
+      new Map<number, CborValue>([
+        [1, 'anet-relay/v1'],
+        [2, bob.kel.aid],
+        [3, 1],
+        [4, kid],
+      ]),
+    );
     const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(inner));
-    return encodeCanonical(new Map<number, CborValue>([[1, 1], [2, bob.kel.aid], [3, 1], [4, kid], [5, enc], [6, ct]]));
+    return encodeCanonical(
+      new Map<number, CborValue>([
+        [1, 1],
+        [2, bob.kel.aid],
+        [3, 1],
+        [4, kid],
+        [5, enc],
+        [6, ct],
+      ]),
+    );
   };
   const many = Array.from({ length: 30 }, (_, i) => [64 + i * 97, i % 2 ? new Uint8Array(i * 20) : `ext ${i}`] as [number, CborValue]);
   for (const pad of [null, 0, 23, 24, 255, 256, 70_000]) {
     t.is(await refusal(() => openEnvelope(craft([[70, 'extension']], pad), context())), 'accepted', `pad ${pad}`);
     t.is(await refusal(() => openEnvelope(craft(many, pad), context())), 'accepted', `30 extensions, pad ${pad}`);
-    t.is(await refusal(() => openEnvelope(craft([[70, 'extension']], pad, false), context())), 'BAD_SIGNATURE', `unsigned extension, pad ${pad}`);
+    t.is(
+      await refusal(() => openEnvelope(craft([[70, 'extension']], pad, false), context())),
+      'BAD_SIGNATURE',
+      `unsigned extension, pad ${pad}`,
+    );
   }
 });

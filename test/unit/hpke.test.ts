@@ -44,7 +44,10 @@ test('WIRE §4: what @hpke/core seals, we open; any change to enc, ct or info is
   const me = generateX25519();
   t.deepEqual(x25519PublicOf(me.privateKey), me.publicKey);
   const info = te.encode('info bytes');
-  const ctx = await suite.createSenderContext({ recipientPublicKey: await suite.kem.deserializePublicKey(ab(me.publicKey)), info: ab(info) });
+  const ctx = await suite.createSenderContext({
+    recipientPublicKey: await suite.kem.deserializePublicKey(ab(me.publicKey)),
+    info: ab(info),
+  });
   const ct = new Uint8Array(await ctx.seal(ab(te.encode('hello relay'))));
   const enc = new Uint8Array(ctx.enc);
   t.is(new TextDecoder().decode(open(me, info, new Uint8Array(), enc, ct)), 'hello relay');

@@ -18,7 +18,12 @@ test('WIRE §4: a mid is new once; copies arriving together, later, and after a 
   // Two copies in the same turn, and 50 other messages with them (they share writes).
   const many = Array.from({ length: 50 }, mid);
   const first = await Promise.all([guard.seen(a, exp), guard.seen(a, exp), ...many.map((m) => guard.seen(m, exp))]);
-  t.deepEqual(first, Array(52).fill(false).map((f, i) => (i === 1 ? true : f)));
+  t.deepEqual(
+    first,
+    Array(52)
+      .fill(false)
+      .map((f, i) => (i === 1 ? true : f)),
+  );
   t.true(await guard.seen(a, exp));
   // Every mid taken is on disk once `seen` answered: a restart still refuses each of them.
   await store.close();

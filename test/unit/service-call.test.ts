@@ -17,7 +17,11 @@ async function privateDir(t: ExecutionContext): Promise<string> {
   return dir;
 }
 
-async function service(t: ExecutionContext, handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void, dir?: string): Promise<ServiceUrl> {
+async function service(
+  t: ExecutionContext,
+  handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void,
+  dir?: string,
+): Promise<ServiceUrl> {
   const path = join(dir ?? (await privateDir(t)), 'svc.sock');
   const server = createHttpServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -54,7 +58,8 @@ async function rawService(t: ExecutionContext, onConnection: (s: Socket) => void
 }
 
 const call = { caller: 'bafyreicaller', callId: 'call-1', capability: 'text.echo', body: Buffer.from('{"text":"hi"}') };
-const run = (url: ServiceUrl, timeoutMs = 2000, tokenFile?: string): Promise<ServiceOutcome> => callService({ url, timeoutMs, ...(tokenFile ? { tokenFile } : {}) }, call);
+const run = (url: ServiceUrl, timeoutMs = 2000, tokenFile?: string): Promise<ServiceOutcome> =>
+  callService({ url, timeoutMs, ...(tokenFile ? { tokenFile } : {}) }, call);
 const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(typeof body === 'string' ? body : JSON.stringify(body));
@@ -96,10 +101,14 @@ test('SPEC §3.2: a socket in a directory other users can write is refused befor
   await mkdir(open);
   await chmod(open, 0o777);
   let reached = false;
-  const url = await service(t, (_req, res) => {
-    reached = true;
-    json(res, 200, {});
-  }, open);
+  const url = await service(
+    t,
+    (_req, res) => {
+      reached = true;
+      json(res, 200, {});
+    },
+    open,
+  );
   const outcome = await run(url);
   t.like(outcome, { state: 'failed', reason: 'service_unavailable' });
   t.false(reached, 'nothing was sent');
@@ -111,14 +120,18 @@ test('SPEC §3.1 row 2: 429 and 503 are service_busy, with retry_after_ms from R
   let status = 503;
   let header: Record<string, string> = { 'retry-after': '7' };
   const url = await service(t, (_req, res) => json(res, status, { error: 'busy' }, header));
-  t.deepEqual(await run(url).then(({ operatorDetail: _o, ...o }: any) => o), { state: 'failed', reason: 'service_busy', retryAfterMs: 7000 });
+  t.deepEqual(await run(url).then(({ operatorDetail: _o, ...o }: any) => o), {
+    state: 'failed',
+    reason: 'service_busy',
+    retryAfterMs: 7000,
+  });
   status = 429;
   header = {};
   t.like(await run(url), { state: 'failed', reason: 'service_busy', retryAfterMs: undefined });
   t.is(retryAfter(new Date(Date.UTC(2030, 0, 1, 0, 0, 10)).toUTCString(), Date.UTC(2030, 0, 1, 0, 0, 0)), 10_000);
 });
 
-test('SPEC §3.1 row 3: another 4xx is rejected with the service\'s own words (first 200 chars), or the status line', async (t) => {
+test("SPEC §3.1 row 3: another 4xx is rejected with the service's own words (first 200 chars), or the status line", async (t) => {
   let body: unknown = { error: `bad language code ${'x'.repeat(300)}` };
   const url = await service(t, (_req, res) => json(res, 422, body));
   const r = (await run(url)) as { state: string; reason: string; message: string };

@@ -19,7 +19,12 @@ export function cardPayload(card: AgentCard | Record<string, unknown>): string {
 }
 
 export function protectedHeader(hub: string, aid: string, ksn: number): string {
-  return canonicalize({ alg: 'EdDSA', jku: `${hub.replace(/\/+$/, '')}/agents/${aid}/jwks.json`, kid: `did:anet:${aid}#${ksn}`, typ: 'JOSE' })!;
+  return canonicalize({
+    alg: 'EdDSA',
+    jku: `${hub.replace(/\/+$/, '')}/agents/${aid}/jwks.json`,
+    kid: `did:anet:${aid}#${ksn}`,
+    typ: 'JOSE',
+  })!;
 }
 
 export function signCard(card: AgentCard, signer: Signer, hub: string, aid: string, ksn: number): AgentCard {

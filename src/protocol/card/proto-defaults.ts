@@ -40,14 +40,37 @@ const messages = (shape: string): Field => ({ kind: 'messages', shape });
 const SHAPES: Record<string, MessageShape> = {
   AgentCard: {
     fields: {
-      name: string, description: string, supportedInterfaces: messages('AgentInterface'), provider: message('AgentProvider'),
-      version: string, documentationUrl: string, capabilities: message('AgentCapabilities'), securitySchemes: { kind: 'map', shape: 'Opaque' },
-      securityRequirements: messages('SecurityRequirement'), defaultInputModes: strings, defaultOutputModes: strings,
-      skills: messages('AgentSkill'), iconUrl: string,
+      name: string,
+      description: string,
+      supportedInterfaces: messages('AgentInterface'),
+      provider: message('AgentProvider'),
+      version: string,
+      documentationUrl: string,
+      capabilities: message('AgentCapabilities'),
+      securitySchemes: { kind: 'map', shape: 'Opaque' },
+      securityRequirements: messages('SecurityRequirement'),
+      defaultInputModes: strings,
+      defaultOutputModes: strings,
+      skills: messages('AgentSkill'),
+      iconUrl: string,
     },
-    keep: ['name', 'description', 'supportedInterfaces', 'version', 'capabilities', 'defaultInputModes', 'defaultOutputModes', 'skills', 'documentationUrl', 'iconUrl'],
+    keep: [
+      'name',
+      'description',
+      'supportedInterfaces',
+      'version',
+      'capabilities',
+      'defaultInputModes',
+      'defaultOutputModes',
+      'skills',
+      'documentationUrl',
+      'iconUrl',
+    ],
   },
-  AgentInterface: { fields: { url: string, protocolBinding: string, tenant: string, protocolVersion: string }, keep: ['url', 'protocolBinding', 'protocolVersion'] },
+  AgentInterface: {
+    fields: { url: string, protocolBinding: string, tenant: string, protocolVersion: string },
+    keep: ['url', 'protocolBinding', 'protocolVersion'],
+  },
   AgentProvider: { fields: { url: string, organization: string }, keep: ['url', 'organization'] },
   AgentCapabilities: {
     fields: { streaming: bool, pushNotifications: bool, extensions: messages('AgentExtension'), extendedAgentCard: bool },
@@ -56,7 +79,13 @@ const SHAPES: Record<string, MessageShape> = {
   AgentExtension: { fields: { uri: string, description: string, required: bool, params: { kind: 'struct' } }, keep: [] },
   AgentSkill: {
     fields: {
-      id: string, name: string, description: string, tags: strings, examples: strings, inputModes: strings, outputModes: strings,
+      id: string,
+      name: string,
+      description: string,
+      tags: strings,
+      examples: strings,
+      inputModes: strings,
+      outputModes: strings,
       securityRequirements: messages('SecurityRequirement'),
     },
     keep: ['id', 'name', 'description', 'tags'],
@@ -109,10 +138,12 @@ function stripMessage(input: JsonObject, shape: MessageShape, rule: DefaultsRule
 
 function stripField(field: Field, value: Json, rule: DefaultsRule): Json {
   if (field.kind === 'message' && isObject(value)) return stripMessage(value, SHAPES[field.shape]!, rule);
-  if (field.kind === 'messages' && Array.isArray(value)) return value.map((v) => (isObject(v) ? stripMessage(v, SHAPES[field.shape]!, rule) : copy(v)));
+  if (field.kind === 'messages' && Array.isArray(value))
+    return value.map((v) => (isObject(v) ? stripMessage(v, SHAPES[field.shape]!, rule) : copy(v)));
   if (field.kind === 'map' && isObject(value)) {
     const out = Object.create(null) as JsonObject;
-    for (const key of Object.keys(value)) out[key] = isObject(value[key]) ? stripMessage(value[key] as JsonObject, SHAPES[field.shape]!, rule) : copy(value[key]!);
+    for (const key of Object.keys(value))
+      out[key] = isObject(value[key]) ? stripMessage(value[key] as JsonObject, SHAPES[field.shape]!, rule) : copy(value[key]!);
     return out;
   }
   return copy(value);

@@ -88,12 +88,14 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
   const tenant = (card.supportedInterfaces as { tenant?: unknown }[])[0]!.tenant;
   if (tenant !== identity.aid || header.aid !== identity.aid) return fail('BINDING_MISMATCH', 'tenant, kid AID and anet-card aid differ');
   if (opts.kel === null) return fail('KEL_UNAVAILABLE', 'no KEL for this AID');
-  if (opts.kel === 'invalid' || opts.kel.aid !== identity.aid) return fail('UNKNOWN_AID', 'the KEL is invalid or another AID\'s');
+  if (opts.kel === 'invalid' || opts.kel.aid !== identity.aid) return fail('UNKNOWN_AID', "the KEL is invalid or another AID's");
   if (header.ksn !== opts.kel.ksn) return fail('KEY_NOT_CURRENT', `signed with key #${header.ksn}; the current key is #${opts.kel.ksn}`);
   const plain = toPlain(card) as Record<string, unknown>;
   const signed = signedPayload(plain, header, opts.kel.currentKey);
-  if (signed === null) return fail('INVALID_SIGNATURE', 'the signature does not verify over the card as received nor with its default-valued fields left out');
-  if (BigInt(identity.notBefore) > BigInt(opts.now + NOT_BEFORE_SKEW_MS)) return fail('CARD_NOT_YET_VALID', `notBefore ${identity.notBefore} is in the future`);
+  if (signed === null)
+    return fail('INVALID_SIGNATURE', 'the signature does not verify over the card as received nor with its default-valued fields left out');
+  if (BigInt(identity.notBefore) > BigInt(opts.now + NOT_BEFORE_SKEW_MS))
+    return fail('CARD_NOT_YET_VALID', `notBefore ${identity.notBefore} is in the future`);
   const digest = Buffer.from(sha256(Buffer.from(signed))).toString('hex');
   if (opts.highWater) {
     if (seq < opts.highWater.seq) return fail('SEQ_ROLLBACK', `seq ${seq} is below ${opts.highWater.seq}, already seen`);
@@ -109,7 +111,11 @@ export function verifyCard(wire: string, opts: VerifyCardOptions): CardResult {
  * with default-valued fields left out as A2A §8.4.1 says, else with all of them left out (a2a-python).
  * Each form says the same thing (a default means absent), so accepting any of them changes no meaning.
  */
-function signedPayload(plain: Record<string, unknown>, header: { protectedB64: string; signature: Uint8Array }, key: Uint8Array): string | null {
+function signedPayload(
+  plain: Record<string, unknown>,
+  header: { protectedB64: string; signature: Uint8Array },
+  key: Uint8Array,
+): string | null {
   const { signatures: _drop, ...unsigned } = plain;
   const tried = new Set<string>();
   for (const form of [() => unsigned, () => withoutDefaults(unsigned, 'a2a'), () => withoutDefaults(unsigned, 'all')]) {
@@ -151,7 +157,8 @@ function depthOf(value: unknown, limit: number): number {
 function checkSizes(card: Record<string, unknown>, sigs: unknown[]): CardResult | null {
   if (depthOf(card, LIMITS.depth) > LIMITS.depth) return fail('CARD_TOO_LARGE', `nested more than ${LIMITS.depth} levels deep`);
   if (sigs.length > LIMITS.signatures) return fail('CARD_TOO_LARGE', `more than ${LIMITS.signatures} signatures`);
-  if (typeof card.name === 'string' && utf8Length(card.name) > LIMITS.nameBytes) return fail('CARD_TOO_LARGE', `name over ${LIMITS.nameBytes} bytes`);
+  if (typeof card.name === 'string' && utf8Length(card.name) > LIMITS.nameBytes)
+    return fail('CARD_TOO_LARGE', `name over ${LIMITS.nameBytes} bytes`);
   if (typeof card.description === 'string' && utf8Length(card.description) > LIMITS.descriptionBytes) {
     return fail('CARD_TOO_LARGE', `description over ${LIMITS.descriptionBytes} bytes`);
   }
@@ -159,7 +166,8 @@ function checkSizes(card: Record<string, unknown>, sigs: unknown[]): CardResult 
     if (card.skills.length > LIMITS.skills) return fail('CARD_TOO_LARGE', `more than ${LIMITS.skills} skills`);
     for (const s of card.skills) {
       const tags = (s as { tags?: unknown })?.tags;
-      if (Array.isArray(tags) && tags.length > LIMITS.tagsPerSkill) return fail('CARD_TOO_LARGE', `a skill with more than ${LIMITS.tagsPerSkill} tags`);
+      if (Array.isArray(tags) && tags.length > LIMITS.tagsPerSkill)
+        return fail('CARD_TOO_LARGE', `a skill with more than ${LIMITS.tagsPerSkill} tags`);
     }
   }
   return null;
@@ -176,9 +184,11 @@ function checkSchema(card: Record<string, unknown>): { identity: CardIdentity; s
   const ifaces = card.supportedInterfaces;
   if (!Array.isArray(ifaces) || ifaces.length === 0) return 'supportedInterfaces is required';
   for (const i of ifaces as Record<string, unknown>[]) {
-    if (!i || !nonEmptyString(i.url) || !nonEmptyString(i.protocolBinding) || !nonEmptyString(i.protocolVersion)) return 'an interface needs url, protocolBinding, protocolVersion';
+    if (!i || !nonEmptyString(i.url) || !nonEmptyString(i.protocolBinding) || !nonEmptyString(i.protocolVersion))
+      return 'an interface needs url, protocolBinding, protocolVersion';
   }
-  if (!nonEmptyStrings(card.defaultInputModes) || !nonEmptyStrings(card.defaultOutputModes)) return 'defaultInputModes and defaultOutputModes are required';
+  if (!nonEmptyStrings(card.defaultInputModes) || !nonEmptyStrings(card.defaultOutputModes))
+    return 'defaultInputModes and defaultOutputModes are required';
   if (!Array.isArray(card.skills) || card.skills.length === 0) return 'at least one skill is required';
   for (const s of card.skills as Record<string, unknown>[]) {
     if (!s || !nonEmptyString(s.id) || !nonEmptyString(s.name) || !nonEmptyString(s.description) || !nonEmptyStrings(s.tags)) {
@@ -200,14 +210,18 @@ function checkSchema(card: Record<string, unknown>): { identity: CardIdentity; s
   if (!isAid(String(p.aid)) || seq === null || canonicalU64(p.issuedAt) === null || canonicalU64(p.notBefore) === null) {
     return 'anet-card aid, seq, issuedAt, notBefore must be an AID and canonical decimal strings';
   }
-  return { identity: { aid: p.aid as string, seq: p.seq as string, issuedAt: p.issuedAt as string, notBefore: p.notBefore as string }, seq };
+  return {
+    identity: { aid: p.aid as string, seq: p.seq as string, issuedAt: p.issuedAt as string, notBefore: p.notBefore as string },
+    seq,
+  };
 }
 
 const KID = /^did:anet:(bafyrei[a-z2-7]{52})#(0|[1-9][0-9]*)$/;
 
 function parseHeader(sig: unknown): { aid: string; ksn: number; protectedB64: string; signature: Uint8Array } | { error: string } {
   const s = sig as { protected?: unknown; signature?: unknown } | null;
-  if (!s || typeof s.protected !== 'string' || typeof s.signature !== 'string') return { error: 'a signature needs protected and signature' };
+  if (!s || typeof s.protected !== 'string' || typeof s.signature !== 'string')
+    return { error: 'a signature needs protected and signature' };
   const headerBytes = fromB64url(s.protected);
   const signature = fromB64url(s.signature);
   if (!headerBytes || !signature) return { error: 'protected and signature must be unpadded base64url' };
