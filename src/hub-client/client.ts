@@ -3,6 +3,8 @@ import { signRequest } from '../protocol/hub-auth.js';
 import type { Identity } from '../identity/store.js';
 import { encodeKel } from '../identity/kel.js';
 import type { MintAnswer, HoldAnswer, SettleAnswer, Account } from '../protocol/hub-api.js';
+import { hubError } from '../protocol/hub-api.js';
+import { oneLine } from '../util/text.js';
 
 export class HubUnreachableError extends Error {
   override name = 'HubUnreachableError';
@@ -34,14 +36,6 @@ export class HubRefusedError extends Error {
   }
 }
 
-const oneLine = (text: unknown, max: number) => {
-  // Control characters are what this strips: a hub's text must not move the terminal's cursor.
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  const controls = /[\u0000-\u001f\u007f]+/g;
-  const line = String(text).replace(controls, ' ').trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-};
-
 export interface SearchResult {
   agents: { aid: string; name: string; card: string; kel: string; updatedAt: number }[];
   next: string | null;
@@ -72,16 +66,7 @@ export class HubClient {
       throw new HubUnreachableError(this.base, err);
     }
     if (!res.ok) {
-      const text = await res.text();
-      let code = `HTTP_${res.status}`;
-      let message = text.slice(0, 200);
-      try {
-        const e = JSON.parse(text).error;
-        code = e.code;
-        message = e.message;
-      } catch {
-        /* not our error shape */
-      }
+      const { code, message } = hubError(res.status, await res.text());
       throw new HubRefusedError(res.status, code, message);
     }
     return res;

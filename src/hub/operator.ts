@@ -4,20 +4,13 @@
 // errors read as the node client's do (HubUnreachableError, HubRefusedError).
 import { signRequest } from '../protocol/hub-auth.js';
 import type { Identity } from '../identity/store.js';
+import { hubError } from '../protocol/hub-api.js';
+import { oneLine } from '../util/text.js';
 
 /** A request the running hub could not take: the one line to print. */
 export class OperatorRequestError extends Error {
   override name = 'OperatorRequestError';
 }
-
-// Control characters are what this strips: a hub's text must not move the terminal's cursor.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]+/g;
-
-const oneLine = (text: unknown, max: number) => {
-  const line = String(text).replace(CONTROL, ' ').trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-};
 
 function unreachable(hub: string, cause: unknown): OperatorRequestError {
   const why = (cause as Error)?.cause ? ((cause as Error).cause as Error).message : (cause as Error).message;
@@ -36,16 +29,7 @@ export async function operatorPost<T>(url: string, identity: Identity, path: str
     throw unreachable(base, err);
   }
   if (!res.ok) {
-    const text = await res.text();
-    let code = `HTTP_${res.status}`;
-    let message = text.slice(0, 200);
-    try {
-      const e = JSON.parse(text).error;
-      code = e.code;
-      message = e.message;
-    } catch {
-      /* not our error shape */
-    }
+    const { code, message } = hubError(res.status, await res.text());
     throw new OperatorRequestError(`the hub refused: ${oneLine(code, 64)}: ${oneLine(message, 300)}`);
   }
   return (await res.json()) as T;

@@ -55,3 +55,17 @@ export interface Account {
   /** The newest HISTORY_LIMIT entries, newest last. */
   history: HistoryEntry[];
 }
+
+/** The code and message of a hub's error answer (`{"error": {"code", "message"}}`); else the HTTP status and the text's start. */
+export function hubError(status: number, text: string): { code: string; message: string } {
+  let code = `HTTP_${status}`;
+  let message = text.slice(0, 200);
+  try {
+    const e = JSON.parse(text).error;
+    code = e.code;
+    message = e.message;
+  } catch {
+    /* not our error shape */
+  }
+  return { code, message };
+}
