@@ -73,6 +73,23 @@ test('SPEC §12: a refusal reads the same through the socket as in-process; a na
   t.true(OP_NAMES.includes('card') && !OP_NAMES.includes('dispatch' as OpName));
 });
 
+test('SPEC §12: arguments from the socket are checked: a wrong field is refused in one line naming it, a call without files has none', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'demo.echo' }], 'open'));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  // A hand-written client's JSON, not the typed `run`: the socket is where untyped arguments come in.
+  const wrong = await t.throwsAsync(askDaemon(c.dir, 'card', { aid: 5 } as never), { instanceOf: ControlError });
+  t.regex(wrong.message, /^bad arguments for "card": aid: /);
+  const missing = await t.throwsAsync(askDaemon(c.dir, 'send', { aid: p.aid, waitMs: 0 } as never), { instanceOf: ControlError });
+  t.regex(missing.message, /^bad arguments for "send": text: /);
+  const args = { aid: p.aid, capability: 'demo.echo', args: '{"text":"hi"}', waitMs: 20_000 };
+  // No service runs behind demo.echo here: the provider's own answer shows the call was sent, with no files.
+  const done = await askDaemon(c.dir, 'call', args as never);
+  t.like(done, { capability: 'demo.echo', state: 'failed', reason: 'service_unavailable' }, JSON.stringify(done));
+});
+
 test("SPEC §12: without a daemon, run opens the data dir's node in-process and gives the daemon's answer", async (t) => {
   const net = await startNet(t);
   const c = await net.node('c');

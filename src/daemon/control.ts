@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import { chmod, unlink } from 'node:fs/promises';
 import type { Node } from '../node/node.js';
-import { isOpName, operate, type ArgsOf, type OpName } from '../node/operations.js';
+import { isOpName, operate, wireArgs } from '../node/operations.js';
 import { controlPath, type ControlReply } from '../node/open.js';
 import { jsonReplacer } from '../util/json.js';
 
@@ -35,10 +35,11 @@ export async function serveControl(dataDir: string, node: Node): Promise<Server>
 }
 
 /**
- * One operation of the table. The arguments are taken as the operation's own: only the node's user can
- * open the socket (0600), and its clients are this program's `run`.
+ * One operation of the table, its arguments checked against the operation's (the socket is 0600 and its
+ * usual client is this program's `run`, but a hand-written client gets a line naming a wrong field, never
+ * a crash inside the node).
  */
 function answer(node: Node, op: string, args: unknown): Promise<unknown> {
   if (!isOpName(op)) throw new Error(`unknown control operation "${op}"`);
-  return operate(node, op, args as ArgsOf<OpName>);
+  return operate(node, op, wireArgs(op, args));
 }

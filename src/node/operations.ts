@@ -4,6 +4,7 @@
 // (open.ts: through the daemon when one runs, else in-process), the A2A endpoint calls `operate` on the
 // daemon's own node. Results are plain JSON data (no bigint, bytes or Date), so an answer that crossed the
 // control socket is the same value as one computed in-process.
+import { z } from 'zod';
 import type { Node, CardView } from './node.js';
 import type { OwnCard } from '../card/publish.js';
 import type { ReadCard } from '../reader/reader.js';
@@ -118,6 +119,48 @@ const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<
   'audit-prices': (node, { aid }) => auditPrices(node, aid),
   balance: (node) => node.client.account(node.identity.aid),
 };
+
+const none = z.object({});
+const aidArg = z.object({ aid: z.string() });
+
+/**
+ * What each operation takes as JSON over the control socket, checked there before it runs (callers in
+ * this process are checked by the compiler; `onUpdate` never crosses the socket). A missing `files` is none.
+ */
+const WIRE_ARGS: { [K in OpName]: z.ZodType<Omit<ArgsOf<K>, 'onUpdate'>> } = {
+  ping: none,
+  status: none,
+  publish: none,
+  find: z.object({ q: z.string().optional(), skill: z.string().optional(), tag: z.string().optional(), limit: z.number().optional() }),
+  card: aidArg,
+  'public-card': aidArg,
+  call: z.object({
+    aid: z.string(),
+    capability: z.string(),
+    args: z.string(),
+    files: z.array(z.object({ name: z.string(), data_b64: z.string() })).default([]),
+    waitMs: z.number(),
+  }),
+  send: z.object({ aid: z.string(), text: z.string(), waitMs: z.number() }),
+  tasks: none,
+  task: z.object({ id: z.string() }),
+  pay: z.object({ task: z.string(), waitMs: z.number().optional() }),
+  reject: z.object({ task: z.string() }),
+  inbox: none,
+  reply: z.object({ task: z.string(), text: z.string() }),
+  'audit-cards': z.object({ aid: z.string().optional() }),
+  'audit-prices': aidArg,
+  balance: none,
+};
+
+/** `op`'s arguments from JSON, or an error naming the first wrong field: `bad arguments for "call": files: …`. */
+export function wireArgs<K extends OpName>(op: K, json: unknown): ArgsOf<K> {
+  const parsed = WIRE_ARGS[op].safeParse(json);
+  if (parsed.success) return parsed.data as ArgsOf<K>;
+  const issue = parsed.error.issues[0]!;
+  const where = issue.path.length ? `${issue.path.join('.')}: ` : '';
+  throw new Error(`bad arguments for "${op}": ${where}${issue.message}`);
+}
 
 /** The names of the table, in its order: what the control socket serves. */
 export const OP_NAMES = Object.keys(TABLE) as OpName[];
