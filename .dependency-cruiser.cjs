@@ -79,6 +79,20 @@ module.exports = {
         pathNot: ['^src/$1/', '^src/(daemon/daemon|mcp/server|doctor/doctor|a2a/server)\\.ts$'],
       },
     },
+    {
+      name: 'the roles do not import each other',
+      comment: 'the provider and the caller meet only in the layers below them (src/protocol/ for the wire they share)',
+      severity: 'error',
+      from: { path: '^src/node/(provider|caller)/' },
+      to: { path: '^src/node/(provider|caller)/', pathNot: '^src/node/$1/' },
+    },
+    {
+      name: 'every module is in a layer',
+      comment: 'a new folder under src/ goes into LAYERS (or is the hub), so the layer rules see it',
+      severity: 'error',
+      from: { path: '^src/', pathNot: [...LAYERS.map(([, p]) => p), '^src/hub/'] },
+      to: {},
+    },
     ...upward,
   ],
   options: {

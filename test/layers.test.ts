@@ -4,7 +4,7 @@
 // another's code, the node importing the hub — shown on a copy of the tree with one such import added.
 import test from 'ava';
 import { execFile } from 'node:child_process';
-import { cp, appendFile, symlink } from 'node:fs/promises';
+import { cp, appendFile, symlink, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tempDir } from './helpers/tmp.js';
@@ -63,6 +63,12 @@ const BREAKS: { title: string; file: string; line: string; rule: RegExp }[] = [
     rule: /surfaces do not share code: src\/mcp\/tools\.ts → src\/cli\/output\.ts/,
   },
   {
+    title: 'the provider importing the caller',
+    file: 'src/node/provider/reply.ts',
+    line: "import '../caller/records.js';",
+    rule: /the roles do not import each other: src\/node\/provider\/reply\.ts → src\/node\/caller\/records\.ts/,
+  },
+  {
     title: 'the node importing the hub',
     file: 'src/card/build.ts',
     line: "import '../hub/ledger.js';",
@@ -78,7 +84,11 @@ test('layers: the check fails on each kind of break it exists to stop', async (t
   // The circle needs both directions: fsutil → random is added too, whatever the tree has now.
   await appendFile(join(dir, 'src/util/fsutil.ts'), "\nimport './random.js';\n");
   for (const b of BREAKS) await appendFile(join(dir, b.file), `\n${b.line}\n`);
+  // A folder outside every layer: the check must see it rather than let it import anything.
+  await mkdir(join(dir, 'src/stray'));
+  await writeFile(join(dir, 'src/stray/loose.ts'), "import '../node/node.js';\n");
   const { code, out } = await cruise(dir);
   t.is(code, 1, out);
   for (const b of BREAKS) t.regex(out, b.rule, `the check reports ${b.title}`);
+  t.regex(out, /every module is in a layer: src\/stray\/loose\.ts → src\/node\/node\.ts/);
 });
