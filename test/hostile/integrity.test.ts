@@ -292,11 +292,18 @@ test("SPEC §11 (hostile): one flipped byte in the hub's write-ahead log after 4
   const root = await tempDir(t);
   const hubDir = join(root, 'hub');
   const hub = await startHub({ dataDir: hubDir, port: 0 });
+  // Closed in the test once the mints are in; a failure before that must not leave it open (the worker
+  // would never exit).
+  let hubOpen = true;
+  t.teardown(async () => {
+    if (hubOpen) await hub.close();
+  });
   const agent = await createIdentity(join(root, 'agent'), Date.now());
   await new HubClient(hub.url, agent, Date.now).register('agent', null);
   const operator = new HubClient(hub.url, await loadIdentity(hubDir), Date.now);
   for (let i = 0; i < 40; i++) await operator.mint(agent.aid, '5', randomHex(16));
   t.is((await hub.ledger.account(agent.aid)).balance, '200');
+  hubOpen = false;
   await hub.close();
 
   const log = await lastLog(join(hubDir, 'hub-store'));
