@@ -45,7 +45,11 @@ export async function cmdFind(
   opts: { skill?: string; tag?: string; limit?: string },
   json: boolean,
 ): Promise<void> {
-  const args = { q: words.join(' '), skill: opts.skill, tag: opts.tag, limit: opts.limit ? Number(opts.limit) : undefined };
+  const limit = opts.limit === undefined ? undefined : Number(opts.limit);
+  if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 100)) {
+    throw usageError(`--limit must be a whole number from 1 to 100, not "${opts.limit}"`);
+  }
+  const args = { q: words.join(' '), skill: opts.skill, tag: opts.tag, limit };
   const rows = await run(dataDir, 'find', args);
   if (json) return printJson(io, rows);
   if (rows.length === 0) return io.out('no agents found');
