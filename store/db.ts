@@ -86,7 +86,7 @@ type RawOp =
  * batch()'s options: `sync` is read from them (classic-level) but is not an own property. abstract-level
  * copies the batch's options into every op (`{ ...options, ...op }`), and V8 merges two non-empty objects
  * that way on its slow path: ~3 µs an op, more than LevelDB's own work. With no own properties to copy
- * the clone is the op's alone (~0.1 µs). test/store.test.ts checks that `sync` still reaches LevelDB.
+ * the clone is the op's alone (~0.1 µs). test/unit/store.test.ts checks that `sync` still reaches LevelDB.
  */
 const SYNCED: { sync: boolean } = Object.create({ sync: true });
 const UNSYNCED: { sync: boolean } = Object.create({ sync: false });

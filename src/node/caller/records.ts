@@ -1,7 +1,7 @@
 // A task the caller sent is a plain record in the `tasks` sublevel (not an actor: see "Actors and plain
 // records" in docs/ARCHITECTURE.md). Every change to one goes through `next(record, event)` below: a pure
 // table from the record and what happened to the record that follows, so the whole life of a task is
-// read here, and tested alone (test/caller-records.test.ts). The stored shape is unchanged since the
+// read here, and tested alone (test/unit/caller-records.test.ts). The stored shape is unchanged since the
 // first release: records written then still load (an old one without `payment` reads as null).
 import { explain } from '../../protocol/reasons.js';
 import { CHAT } from '../../protocol/messages.js';
