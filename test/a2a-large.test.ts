@@ -66,8 +66,14 @@ test('SPEC §12 (local A2A endpoint): while a 30 MiB SendMessage is being parsed
   let small: Promise<{ status: number; body: string }> | undefined;
   const bigAnswer = post(url, token, big, () => {
     // The big body has all been sent: the endpoint is reading or parsing it now.
-    small = post(url, token, GET_TASK).then((r) => (order.push('small'), r));
-  }).then((r) => (order.push('big'), r));
+    small = post(url, token, GET_TASK).then((r) => {
+      order.push('small');
+      return r;
+    });
+  }).then((r) => {
+    order.push('big');
+    return r;
+  });
   const b = await bigAnswer;
   await t.notThrowsAsync(() => small!);
   const s = await small!;

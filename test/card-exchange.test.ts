@@ -272,6 +272,7 @@ test('SPEC §6.3 row 5: an extended card whose signature fails is not used: card
   await net.start(c.dir);
   // The provider's own parts sign a real extended card; this one lowers the price after signing.
   const messenger = await mallory.node.network();
+  // biome-ignore lint/complexity/useLiteralKeys: the handler table is private; the test wraps the honest handler
   const honest = messenger['handlers'].get(CARD_REQUEST)!;
   messenger.on(CARD_REQUEST, async (req) => {
     const send = messenger.send.bind(messenger);

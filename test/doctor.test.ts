@@ -1,6 +1,6 @@
 // SPEC §2, §2.2 (token files), §3.2 (socket safety): `anet doctor` against real sockets and files. Doctor
 // reports the problems of every stage (schema, cross-field, environment, identity) in one run.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { mkdir, writeFile, chmod, chown } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
@@ -11,7 +11,7 @@ import { createIdentity } from '../src/identity/store.js';
 const isRoot = process.getuid?.() === 0;
 const NOBODY = 65534;
 
-async function nodeWith(t: any, config: object): Promise<string> {
+async function nodeWith(t: ExecutionContext, config: object): Promise<string> {
   const data = await tempDir(t);
   await writeFile(join(data, 'config.json'), JSON.stringify(config));
   return data;
@@ -24,7 +24,7 @@ function offering(id: string, url: string, extra: object = {}) {
   };
 }
 
-async function privateSocket(t: any, name = 'svc.sock'): Promise<string> {
+async function privateSocket(t: ExecutionContext, name = 'svc.sock'): Promise<string> {
   const dir = join(await tempDir(t), 'run');
   await mkdir(dir, { mode: 0o700 });
   const service = await startSampleService(join(dir, name), echoHandler);
@@ -166,7 +166,7 @@ test('SPEC §2: doctor prints each config problem with its path, one line each, 
 });
 
 /** One file with a problem of every stage: schema, cross-field and environment. */
-async function nodeWithEveryStage(t: any): Promise<{ data: string; openDir: string }> {
+async function nodeWithEveryStage(t: ExecutionContext): Promise<{ data: string; openDir: string }> {
   const openDir = join(await tempDir(t), 'open');
   await mkdir(openDir);
   await chmod(openDir, 0o777); // writable by others and not sticky

@@ -1,6 +1,6 @@
 // SPEC §11 (hub: cards verified on entry, authenticated writes with a clock window and no replay, KEL
 // extensions only) and §6.4 (the reader catches a hub that tampers).
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { startHub } from '../src/hub/server.js';
@@ -15,7 +15,7 @@ import { Store } from '../store/db.js';
 import { Reader } from '../src/reader/reader.js';
 import type { HubStore, AgentRecord } from '../src/hub/store.js';
 
-async function setup(t: any) {
+async function setup(t: ExecutionContext) {
   const root = await tempDir(t);
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());

@@ -1,7 +1,7 @@
 // SPEC §11: a node's sends ride one upstream connection to the hub relay (GET /relay/v2/upstream,
 // upgraded), one answer per envelope in order; a hub that does not upgrade gets POSTs; an upstream that
 // drops fails only the sends waiting on it.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createServer, connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ import { sealEnvelope } from '../src/protocol/envelope.js';
 import { generateX25519 } from '../src/protocol/hpke.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 
-async function setup(t: any) {
+async function setup(t: ExecutionContext) {
   const root = await tempDir(t);
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());
@@ -42,7 +42,7 @@ const envelopeTo = (from: Identity, to: Identity, body: string) =>
   ).bytes;
 
 /** A connected receiver: the envelopes it got, in order. */
-async function receiver(t: any, hubUrl: string, id: Identity) {
+async function receiver(t: ExecutionContext, hubUrl: string, id: Identity) {
   const got: Uint8Array[] = [];
   const relay = new RelayClient(hubUrl, id, (b) => got.push(b));
   await relay.connect();
@@ -118,13 +118,19 @@ test('SPEC §11: an upstream that drops fails the sends waiting on it as unreach
 });
 
 /** A relay serving raw upstream connections (no HTTP), and clients that collect its answer frames. */
-async function rawRelay(t: any, limits: Partial<RelayLimitsT> = {}) {
+async function rawRelay(t: ExecutionContext, limits: Partial<RelayLimitsT> = {}) {
   const relay = new Relay(Date.now, limits);
   const hubSide: Socket[] = [];
   // Half-open allowed, as on the hub's HTTP server (an upgraded socket keeps that setting).
-  const server = createServer({ allowHalfOpen: true }, (socket) => (hubSide.push(socket), relay.upstream(socket, Buffer.alloc(0))));
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
+    hubSide.push(socket);
+    relay.upstream(socket, Buffer.alloc(0));
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => (relay.close(), server.close()));
+  t.teardown(() => {
+    relay.close();
+    server.close();
+  });
   const client = () => {
     const socket: Socket = connect((server.address() as { port: number }).port, '127.0.0.1');
     socket.on('error', () => {}); // resets when the hub ends a connection are what some tests wait for

@@ -1,6 +1,6 @@
 // SPEC §11 / WIRE §4: the hub relay pushes envelopes to connected nodes, queues them (bounded, with a
 // TTL) for offline ones, needs a signed stream to receive, and never writes who talked to whom.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { once } from 'node:events';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
@@ -15,7 +15,7 @@ import { generateX25519 } from '../src/protocol/hpke.js';
 import { currentKeys, signKeySet } from '../src/relay/keyset.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 
-async function setup(t: any, now?: () => number) {
+async function setup(t: ExecutionContext, now?: () => number) {
   const root = await tempDir(t);
   const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, ...(now ? { now } : {}) });
   t.teardown(() => hub.close());

@@ -82,11 +82,11 @@ export async function editList(path: string, op: 'add' | 'rm', aid: string): Pro
   if (file.error) throw new Error(file.error);
   if (op === 'add') {
     if (file.aids.has(aid)) return false;
-    await writeFileAtomic(path, [...file.lines, aid].join('\n') + '\n', 0o600);
+    await writeFileAtomic(path, `${[...file.lines, aid].join('\n')}\n`, 0o600);
     return true;
   }
   if (!file.aids.has(aid)) return false;
   const kept = file.lines.filter((line) => bare(line) !== aid);
-  await writeFileAtomic(path, kept.length ? kept.join('\n') + '\n' : '', 0o600);
+  await writeFileAtomic(path, kept.length ? `${kept.join('\n')}\n` : '', 0o600);
   return true;
 }

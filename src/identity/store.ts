@@ -176,7 +176,7 @@ export async function rotateIdentity(dataDir: string, now: number): Promise<Iden
     if (!isNotFound(err)) throw err;
   }
   // A pending seed equal to the stored next one means the last rotation committed but did not clean up.
-  if (!pending || pending.length !== 32 || bytesEqual(pending, stored.next)) {
+  if (pending?.length !== 32 || bytesEqual(pending, stored.next)) {
     pending = newSeed();
     await writeFileAtomic(paths.pending, pending, 0o600);
   }

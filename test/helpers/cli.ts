@@ -27,6 +27,12 @@ export function runBin(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Cli
 export async function runCli(args: string[], onErr?: (line: string) => void): Promise<CliResult> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => (err.push(l), onErr?.(l)) });
+  const code = await main(args, {
+    out: (l) => out.push(l),
+    err: (l) => {
+      err.push(l);
+      onErr?.(l);
+    },
+  });
   return { code, stdout: out.join('\n'), stderr: err.join('\n') };
 }

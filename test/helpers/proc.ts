@@ -38,7 +38,13 @@ export function startBin(t: ExecutionContext, args: string[]): Proc {
           () => reject(new Error(`timed out waiting for ${re} from anet ${args.join(' ')}; output:\n${lines.join('\n')}`)),
           ms,
         );
-        waiters.push({ re, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+        waiters.push({
+          re,
+          resolve: (l) => {
+            clearTimeout(timer);
+            resolve(l);
+          },
+        });
       }),
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');

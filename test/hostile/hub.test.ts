@@ -165,7 +165,10 @@ test('SPEC §11 (hostile): a send body that stalls or trickles is cut off at its
   t.teardown(() => trickle.req.destroy());
   let sent = 0;
   const drip = setInterval(() => {
-    if (!trickle.state.closed && sent < 64 * KIB - 100) trickle.req.write(Buffer.alloc(100)), (sent += 100);
+    if (!trickle.state.closed && sent < 64 * KIB - 100) {
+      trickle.req.write(Buffer.alloc(100));
+      sent += 100;
+    }
   }, 20);
   t.teardown(() => clearInterval(drip));
   await until(() => trickle.state.status !== 0 || trickle.state.closed, 'the trickling body to be cut off', 400);
@@ -207,7 +210,10 @@ test("SPEC §11 (hostile): upstream frames that stall after their header hold no
     relay.upstream(socket, Buffer.alloc(0));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => (relay.close(), server.close()));
+  t.teardown(() => {
+    relay.close();
+    server.close();
+  });
   const port = (server.address() as { port: number }).port;
   const clients: Socket[] = [];
   t.teardown(() => {

@@ -128,7 +128,7 @@ test('SPEC §4.1, §3: files — none declared, 9 files, one too large, bad base
     /^files_not_accepted: file 1 \(a.png\): 89 bytes; at most 64/,
   );
   t.regex(await detail('img.resize', [{ ...png, data_b64: 'iVBORw0KGgo' }]), /not standard padded base64/);
-  t.regex(await detail('img.resize', [{ ...png, data_b64: PNG.toString('base64url') + '_' }]), /not standard padded base64/);
+  t.regex(await detail('img.resize', [{ ...png, data_b64: `${PNG.toString('base64url')}_` }]), /not standard padded base64/);
   // The node reads the bytes itself: a PNG claimed as text is refused by a text-only capability.
   t.regex(
     await detail('text.read', [{ name: 'notes.txt', mime: 'text/plain', data_b64: PNG.toString('base64') }]),

@@ -207,7 +207,7 @@ test('WIRE §3.4: every other code', (t) => {
     v(
       JSON.stringify({
         ...JSON.parse(ok),
-        signatures: [{ ...JSON.parse(ok).signatures[0], signature: JSON.parse(ok).signatures[0].signature + '=' }],
+        signatures: [{ ...JSON.parse(ok).signatures[0], signature: `${JSON.parse(ok).signatures[0].signature}=` }],
       }),
     ),
     'BAD_SIGNATURE_HEADER',
