@@ -9,8 +9,8 @@ import type { Identity } from '../../identity/store.js';
 import type { Call } from '../../actors/call.js';
 import type { CallIn, Checked } from './checks.js';
 import { admitTogether, type SlotParts } from './slots.js';
-import { ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type Running } from './record.js';
-import { replyTo, type Fields, type Reply, type ReplyParts } from './reply.js';
+import { afterAdmission, ending, outcomeEvent, payloadOf, receive, runningMark, type Running } from './record.js';
+import type { Fields, Reply, ReplyParts } from './reply.js';
 import { serve, target, type ServiceParts } from './service.js';
 
 /** What a free call uses of the node. */
@@ -36,18 +36,12 @@ export async function freeCall(
   const socketCheck = checkTarget(service);
   // Marked running in the same batch as RECEIVED: a crash from here on ends it `interrupted` at the next
   // start, with its slots freed. The mark goes in the batch of the event that ends the call.
-  const [first, decision] = await admitTogether(parts, checked, callIn, () =>
+  const [first, admission] = await admitTogether(parts, checked, callIn, () =>
     receive(record, call, Buffer.from(argsText), runningMark(record, call)),
   );
-  if (!first) {
-    if (decision.admitted) await decision.release(true);
-    return 'resend';
-  }
-  const reply = replyTo(parts, call.caller, call.task, decision.listed);
-  if (!decision.admitted) {
-    await refuse(parts, record, decision, reply, call.capability);
-    return 'refused';
-  }
+  const next = await afterAdmission(parts, record, call, first, admission);
+  if (typeof next === 'string') return next;
+  const { admitted: decision, reply } = next;
   // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it
   // `interrupted` if the node stops first.
   const done = (async () => {

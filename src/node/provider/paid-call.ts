@@ -16,7 +16,7 @@ import type { Call } from '../../actors/call.js';
 import type { CallIn, Checked } from './checks.js';
 import { takeInflight, takeQuota, type SlotParts } from './slots.js';
 import type { Quoted, WaitingQuotes } from './quotes.js';
-import { ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type Running } from './record.js';
+import { afterAdmission, ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type Running } from './record.js';
 import { replyTo, answer, type Reply } from './reply.js';
 import { serve, target, type ServiceParts } from './service.js';
 import { paidAnswer, paidReceipt, settleAndAnswer, storedResult, type SettleParts } from './settle.js';
@@ -38,19 +38,13 @@ export async function quoteCall(
   argsText: string,
   checked: Checked,
 ): Promise<'refused' | 'resend' | 'quoted'> {
-  const [first, decision] = await Promise.all([
+  const [first, admission] = await Promise.all([
     receive(record, call, Buffer.from(argsText), runningMark(record, call)),
     takeQuota(parts, checked, callIn),
   ]);
-  if (!first) {
-    if (decision.admitted) await decision.release(true);
-    return 'resend';
-  }
-  const reply = replyTo(parts, call.caller, call.task, decision.listed);
-  if (!decision.admitted) {
-    await refuse(parts, record, decision, reply, call.capability);
-    return 'refused';
-  }
+  const next = await afterAdmission(parts, record, call, first, admission);
+  if (typeof next === 'string') return next;
+  const { admitted: decision, reply } = next;
   // Quotes hold their arguments in memory for up to 10 minutes without an in-flight slot: bounded too.
   const full = parts.quotes.roomFor(decision.capability, call.caller);
   if (full) {

@@ -9,7 +9,8 @@ import { offeredCapabilities } from '../../config/check.js';
 import { resultHash } from '../../protocol/receipt.js';
 import type { ServiceOutcome } from '../../service/call.js';
 import type { Alongside, Call, OutcomeEvent } from '../../actors/call.js';
-import type { Reply } from './reply.js';
+import { replyTo, type Reply, type ReplyParts } from './reply.js';
+import type { Admission } from './slots.js';
 import type { FileOut, Refusal } from './checks.js';
 
 /** A call's running mark (`running` sublevel): what the next start needs to end it `interrupted`. */
@@ -54,6 +55,30 @@ export function ending(record: Call, payload: unknown): Alongside {
 /** A `discard` capability's journal holds no words that may carry its payload (file names, echoes). */
 export const discards = (config: Config, capability: string) =>
   offeredCapabilities(config).some((c) => c.id === capability && c.inbound.discard);
+
+/**
+ * The step after a call's RECEIVED and its admission, free or priced: a repeat of its task id gives back
+ * what it took and is answered as a repeat (`resend`); a refusal is journaled and answered (`refused`); an
+ * admitted call gets the reply it will be answered with.
+ */
+export async function afterAdmission(
+  parts: ReplyParts,
+  record: Call,
+  call: Running,
+  first: boolean,
+  decision: Admission,
+): Promise<'resend' | 'refused' | { admitted: Extract<Admission, { admitted: true }>; reply: Reply }> {
+  if (!first) {
+    if (decision.admitted) await decision.release(true);
+    return 'resend';
+  }
+  const reply = replyTo(parts, call.caller, call.task, decision.listed);
+  if (!decision.admitted) {
+    await refuse(parts, record, decision, reply, call.capability);
+    return 'refused';
+  }
+  return { admitted: decision, reply };
+}
 
 /** Journals REFUSED (the call's mark goes in its batch), then tells the caller `rejected`. */
 export async function refuse(
