@@ -32,6 +32,7 @@ export interface DeskParts {
   store: Store;
   host: ActorHost;
   messenger: Messenger;
+  /** The hub's AID (prices name its ledger). */
   hubAid: () => Promise<string>;
   now: () => number;
 }
