@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `anet` command line (SPEC §12).
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '../util/args.js';
 import { resolveDataDir } from './datadir.js';
 import { CliError, processIo, usageError, type Io } from './output.js';
 import { cmdInit, cmdId, cmdKeyRotate, cmdKelExport, cmdKelVerify, cmdCardVerify } from './identity.js';
@@ -118,17 +118,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   }
 }
 
-/** The command line by OPTIONS; what parseArgs refuses is a usage error (exit 2). */
-function parse(argv: string[]) {
-  try {
-    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw usageError((err as Error).message.split('\n')[0]!);
-  }
-}
-
 async function dispatch(argv: string[], io: Io): Promise<void> {
-  const { values, positionals } = parse(argv);
+  const { values, positionals } = parseCommandLine(argv, OPTIONS, usageError);
   const [command, ...rest] = positionals;
   if (values.help || command === undefined || command === 'help') return io.out(HELP);
   const dataDir = resolveDataDir(values.data);

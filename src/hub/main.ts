@@ -5,7 +5,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '../util/args.js';
 import { randomHex } from '../util/random.js';
 import { ensureDir, isNotFound } from '../util/fsutil.js';
 import { hasIdentity, loadIdentity } from '../identity/store.js';
@@ -276,16 +276,8 @@ export async function hubMain(argv: string[], io: HubIo): Promise<number> {
   }
 }
 
-function parse(argv: string[]) {
-  try {
-    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw usageError((err as Error).message.split('\n')[0]!);
-  }
-}
-
 async function dispatch(argv: string[], io: HubIo): Promise<void> {
-  const { values, positionals } = parse(argv);
+  const { values, positionals } = parseCommandLine(argv, OPTIONS, usageError);
   const [command, ...rest] = positionals;
   if (values.help || command === undefined || command === 'help') return io.out(HELP);
   switch (command) {
