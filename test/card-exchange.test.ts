@@ -65,7 +65,7 @@ test('SPEC §6.1, §6.3 row 1: a free provider with no credential is never conta
   const all = await runCli(['find', '--data', c.dir, '--json']);
   t.is(JSON.parse(all.stdout).length, 2);
   t.is(JSON.parse((await runCli(['find', '--limit', '1', '--data', c.dir, '--json'])).stdout).length, 1);
-  // A limit that is no whole number in 1..100 is a usage error, with or without a daemon to ask.
+  // SPEC §6.4, GUIDE §6.1: a limit that is no whole number in 1..100 is a usage error, with or without a daemon to ask.
   const bad = await runCli(['find', '--limit', 'abc', '--data', c.dir]);
   t.is(bad.code, 2);
   t.is(bad.stderr.trim(), 'anet: --limit must be a whole number from 1 to 100, not "abc" (see `anet help`)');
