@@ -41,7 +41,7 @@ export class UnknownVersionError extends Error {
  */
 export function kindAt(kinds: Record<string, ActorKind>, record: { kind: string; version?: number }): ActorKind | undefined {
   const kind = kinds[record.kind];
-  return kind !== undefined && kind.version === (record.version ?? 1) ? kind : undefined;
+  return kind !== undefined && kind.version === versionOf(record) ? kind : undefined;
 }
 
 /** The refusal of `record`, which `kindAt` did not find; `what` names it. */
