@@ -1,0 +1,216 @@
+// The hub's storage (issue 19): everything the hub keeps, behind one interface with two backends. The
+// embedded LevelDB backend (src/hub/storage/level.ts) is the default and serves one process; the
+// PostgreSQL backend (src/hub/storage/postgres.ts) is shared by any number of replicas, so nothing here
+// may rely on an in-process queue or lock for correctness: a backend makes each method atomic on its own
+// (a LevelDB backend may use its one process's queue; PostgreSQL uses transactions and unique keys).
+//
+// What the hub keeps: agents (KEL, card wire, name, high-water mark, encryption key set) and the
+// directory's index over their cards; invites (by the digest of their token); seen request nonces, until
+// they are too old to pass the clock window; the credits ledger; and sealed envelopes waiting for offline
+// recipients. What it never keeps: who sent an envelope (WIRE §4), a plaintext byte, what a payment bought.
+
+/** An agent as the hub holds it. */
+export interface AgentRecord {
+  aid: string;
+  name: string;
+  kel: Uint8Array;
+  /** The card exactly as the node signed it; null once withdrawn. */
+  card: string | null;
+  /** Highest card seq accepted, and the digest of that card (SEQ_ROLLBACK / SEQ_FORK survive restarts). */
+  seq: string | null;
+  digest: string | null;
+  /** The node's signed encryption key set (WIRE §4), verified on entry. */
+  keys?: Uint8Array;
+  updatedAt: number;
+}
+
+/**
+ * An operator's invitation to register one new AID (`anet hub invite`, PROTOCOL §8.4), kept under the
+ * digest of its token: the store holds no token anyone could use.
+ */
+export interface Invite {
+  createdAt: number;
+  /** The AID whose first registration used it, and when; null while unused. */
+  usedBy: string | null;
+  usedAt: number | null;
+}
+
+/** A directory search (GET /agents): all words must match; `cursor` is the `next` of the page before. */
+export interface SearchQuery {
+  words: string[];
+  skill: string | null;
+  tag: string | null;
+  limit: number;
+  cursor: string | null;
+}
+
+/** One page of a search, best match first; `next` continues it (null on the last page). */
+export interface SearchPage {
+  agents: AgentRecord[];
+  next: string | null;
+}
+
+export interface AgentStore {
+  get(aid: string): Promise<AgentRecord | undefined>;
+  /** Writes a record (and the directory's index of its card). */
+  put(rec: AgentRecord): Promise<void>;
+  /**
+   * Writes the record of a new AID and spends the invite (by its key) in one atomic step: of any number
+   * of registrations racing with one invite, on any replica, one gets 'ok'.
+   */
+  admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'>;
+  /** Writes an invite (synced). */
+  invite(key: string, invite: Invite): Promise<void>;
+  search(query: SearchQuery): Promise<SearchPage>;
+  /** Whether `aid` is registered with encryption keys published (the relay keeps mail for these only). */
+  isRecipient(aid: string): Promise<boolean>;
+}
+
+export interface NonceStore {
+  /**
+   * Records `<aid, nonce>` as seen at `time`: true if it was not seen before, false if it was. Atomic
+   * across replicas: of copies of one signed request arriving anywhere, one claim is true.
+   */
+  claim(aid: string, nonce: string, time: number): Promise<boolean>;
+  /** Forgets nonces seen before `before` (their requests would fail the clock window anyway). */
+  prune(before: number): Promise<void>;
+}
+
+// ---- The ledger (src/hub/ledger.ts decides; a backend only reads and writes atomically) ----
+
+/** Per AID: balance, sum of its open holds as payer (decimal strings), its last history seq and its hash. */
+export interface AccountRecord {
+  balance: string;
+  held: string;
+  seq: number;
+  /** sha256 (hex) of the stored bytes of the entry at `seq`; absent while only older versions wrote. */
+  head?: string;
+}
+
+export type HoldState = 'held' | 'captured' | 'released' | 'expired' | 'void';
+
+/** Per authorization nonce: the hold and its state (a `void` tombstone when released unseen). */
+export interface HoldRecord {
+  /** null for a `void` tombstone: the hub never saw the authorization. */
+  from: string | null;
+  to: string;
+  amount: string;
+  state: HoldState;
+  at: number;
+  /** When an open hold is released to the payer; null for a tombstone. */
+  expires: number | null;
+  tx: string;
+}
+
+/** Per op key (`mint:<nonce>`, `hold:<nonce>`, `settle:<hold>`): the digest of its body and its answer. */
+export interface OpRecord {
+  digest: string;
+  answer: unknown;
+}
+
+/** What one ledger transaction reads (through its backend's transaction: every read is part of it). */
+export interface LedgerReads {
+  account(aid: string): Promise<AccountRecord | undefined>;
+  /** The stored bytes of an account's history entry. */
+  entry(aid: string, seq: number): Promise<Uint8Array | undefined>;
+  hold(nonce: string): Promise<HoldRecord | undefined>;
+  op(key: string): Promise<OpRecord | undefined>;
+  /** The credits minted in all (a decimal string; '0' before the first mint). */
+  minted(): Promise<string>;
+  /** The open holds of `payer` whose expiry is at or before `now` (their nonces). */
+  dueOf(payer: string, now: number): Promise<string[]>;
+}
+
+/** What one ledger transaction writes, all or nothing. */
+export interface LedgerWrites {
+  accounts: Map<string, AccountRecord>;
+  /** New history entries, as stored bytes (packed once, hashed over exactly these bytes). */
+  entries: { aid: string; seq: number; bytes: Uint8Array }[];
+  /** Holds written; a backend keeps the open ones indexed by expiry (for dueOf and due). */
+  holds: Map<string, HoldRecord>;
+  op: ({ key: string } & OpRecord) | null;
+  minted: string | null;
+}
+
+export interface LedgerStore {
+  /**
+   * Runs `fn` as one serialisable transaction and commits its writes (synced) atomically; returns its
+   * answer. `fn` may run more than once (a backend retries a transaction that lost a race), so it must
+   * not act outside the transaction; it throws to write nothing.
+   */
+  transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T>;
+  /** Open holds whose expiry is at or before `now`, for the periodic sweep (at most `limit`). */
+  due(now: number, limit: number): Promise<string[]>;
+  /** The newest `limit` history entries of an account, oldest first, as stored bytes. */
+  recent(aid: string, limit: number): Promise<Uint8Array[]>;
+  /** Every account, for totals and checks. */
+  accounts(): AsyncIterable<[string, AccountRecord]>;
+  /** Every history entry in (aid, seq) order, for the full check. */
+  history(): AsyncIterable<{ aid: string; seq: number; bytes: Uint8Array }>;
+  /** Entries by (aid, seq), undefined where there is none (the fast check reads two per account). */
+  entries(keys: { aid: string; seq: number }[]): Promise<(Uint8Array | undefined)[]>;
+  /** The sum of open holds (for totals). */
+  heldTotal(): Promise<bigint>;
+  minted(): Promise<string>;
+}
+
+// ---- Mailboxes: sealed envelopes for offline recipients, until acknowledged or expired ----
+
+export interface MailboxLimits {
+  /** Envelopes kept for one recipient. */
+  perRecipient: number;
+  /** Their bytes in all. */
+  perRecipientBytes: number;
+  /** Bytes kept for all recipients together (sends are anonymous and may name any recipient). */
+  totalBytes: number;
+}
+
+/** One kept envelope: `id` is the hex sha256 of its bytes (what the recipient acknowledges). */
+export interface Mail {
+  id: string;
+  bytes: Uint8Array;
+}
+
+export interface MailboxStore {
+  /**
+   * Keeps `bytes` for `to` until `expires`: 'kept' (also when an envelope with the same id is kept
+   * already), or 'full' when a bound would be passed.
+   */
+  put(to: string, id: string, bytes: Uint8Array, expires: number, limits: MailboxLimits): Promise<'kept' | 'full'>;
+  /** The unexpired envelopes kept for `to`, oldest first. */
+  list(to: string, now: number): Promise<Mail[]>;
+  /** Deletes the named envelopes of `to` (ids it does not hold are ignored); how many went. */
+  ack(to: string, ids: string[]): Promise<number>;
+  /** Deletes every envelope expired at `now`; how many went. */
+  sweep(now: number): Promise<number>;
+  /** Envelopes and bytes kept, in all. */
+  size(): Promise<{ envelopes: number; bytes: number }>;
+}
+
+/** The hub's storage: one backend's stores. */
+export interface HubStorage {
+  /** 'leveldb' (embedded, one process) or 'postgres' (shared by replicas). */
+  readonly kind: 'leveldb' | 'postgres';
+  /** Where it is, for messages: a directory, or a PostgreSQL URL without its password. */
+  readonly where: string;
+  readonly agents: AgentStore;
+  readonly nonces: NonceStore;
+  readonly ledger: LedgerStore;
+  readonly mailbox: MailboxStore;
+  /**
+   * Binds the storage to the hub identity that runs on it: recorded by the first start, checked by every
+   * later one (a replica started with another identity's key file is refused in one line).
+   */
+  bind(hubAid: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A storage bound to another hub identity than the one starting on it. */
+export class WrongHubError extends Error {
+  override name = 'WrongHubError';
+  constructor(where: string, stored: string, mine: string) {
+    super(
+      `the hub store at ${where} belongs to hub ${stored}, not to this hub's identity ${mine}: start every replica with a copy of the same identity (copy the \`keys/\` directory and \`kel.cbor\` of the first replica's data dir)`,
+    );
+  }
+}
