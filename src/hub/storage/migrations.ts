@@ -1,0 +1,129 @@
+// The PostgreSQL hub store's schema, as ordered versioned migrations (issue 19). `migrate` runs at every
+// start: each missing migration is applied in a transaction of its own, holding a transaction-scoped
+// advisory lock, so N replicas starting together on one empty database apply each migration exactly once
+// (the others wait on the lock, then find it applied). A database whose schema is newer than this code is
+// refused: an older hub would write rows that a newer schema reads differently.
+//
+// Never edit a migration that was released: add the next version instead.
+import type { Sql } from 'postgres';
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** Statements run in one transaction with the simple protocol (no parameters). */
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'hub store: meta, agents with search vector, invites, nonces, ledger, mailboxes',
+    sql: `
+      create table meta (key text primary key, value text not null);
+
+      -- search: the directory's weighted tsvector of the card (src/hub/search/postgres.ts), null without a card.
+      create table agents (
+        aid text primary key,
+        name text not null,
+        kel bytea not null,
+        card text,
+        seq text,
+        digest text,
+        keys bytea,
+        updated_at bigint not null,
+        search tsvector
+      );
+      create index agents_search on agents using gin (search);
+
+      create table invites (key text primary key, created_at bigint not null, used_by text, used_at bigint);
+
+      create table nonces (aid text not null, nonce text not null, time bigint not null, primary key (aid, nonce));
+      create index nonces_time on nonces (time);
+
+      -- Amounts are integers below 2^63 (the ledger caps what is minted); numeric keeps them exact, and the
+      -- checks refuse a negative balance whatever code writes it.
+      create table accounts (
+        aid text primary key,
+        balance numeric(20, 0) not null check (balance >= 0),
+        held numeric(20, 0) not null check (held >= 0),
+        seq bigint not null,
+        head text
+      );
+      create table history (aid text not null, seq bigint not null, bytes bytea not null, primary key (aid, seq));
+      create table holds (
+        nonce text primary key,
+        from_aid text,
+        to_aid text not null,
+        amount numeric(20, 0) not null,
+        state text not null,
+        at bigint not null,
+        expires bigint,
+        tx text not null
+      );
+      create index holds_due on holds (expires) where state = 'held';
+      -- Keeps the predicate locks of one payer's dueOf on that payer's keys (SERIALIZABLE transactions).
+      create index holds_payer_due on holds (from_aid, expires) where state = 'held';
+      -- answer: the op's answer as JSON text, exactly as the ledger gave it.
+      create table ops (key text primary key, digest text not null, answer text);
+
+      -- Sealed envelopes for offline recipients: no sender, no plaintext (WIRE §4).
+      create table mailbox (
+        recipient text not null,
+        id text not null,
+        bytes bytea not null,
+        expires bigint not null,
+        seq bigserial not null,
+        primary key (recipient, id)
+      );
+      create index mailbox_expires on mailbox (expires);
+      create index mailbox_order on mailbox (recipient, seq);
+      -- Counters for the bounds: a row per recipient with mail, and one for all (see MailboxStore.put).
+      create table mailbox_counts (recipient text primary key, envelopes integer not null, bytes bigint not null);
+      create table mailbox_total (id integer primary key check (id = 1), envelopes bigint not null, bytes bigint not null);
+      insert into mailbox_total values (1, 0, 0);
+    `,
+  },
+];
+
+/** The newest schema version this code knows. */
+export const SCHEMA_VERSION = MIGRATIONS.reduce((v, m) => Math.max(v, m.version), 0);
+
+/** A database written by a newer hub. */
+export class SchemaTooNewError extends Error {
+  override name = 'SchemaTooNewError';
+  constructor(where: string, found: number, known: number) {
+    super(
+      `the hub database at ${where} has schema version ${found}, newer than version ${known} that this hub knows: upgrade this hub (anet) to the version the other replicas run`,
+    );
+  }
+}
+
+/** One key for the migration lock of every anet hub ('anet-hub' as ASCII, fits an int8). */
+const LOCK_KEY = '0x616e65742d687562';
+
+/** Applies every missing migration in order, one transaction each; returns the versions it applied. */
+export async function migrate(sql: Sql, where: string, now: () => number = Date.now): Promise<number[]> {
+  const applied: number[] = [];
+  for (;;) {
+    const version = await applyNext(sql, where, now);
+    if (version === null) return applied;
+    applied.push(version);
+  }
+}
+
+/** Applies the first missing migration under the lock: its version, or null when none is missing. */
+async function applyNext(sql: Sql, where: string, now: () => number): Promise<number | null> {
+  return sql.begin(async (tx) => {
+    await tx.unsafe(`select pg_advisory_xact_lock(${BigInt(LOCK_KEY)})`);
+    await tx`create table if not exists schema_migrations (version integer primary key, name text not null, applied_at bigint not null)`;
+    const rows = await tx<{ version: number }[]>`select version from schema_migrations`;
+    const done = new Set(rows.map((r) => r.version));
+    const newest = Math.max(0, ...done);
+    if (newest > SCHEMA_VERSION) throw new SchemaTooNewError(where, newest, SCHEMA_VERSION);
+    const next = MIGRATIONS.find((m) => !done.has(m.version));
+    if (!next) return null;
+    await tx.unsafe(next.sql);
+    await tx`insert into schema_migrations (version, name, applied_at) values (${next.version}, ${next.name}, ${now()})`;
+    return next.version;
+  });
+}

@@ -1,0 +1,565 @@
+// The hub's PostgreSQL store (issue 19): one database shared by any number of hub replicas. Nothing here
+// relies on an in-process queue or lock for correctness; two hub processes on one database get exactly the
+// guarantees one gets:
+// - a registration spends its invite with `used_by is null` in the UPDATE's condition (row lock, one winner);
+// - a request nonce is a primary key (INSERT … ON CONFLICT DO NOTHING: one insert wins);
+// - each ledger transaction runs SERIALIZABLE and is retried whole when it loses a race (40001, 40P01, or
+//   23505: an op key is a primary key, so two replicas racing on one op cannot both commit);
+// - a mailbox write holds the row locks of its counters (see `keepMail`).
+// Commits are synchronous (the server's synchronous_commit, on by default): an acknowledged write survives
+// a crash of the database server.
+import postgres, { type Fragment, type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
+import { migrate } from './migrations.js';
+import {
+  WrongHubError,
+  type AccountRecord,
+  type AgentRecord,
+  type AgentStore,
+  type HoldRecord,
+  type HoldState,
+  type HubStorage,
+  type Invite,
+  type LedgerReads,
+  type LedgerStore,
+  type LedgerWrites,
+  type Mail,
+  type MailboxLimits,
+  type MailboxStore,
+  type NonceStore,
+  type SearchPage,
+  type SearchQuery,
+} from './types.js';
+
+export interface PostgresStorageOptions {
+  now?: () => number;
+  /** Connections in this process's pool (default 20): the ledger's concurrency per replica. */
+  max?: number;
+}
+
+/** Opens (and migrates) the hub store at `url`, a `postgres://` URL. */
+export async function openPostgresStorage(url: string, opts: PostgresStorageOptions = {}): Promise<HubStorage> {
+  const where = withoutPassword(url);
+  const sql = postgres(url, {
+    max: opts.max ?? 20,
+    onnotice: () => {},
+    // int8 and numeric come back as strings (the client's default): amounts and counters never pass through a float.
+    connection: { application_name: 'anet-hub' },
+  });
+  try {
+    await migrate(sql, where, opts.now);
+  } catch (err) {
+    await sql.end({ timeout: 5 }).catch(() => {});
+    throw opening(err, where);
+  }
+  const search = await loadSearch();
+  return {
+    kind: 'postgres',
+    where,
+    agents: new PgAgents(sql, search),
+    nonces: new PgNonces(sql),
+    ledger: new PgLedger(sql),
+    mailbox: new PgMailbox(sql),
+    bind: (hubAid) => bind(sql, where, hubAid),
+    close: () => sql.end({ timeout: 5 }),
+  };
+}
+
+/** The URL without its password, for messages. */
+export function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString().replace('%2A%2A%2A', '***');
+  } catch {
+    return 'the PostgreSQL database (its URL does not parse)';
+  }
+}
+
+/** A failure to reach or migrate the database, as one line naming it. */
+function opening(err: unknown, where: string): Error {
+  if (err instanceof Error && err.name === 'SchemaTooNewError') return err;
+  const e = err as { code?: string; message?: string };
+  return new Error(
+    `cannot open the hub database at ${where}: ${e.code ? `${e.code} ` : ''}${e.message ?? String(err)} (check the URL, that PostgreSQL runs and that the user may create tables)`,
+    { cause: err },
+  );
+}
+
+async function bind(sql: Sql, where: string, hubAid: string): Promise<void> {
+  await sql`insert into meta (key, value) values ('hub_aid', ${hubAid}) on conflict (key) do nothing`;
+  const [row] = await sql<{ value: string }[]>`select value from meta where key = 'hub_aid'`;
+  if (row && row.value !== hubAid) throw new WrongHubError(where, row.value, hubAid);
+}
+
+// ---- Bytes and numbers ----
+
+/** A Buffer over the same bytes (the client writes Buffers to bytea). */
+const buf = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+/** A plain Uint8Array of its own, as the other backend gives (never a view of a pooled buffer). */
+const u8 = (b: Buffer) => new Uint8Array(b);
+/** int8 columns come back as strings; times (ms) and seqs fit a double exactly. */
+const num = (v: string | number) => Number(v);
+const numOrNull = (v: string | number | null) => (v === null ? null : Number(v));
+
+// ---- The directory ----
+
+interface SearchModule {
+  searchVector(sql: Sql, rec: AgentRecord): Fragment | PendingQuery<never[]> | null;
+  searchAgents(sql: Sql, query: SearchQuery): Promise<SearchPage>;
+}
+
+/**
+ * The directory's ranking (src/hub/search/postgres.ts), when it is there: its absence leaves the search
+ * column empty and search() refusing, so the rest of the store works without it.
+ */
+async function loadSearch(): Promise<SearchModule | null> {
+  const path = '../search/postgres.js';
+  try {
+    return (await import(path)) as SearchModule;
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ERR_MODULE_NOT_FOUND') return null;
+    throw err;
+  }
+}
+
+interface AgentRow {
+  aid: string;
+  name: string;
+  kel: Buffer;
+  card: string | null;
+  seq: string | null;
+  digest: string | null;
+  keys: Buffer | null;
+  updated_at: string;
+}
+
+export function agentFromRow(row: AgentRow): AgentRecord {
+  const rec: AgentRecord = {
+    aid: row.aid,
+    name: row.name,
+    kel: u8(row.kel),
+    card: row.card,
+    seq: row.seq,
+    digest: row.digest,
+    updatedAt: num(row.updated_at),
+  };
+  if (row.keys) rec.keys = u8(row.keys);
+  return rec;
+}
+
+/** Positive isRecipient answers kept in memory: a key set is never unpublished. */
+const RECIPIENT_CACHE = 100_000;
+
+class PgAgents implements AgentStore {
+  private readonly recipients = new Set<string>();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly searching: SearchModule | null,
+  ) {}
+
+  async get(aid: string): Promise<AgentRecord | undefined> {
+    const [row] = await this.sql<AgentRow[]>`
+      select aid, name, kel, card, seq, digest, keys, updated_at from agents where aid = ${aid}`;
+    return row ? agentFromRow(row) : undefined;
+  }
+
+  put(rec: AgentRecord): Promise<void> {
+    return this.write(this.sql, rec);
+  }
+
+  async admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'> {
+    return this.sql.begin(async (tx) => {
+      // Of registrations racing on one invite, the first UPDATE takes the row lock; the others wait, then
+      // see used_by set and update nothing.
+      const spent = await tx`
+        update invites set used_by = ${rec.aid}, used_at = ${now} where key = ${inviteKey} and used_by is null returning key`;
+      if (spent.length === 0) {
+        const [known] = await tx`select key from invites where key = ${inviteKey}`;
+        return known ? 'used' : 'unknown';
+      }
+      await this.write(tx, rec);
+      return 'ok';
+    });
+  }
+
+  async invite(key: string, invite: Invite): Promise<void> {
+    await this.sql`
+      insert into invites (key, created_at, used_by, used_at)
+      values (${key}, ${invite.createdAt}, ${invite.usedBy}, ${invite.usedAt})
+      on conflict (key) do update set created_at = excluded.created_at, used_by = excluded.used_by, used_at = excluded.used_at`;
+  }
+
+  search(query: SearchQuery): Promise<SearchPage> {
+    if (!this.searching) throw new Error('directory search on PostgreSQL is not yet available: src/hub/search/postgres.ts is missing');
+    return this.searching.searchAgents(this.sql, query);
+  }
+
+  async isRecipient(aid: string): Promise<boolean> {
+    if (this.recipients.has(aid)) return true;
+    const [row] = await this.sql<{ yes: boolean }[]>`select keys is not null as yes from agents where aid = ${aid}`;
+    if (!row?.yes) return false;
+    if (this.recipients.size >= RECIPIENT_CACHE) this.recipients.clear();
+    this.recipients.add(aid);
+    return true;
+  }
+
+  private async write(sql: Sql | TransactionSql, rec: AgentRecord): Promise<void> {
+    const vector = rec.card === null ? null : (this.searching?.searchVector(sql as Sql, rec) ?? null);
+    await sql`
+      insert into agents (aid, name, kel, card, seq, digest, keys, updated_at, search)
+      values (${rec.aid}, ${rec.name}, ${buf(rec.kel)}, ${rec.card}, ${rec.seq}, ${rec.digest},
+              ${rec.keys ? buf(rec.keys) : null}, ${rec.updatedAt}, ${vector ?? null})
+      on conflict (aid) do update set
+        name = excluded.name, kel = excluded.kel, card = excluded.card, seq = excluded.seq, digest = excluded.digest,
+        keys = excluded.keys, updated_at = excluded.updated_at, search = excluded.search`;
+  }
+}
+
+// ---- Request nonces ----
+
+class PgNonces implements NonceStore {
+  constructor(private readonly sql: Sql) {}
+
+  async claim(aid: string, nonce: string, time: number): Promise<boolean> {
+    const r = await this.sql`insert into nonces (aid, nonce, time) values (${aid}, ${nonce}, ${time}) on conflict do nothing`;
+    return r.count === 1;
+  }
+
+  async prune(before: number): Promise<void> {
+    await this.sql`delete from nonces where time < ${before}`;
+  }
+}
+
+// ---- Retrying transactions that lost a race ----
+
+/** serialization_failure, deadlock_detected, unique_violation: the transaction lost a race; run it again. */
+const RETRYABLE = new Set(['40001', '40P01', '23505']);
+const MAX_ATTEMPTS = 20;
+
+async function retrying<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (!code || !RETRYABLE.has(code) || attempt >= MAX_ATTEMPTS) throw err;
+      // Jittered and growing, so racers spread out instead of colliding again in step.
+      const ms = Math.random() * Math.min(2 ** attempt, 50);
+      await new Promise((r) => setTimeout(r, ms));
+    }
+  }
+}
+
+// ---- The ledger ----
+
+interface AccountRow {
+  balance: string;
+  held: string;
+  seq: string;
+  head: string | null;
+}
+
+interface HoldRow {
+  from_aid: string | null;
+  to_aid: string;
+  amount: string;
+  state: string;
+  at: string;
+  expires: string | null;
+  tx: string;
+}
+
+const MINTED = 'ledger_minted';
+
+function accountFromRow(row: AccountRow): AccountRecord {
+  const rec: AccountRecord = { balance: row.balance, held: row.held, seq: num(row.seq) };
+  if (row.head !== null) rec.head = row.head;
+  return rec;
+}
+
+function holdFromRow(row: HoldRow): HoldRecord {
+  return {
+    from: row.from_aid,
+    to: row.to_aid,
+    amount: row.amount,
+    state: row.state as HoldState,
+    at: num(row.at),
+    expires: numOrNull(row.expires),
+    tx: row.tx,
+  };
+}
+
+/** Reads through one transaction: under SERIALIZABLE each read is part of what the commit checks. */
+function ledgerReads(tx: TransactionSql): LedgerReads {
+  return {
+    async account(aid) {
+      const [row] = await tx<AccountRow[]>`select balance, held, seq, head from accounts where aid = ${aid}`;
+      return row ? accountFromRow(row) : undefined;
+    },
+    async entry(aid, seq) {
+      const [row] = await tx<{ bytes: Buffer }[]>`select bytes from history where aid = ${aid} and seq = ${seq}`;
+      return row ? u8(row.bytes) : undefined;
+    },
+    async hold(nonce) {
+      const [row] = await tx<HoldRow[]>`
+        select from_aid, to_aid, amount, state, at, expires, tx from holds where nonce = ${nonce}`;
+      return row ? holdFromRow(row) : undefined;
+    },
+    async op(key) {
+      const [row] = await tx<{ digest: string; answer: string | null }[]>`select digest, answer from ops where key = ${key}`;
+      return row ? { digest: row.digest, answer: row.answer === null ? undefined : JSON.parse(row.answer) } : undefined;
+    },
+    async minted() {
+      const [row] = await tx<{ value: string }[]>`select value from meta where key = ${MINTED}`;
+      return row?.value ?? '0';
+    },
+    async dueOf(payer, now) {
+      // Through holds_payer_due: the predicate locks stay on this payer's keys.
+      const rows = await tx<{ nonce: string }[]>`
+        select nonce from holds where from_aid = ${payer} and state = 'held' and expires <= ${now} order by expires, nonce`;
+      return rows.map((r) => r.nonce);
+    },
+  };
+}
+
+/** Every write of one ledger transaction, pipelined on its connection. */
+async function writeLedger(tx: TransactionSql, w: LedgerWrites): Promise<void> {
+  const queries: PendingQuery<never[]>[] = [];
+  const accounts = [...w.accounts].map(([aid, a]) => ({ aid, balance: a.balance, held: a.held, seq: a.seq, head: a.head ?? null }));
+  if (accounts.length > 0)
+    queries.push(tx`
+      insert into accounts ${tx(accounts, 'aid', 'balance', 'held', 'seq', 'head')}
+      on conflict (aid) do update set balance = excluded.balance, held = excluded.held, seq = excluded.seq, head = excluded.head`);
+  const entries = w.entries.map((e) => ({ aid: e.aid, seq: e.seq, bytes: buf(e.bytes) }));
+  if (entries.length > 0) queries.push(tx`insert into history ${tx(entries, 'aid', 'seq', 'bytes')}`);
+  const holds = [...w.holds].map(([nonce, h]) => ({
+    nonce,
+    from_aid: h.from,
+    to_aid: h.to,
+    amount: h.amount,
+    state: h.state,
+    at: h.at,
+    expires: h.expires,
+    tx: h.tx,
+  }));
+  if (holds.length > 0)
+    queries.push(tx`
+      insert into holds ${tx(holds, 'nonce', 'from_aid', 'to_aid', 'amount', 'state', 'at', 'expires', 'tx')}
+      on conflict (nonce) do update set from_aid = excluded.from_aid, to_aid = excluded.to_aid, amount = excluded.amount,
+        state = excluded.state, at = excluded.at, expires = excluded.expires, tx = excluded.tx`);
+  // A plain insert: of two replicas answering one op, the second fails here (23505) and, retried, reads the record.
+  if (w.op)
+    queries.push(tx`
+      insert into ops (key, digest, answer) values (${w.op.key}, ${w.op.digest}, ${w.op.answer === undefined ? null : JSON.stringify(w.op.answer)})`);
+  if (w.minted !== null)
+    queries.push(tx`
+      insert into meta (key, value) values (${MINTED}, ${w.minted}) on conflict (key) do update set value = excluded.value`);
+  await Promise.all(queries);
+}
+
+/** Rows of a streamed read per round trip. */
+const BATCH = 1000;
+
+class PgLedger implements LedgerStore {
+  constructor(private readonly sql: Sql) {}
+
+  transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T> {
+    return retrying(() =>
+      this.sql.begin('isolation level serializable', async (tx) => {
+        const { answer, writes } = await fn(ledgerReads(tx));
+        if (writes) await writeLedger(tx, writes);
+        return answer;
+      }),
+    ) as Promise<T>;
+  }
+
+  async due(now: number, limit: number): Promise<string[]> {
+    const rows = await this.sql<{ nonce: string }[]>`
+      select nonce from holds where state = 'held' and expires <= ${now} order by expires, nonce limit ${limit}`;
+    return rows.map((r) => r.nonce);
+  }
+
+  async recent(aid: string, limit: number): Promise<Uint8Array[]> {
+    const rows = await this.sql<{ bytes: Buffer }[]>`
+      select bytes from history where aid = ${aid} order by seq desc limit ${limit}`;
+    return rows.reverse().map((r) => u8(r.bytes));
+  }
+
+  async *accounts(): AsyncIterable<[string, AccountRecord]> {
+    for await (const rows of this.snapshot<AccountRow & { aid: string }>(
+      (s) => s`
+      select aid, balance, held, seq, head from accounts order by aid`,
+    ))
+      for (const row of rows) yield [row.aid, accountFromRow(row)];
+  }
+
+  async *history(): AsyncIterable<{ aid: string; seq: number; bytes: Uint8Array }> {
+    for await (const rows of this.snapshot<{ aid: string; seq: string; bytes: Buffer }>(
+      (s) => s`
+      select aid, seq, bytes from history order by aid, seq`,
+    ))
+      for (const row of rows) yield { aid: row.aid, seq: num(row.seq), bytes: u8(row.bytes) };
+  }
+
+  async entries(keys: { aid: string; seq: number }[]): Promise<(Uint8Array | undefined)[]> {
+    if (keys.length === 0) return [];
+    const rows = await this.sql<{ aid: string; seq: string; bytes: Buffer }[]>`
+      select h.aid, h.seq, h.bytes from history h
+      join unnest(${keys.map((k) => k.aid)}::text[], ${keys.map((k) => k.seq)}::int8[]) as k(aid, seq)
+        on h.aid = k.aid and h.seq = k.seq`;
+    const found = new Map(rows.map((r) => [`${r.aid}\n${r.seq}`, u8(r.bytes)]));
+    return keys.map((k) => found.get(`${k.aid}\n${k.seq}`));
+  }
+
+  async heldTotal(): Promise<bigint> {
+    const [row] = await this.sql<{ total: string }[]>`select coalesce(sum(amount), 0)::text as total from holds where state = 'held'`;
+    return BigInt(row!.total);
+  }
+
+  async minted(): Promise<string> {
+    const [row] = await this.sql<{ value: string }[]>`select value from meta where key = ${MINTED}`;
+    return row?.value ?? '0';
+  }
+
+  /**
+   * Streams a query's rows in batches from one snapshot (REPEATABLE READ, read only, on a connection of its
+   * own), so a full check sees one consistent ledger without holding it all in memory.
+   */
+  private async *snapshot<R extends object>(query: (s: ISql) => PendingQuery<R[]>): AsyncIterable<R[]> {
+    const reserved = await this.sql.reserve();
+    let open = false;
+    try {
+      await reserved`begin isolation level repeatable read read only`;
+      open = true;
+      for await (const rows of query(reserved).cursor(BATCH)) yield rows as R[];
+    } finally {
+      // Also when the consumer stopped early: end the transaction before the connection goes back.
+      if (open) await reserved`rollback`.catch(() => {});
+      reserved.release();
+    }
+  }
+}
+
+// ---- Mailboxes ----
+
+class PgMailbox implements MailboxStore {
+  constructor(private readonly sql: Sql) {}
+
+  async put(to: string, id: string, bytes: Uint8Array, expires: number, limits: MailboxLimits): Promise<'kept' | 'full'> {
+    const n = bytes.byteLength;
+    if (limits.perRecipient < 1 || n > limits.perRecipientBytes || n > limits.totalBytes) return 'full';
+    return retrying(() => this.sql.begin((tx) => keepMail(tx, to, id, buf(bytes), expires, limits)));
+  }
+
+  async list(to: string, now: number): Promise<Mail[]> {
+    const rows = await this.sql<{ id: string; bytes: Buffer }[]>`
+      select id, bytes from mailbox where recipient = ${to} and expires > ${now} order by seq`;
+    return rows.map((r) => ({ id: r.id, bytes: u8(r.bytes) }));
+  }
+
+  async ack(to: string, ids: string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    return retrying(() =>
+      this.sql.begin(async (tx) => {
+        const gone = await tx<{ n: number }[]>`
+          delete from mailbox where recipient = ${to} and id = any(${ids}::text[]) returning octet_length(bytes) as n`;
+        await uncount(tx, [{ recipient: to, envelopes: gone.length, bytes: sum(gone.map((g) => g.n)) }]);
+        return gone.length;
+      }),
+    );
+  }
+
+  async sweep(now: number): Promise<number> {
+    let swept = 0;
+    for (;;) {
+      const n = await retrying(() => this.sql.begin((tx) => sweepBatch(tx, now)));
+      swept += n;
+      if (n < BATCH) return swept;
+    }
+  }
+
+  async size(): Promise<{ envelopes: number; bytes: number }> {
+    const [row] = await this.sql<{ envelopes: string; bytes: string }[]>`select envelopes, bytes from mailbox_total where id = 1`;
+    return { envelopes: num(row!.envelopes), bytes: num(row!.bytes) };
+  }
+}
+
+/**
+ * One envelope kept, within the bounds, exactly across replicas: the envelope's row first, then the
+ * recipient's counter row and last the one total row, each updated only where the bound still holds.
+ * Under READ COMMITTED an UPDATE that waited for a row lock checks its condition again on the row as
+ * the other transaction committed it, so no number of replicas can pass a bound even by one envelope.
+ * Every mailbox transaction takes its locks in this order (envelope rows, counter rows, total), so
+ * whoever holds the total row waits for nothing else; what deadlocks anyway is retried.
+ * The cost: mailbox writes take turns on the total row for the length of a commit.
+ */
+async function keepMail(
+  tx: TransactionSql,
+  to: string,
+  id: string,
+  bytes: Buffer,
+  expires: number,
+  limits: MailboxLimits,
+): Promise<'kept' | 'full'> {
+  const n = bytes.byteLength;
+  const inserted = await tx`
+    insert into mailbox (recipient, id, bytes, expires) values (${to}, ${id}, ${bytes}, ${expires})
+    on conflict (recipient, id) do nothing returning seq`;
+  if (inserted.length === 0) {
+    // The same envelope (its id is its bytes' hash) is kept already: keep it as long as either copy asks.
+    await tx`update mailbox set expires = greatest(expires, ${expires}) where recipient = ${to} and id = ${id}`;
+    return 'kept';
+  }
+  const counted = await tx`
+    insert into mailbox_counts as c (recipient, envelopes, bytes) values (${to}, 1, ${n})
+    on conflict (recipient) do update set envelopes = c.envelopes + 1, bytes = c.bytes + excluded.bytes
+      where c.envelopes + 1 <= ${limits.perRecipient} and c.bytes + excluded.bytes <= ${limits.perRecipientBytes}
+    returning envelopes`;
+  const total =
+    counted.length === 0
+      ? []
+      : await tx`
+    update mailbox_total set envelopes = envelopes + 1, bytes = bytes + ${n}
+    where id = 1 and bytes + ${n} <= ${limits.totalBytes} returning bytes`;
+  if (total.length === 0) {
+    await tx.rollback();
+    return 'full';
+  }
+  return 'kept';
+}
+
+/** Up to BATCH expired envelopes deleted, skipping rows another transaction holds (an ack, another sweep). */
+async function sweepBatch(tx: TransactionSql, now: number): Promise<number> {
+  const gone = await tx<{ recipient: string; n: number }[]>`
+    delete from mailbox where (recipient, id) in (
+      select recipient, id from mailbox where expires <= ${now} limit ${BATCH} for update skip locked)
+    returning recipient, octet_length(bytes) as n`;
+  const per = new Map<string, { recipient: string; envelopes: number; bytes: number }>();
+  for (const g of gone) {
+    const c = per.get(g.recipient) ?? { recipient: g.recipient, envelopes: 0, bytes: 0 };
+    c.envelopes += 1;
+    c.bytes += g.n;
+    per.set(g.recipient, c);
+  }
+  await uncount(tx, [...per.values()]);
+  return gone.length;
+}
+
+/** Takes deleted envelopes off the counters: recipients' rows locked in sorted order, then the total. */
+async function uncount(tx: TransactionSql, gone: { recipient: string; envelopes: number; bytes: number }[]): Promise<void> {
+  const rows = gone.filter((g) => g.envelopes > 0);
+  if (rows.length === 0) return;
+  const names = rows.map((g) => g.recipient);
+  await tx`select recipient from mailbox_counts where recipient = any(${names}::text[]) order by recipient for update`;
+  await tx`
+    update mailbox_counts c set envelopes = c.envelopes - d.envelopes, bytes = c.bytes - d.bytes
+    from unnest(${names}::text[], ${rows.map((g) => g.envelopes)}::int4[], ${rows.map((g) => g.bytes)}::int8[]) as d(recipient, envelopes, bytes)
+    where c.recipient = d.recipient`;
+  await tx`delete from mailbox_counts where recipient = any(${names}::text[]) and envelopes <= 0`;
+  await tx`
+    update mailbox_total set envelopes = envelopes - ${sum(rows.map((g) => g.envelopes))}, bytes = bytes - ${sum(rows.map((g) => g.bytes))}
+    where id = 1`;
+}
+
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
