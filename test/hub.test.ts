@@ -3,7 +3,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
-import { startHub } from '../src/hub/server.js';
+import { startTestHub } from './helpers/hub.js';
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import { createIdentity, rotateIdentity, loadIdentity, type Identity } from '../src/identity/store.js';
 import { signRequest } from '../src/protocol/hub-auth.js';
@@ -13,11 +13,11 @@ import { buildPublicCard } from '../src/card/build.js';
 import { signCard } from '../src/protocol/card/jws.js';
 import { Store } from '../store/db.js';
 import { Reader } from '../src/reader/reader.js';
-import type { HubStore, AgentRecord } from '../src/hub/store.js';
+import type { AgentRecord, HubStorage } from '../src/hub/storage/types.js';
 
 async function setup(t: ExecutionContext) {
   const root = await tempDir(t);
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());
   const { config } = validateConfig({
     hub: hub.url,
@@ -99,11 +99,12 @@ test('SPEC §11: the KEL store accepts extensions only; a rotated node re-regist
   t.is(await refusal(client.register('n', cardFor(before, 3n))), 'KEY_NOT_CURRENT', 'a card signed before the rotation');
 });
 
-async function tamper(hubStore: HubStore, aid: string, fn: (card: any) => void): Promise<void> {
-  const rec = (await hubStore.agents.get(aid)) as AgentRecord;
+/** A hub that alters what it stores, behind every check (written straight to its storage). */
+async function tamper(storage: HubStorage, aid: string, fn: (card: any) => void): Promise<void> {
+  const rec = (await storage.agents.get(aid)) as AgentRecord;
   const card = JSON.parse(rec.card!);
   fn(card);
-  await hubStore.agents.put(aid, { ...rec, card: JSON.stringify(card) });
+  await storage.agents.put({ ...rec, card: JSON.stringify(card) });
 }
 
 test('SPEC §6.4: a hub that alters a skill, a field or the seq is caught by the reader (key invalid)', async (t) => {
@@ -121,12 +122,12 @@ test('SPEC §6.4: a hub that alters a skill, a field or the seq is caught by the
     (c: any) => (c.capabilities.extensions[0].params.seq = '9'),
   ]) {
     await client.register('echoer', genuine);
-    await tamper(hub.store, identity.aid, change);
+    await tamper(hub.storage, identity.aid, change);
     t.like((await reader.find({}))[0], { key: 'invalid', verified: false, code: 'INVALID_SIGNATURE' });
   }
   // A hub serving an older, genuinely signed card is caught by the reader's own high-water mark.
-  const rec = (await hub.store.agents.get(identity.aid)) as AgentRecord;
-  await hub.store.agents.put(identity.aid, { ...rec, card: cardFor(identity, 4n) });
+  const rec = (await hub.storage.agents.get(identity.aid)) as AgentRecord;
+  await hub.storage.agents.put({ ...rec, card: cardFor(identity, 4n) });
   t.like((await reader.find({}))[0], { key: 'invalid', code: 'SEQ_ROLLBACK' });
 });
 
@@ -142,8 +143,8 @@ test('SPEC §6.4: after a rotation, a card signed with the old key is refused by
   await new HubClient(hub.url, after).updateKel();
   t.like((await reader.find({}))[0], { key: 'invalid', code: 'KEY_NOT_CURRENT' });
   // A hub that then rolls the KEL back does not win: the reader keeps the longer KEL it has seen.
-  const rec = (await hub.store.agents.get(after.aid)) as AgentRecord;
-  await hub.store.agents.put(after.aid, { ...rec, kel: encodeKel(before.kel.events) });
+  const rec = (await hub.storage.agents.get(after.aid)) as AgentRecord;
+  await hub.storage.agents.put({ ...rec, kel: encodeKel(before.kel.events) });
   t.like((await reader.find({}))[0], { code: 'KEY_NOT_CURRENT' });
 });
 
@@ -219,7 +220,7 @@ test('SPEC §5: every card the node emits passes the A2A v1.0 required-field che
 test('WIRE §3.4: SEQ_ROLLBACK and SEQ_FORK high-water marks survive restarts of the hub and the reader', async (t) => {
   const root = await tempDir(t);
   const hubDir = join(root, 'hub');
-  let hub = await startHub({ dataDir: hubDir, port: 0 });
+  let hub = await startTestHub({ dataDir: hubDir, port: 0 });
   const node = join(root, 'node');
   const id = await createIdentity(node, Date.now());
   const { config } = validateConfig({
@@ -235,12 +236,12 @@ test('WIRE §3.4: SEQ_ROLLBACK and SEQ_FORK high-water marks survive restarts of
   await store.close();
   await hub.close();
 
-  hub = await startHub({ dataDir: hubDir, port: 0 });
+  hub = await startTestHub({ dataDir: hubDir, port: 0 });
   t.teardown(() => hub.close());
   t.is(await refusal(new HubClient(hub.url, id).register('n', cardFor(2n, hub.url))), 'SEQ_ROLLBACK');
   // A hub that lost its memory (or lies) serves an older card: the restarted reader still refuses it.
-  const rec = (await hub.store.agents.get(id.aid)) as AgentRecord;
-  await hub.store.agents.put(id.aid, { ...rec, card: cardFor(2n, hub.url) });
+  const rec = (await hub.storage.agents.get(id.aid)) as AgentRecord;
+  await hub.storage.agents.put({ ...rec, card: cardFor(2n, hub.url) });
   store = await Store.open(join(root, 'reader'));
   t.teardown(() => store.close());
   t.like((await new Reader(store, new HubClient(hub.url)).find({}))[0], { verified: false, code: 'SEQ_ROLLBACK' });
@@ -248,7 +249,7 @@ test('WIRE §3.4: SEQ_ROLLBACK and SEQ_FORK high-water marks survive restarts of
 
 test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale when the KEL held is older than 24 h', async (t) => {
   const root = await tempDir(t);
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());
   const { config } = validateConfig({
     hub: hub.url,
@@ -292,8 +293,8 @@ test('SPEC §11: search pages with cursor and limit; SPEC §6.4: key is stale wh
   const target = ids[0]!;
   t.like(await reader.publicCard(target.aid), { key: 'confirmed', verified: true });
   // The hub no longer serves a usable KEL; the one held is 25 h old.
-  const rec = (await hub.store.agents.get(target.aid)) as AgentRecord;
-  await hub.store.agents.put(target.aid, { ...rec, kel: new Uint8Array([0x80]) });
+  const rec = (await hub.storage.agents.get(target.aid)) as AgentRecord;
+  await hub.storage.agents.put({ ...rec, kel: new Uint8Array([0x80]) });
   now += 25 * 3_600_000;
   t.like(await reader.publicCard(target.aid), { key: 'stale', verified: true });
 });

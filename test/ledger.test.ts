@@ -13,12 +13,16 @@ import { runBin, runCli } from './helpers/cli.js';
 import { startBin } from './helpers/proc.js';
 import { startNet } from './helpers/net.js';
 import { filesContaining } from './helpers/files.js';
-import { startHub } from '../src/hub/server.js';
+import { startTestHub, onLevelDb } from './helpers/hub.js';
+
+/** Tests that read or alter the embedded LevelDB's own bytes, or write a stopped hub's LevelDB: the embedded run only. */
+const levelDbTest = onLevelDb ? test : () => {};
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import type { HoldAnswer, SettleAnswer } from '../src/protocol/hub-api.js';
 import { HOLD_TTL_MS, LedgerDamagedError, checkLedger } from '../src/hub/ledger.js';
 import type { HistoryEntry } from '../src/protocol/hub-api.js';
 import { HubStore } from '../src/hub/store.js';
+import { LevelLedger } from '../src/hub/storage/level.js';
 import { seqKey } from '../store/db.js';
 import { pack, unpack } from '../store/codec.js';
 import { sha256 } from '@noble/hashes/sha2.js';
@@ -54,7 +58,7 @@ async function setup(t: ExecutionContext) {
     clock,
     hubDir,
     // The invariant registers 75 AIDs from loopback: the hub's per-address registration limit is not what is tested here.
-    hub: await startHub({ dataDir: hubDir, port: 0, now, registrationsPerMinute: 0 }),
+    hub: await startTestHub({ dataDir: hubDir, port: 0, now, registrationsPerMinute: 0 }),
     operator: undefined as unknown as HubClient,
     agents: new Map<string, Identity>(),
     async agent(name: string): Promise<Agent> {
@@ -82,7 +86,7 @@ async function setup(t: ExecutionContext) {
     },
     async restart(): Promise<void> {
       await env.hub.close();
-      env.hub = await startHub({ dataDir: hubDir, port: 0, now, registrationsPerMinute: 0 });
+      env.hub = await startTestHub({ dataDir: hubDir, port: 0, now, registrationsPerMinute: 0 });
       env.operator = new HubClient(env.hub.url, await loadIdentity(hubDir), now);
     },
     async mint(agent: Agent, amount: string) {
@@ -464,7 +468,7 @@ test('SPEC §11 invariant: over random ops and retries, balances + held always e
   t.pass();
 });
 
-test("SPEC §11: `anet hub mint` goes through the running hub (hub.json), else writes the stopped hub's store", async (t) => {
+levelDbTest("SPEC §11: `anet hub mint` goes through the running hub (hub.json), else writes the stopped hub's store", async (t) => {
   const root = await tempDir(t);
   const hubDir = join(root, 'hub');
   const proc = startBin(t, ['hub', 'start', '--port', '0', '--data', hubDir]);
@@ -491,7 +495,7 @@ test("SPEC §11: `anet hub mint` goes through the running hub (hub.json), else w
   t.regex(r.stdout, /no hub is running on .*: written to its store directly/);
 
   // Any running hub writes hub.json, an in-process one too (the demo's); one that lost it is named, not waited on.
-  const hub = await startHub({ dataDir: hubDir, port: 0 });
+  const hub = await startTestHub({ dataDir: hubDir, port: 0 });
   t.teardown(() => hub.close());
   r = await runCli(['hub', 'mint', alice.aid, '1', '--data', hubDir]);
   t.is(r.code, 0, r.stderr);
@@ -559,127 +563,133 @@ test('SPEC §11, §12: `anet balance` through the daemon and in-process: balance
 
 const historyKey = (aid: string, seq: number) => `${aid}!${seqKey(seq)}`;
 
-test("SPEC §11: each account's history is a hash chain: the hub refuses to start on a lost or altered newest entry, and replay --verify on its data dir names any damaged one", async (t) => {
-  const env = await setup(t);
-  const [alice, bob] = [await env.agent('alice'), await env.agent('bob')];
-  for (const amount of ['10', '20', '30']) await env.mint(alice, amount);
-  const held = await bob.client.hold(env.authorize(alice, bob, '15'));
-  await bob.client.settle(held.hold, 'capture', nonce());
-  const history = (await alice.client.account(alice.aid)).history;
-  t.deepEqual(
-    history.map((e) => e.kind),
-    ['mint', 'mint', 'mint', 'hold', 'capture'],
-  );
-  t.false(
-    history.some((e) => 'prev' in e),
-    'the chain stays inside the hub: answers are as before',
-  );
-  await env.hub.close();
-  const ok = await runCli(['replay', '--verify', '--data', env.hubDir]);
-  t.is(ok.code, 0, ok.stdout);
-  t.is(ok.stdout, "ok: the ledger's history, 6 entries of 2 accounts, each in order and matching its hash chain");
-
-  /** Changes the stored history, runs `check`, then puts the original back. */
-  const damaged = async (change: (store: HubStore) => Promise<void>, check: () => Promise<void>) => {
-    let store = await HubStore.open(env.hubDir);
-    const saved = await store.history.iterator({ valueEncoding: 'buffer' }).all();
-    await change(store);
-    await store.close();
-    await check();
-    store = await HubStore.open(env.hubDir);
-    await store.history.clear();
-    await store.history.batch(saved.map(([key, value]) => ({ type: 'put' as const, key, value, valueEncoding: 'buffer' })));
-    await store.close();
-  };
-  const alter = (aid: string, seq: number) => async (store: HubStore) => {
-    const e = (await store.history.get(historyKey(aid, seq))) as HistoryEntry;
-    await store.history.put(historyKey(aid, seq), { ...e, amount: `${e.amount}1` });
-  };
-  const start = () => startHub({ dataDir: env.hubDir, port: 0, now: () => env.clock.now() });
-  const verifyFails = async (seq: number, problem: RegExp) => {
-    const r = await runCli(['replay', '--verify', '--data', env.hubDir]);
-    t.is(r.code, 1);
-    t.regex(
-      r.stdout,
-      new RegExp(`^damaged: the history of ${alice.aid} from seq ${seq}: (?:${problem.source}); restore ${env.hubDir} from a backup`),
+levelDbTest(
+  "SPEC §11: each account's history is a hash chain: the hub refuses to start on a lost or altered newest entry, and replay --verify on its data dir names any damaged one",
+  async (t) => {
+    const env = await setup(t);
+    const [alice, bob] = [await env.agent('alice'), await env.agent('bob')];
+    for (const amount of ['10', '20', '30']) await env.mint(alice, amount);
+    const held = await bob.client.hold(env.authorize(alice, bob, '15'));
+    await bob.client.settle(held.hold, 'capture', nonce());
+    const history = (await alice.client.account(alice.aid)).history;
+    t.deepEqual(
+      history.map((e) => e.kind),
+      ['mint', 'mint', 'mint', 'hold', 'capture'],
     );
-    t.regex(r.stdout, /\nFAILED: the ledger's history is damaged$/);
-  };
-
-  // The newest entry altered: the start refuses (one line: data dir, account, seq, what to do).
-  await damaged(alter(alice.aid, 5), async () => {
-    const err = await t.throwsAsync(start(), { instanceOf: LedgerDamagedError });
-    t.is(
-      err!.message,
-      `the ledger in ${env.hubDir} is damaged: the history of ${alice.aid} from seq 5 (entry 5 does not match its hash); acknowledged ledger entries are lost or altered, so the hub will not run on it: restore ${env.hubDir} from a backup made before the damage (\`anet replay --verify --data ${env.hubDir}\` checks every entry)`,
+    t.false(
+      history.some((e) => 'prev' in e),
+      'the chain stays inside the hub: answers are as before',
     );
-    const bin = await runBin(['hub', 'start', '--port', '0', '--data', env.hubDir]);
-    t.is(bin.code, 1);
-    t.is(bin.stderr.trim(), `anet: ${err!.message}`);
-    await verifyFails(5, /entry 5 does not match the account's hash/);
-  });
-  // The newest entry lost.
-  await damaged(
-    (store) => store.history.del(historyKey(alice.aid, 5)),
-    async () => {
+    await env.hub.close();
+    const ok = await runCli(['replay', '--verify', '--data', env.hubDir]);
+    t.is(ok.code, 0, ok.stdout);
+    t.is(ok.stdout, "ok: the ledger's history, 6 entries of 2 accounts, each in order and matching its hash chain");
+
+    /** Changes the stored history, runs `check`, then puts the original back. */
+    const damaged = async (change: (store: HubStore) => Promise<void>, check: () => Promise<void>) => {
+      let store = await HubStore.open(env.hubDir);
+      const saved = await store.history.iterator({ valueEncoding: 'buffer' }).all();
+      await change(store);
+      await store.close();
+      await check();
+      store = await HubStore.open(env.hubDir);
+      await store.history.clear();
+      await store.history.batch(saved.map(([key, value]) => ({ type: 'put' as const, key, value, valueEncoding: 'buffer' })));
+      await store.close();
+    };
+    const alter = (aid: string, seq: number) => async (store: HubStore) => {
+      const e = (await store.history.get(historyKey(aid, seq))) as HistoryEntry;
+      await store.history.put(historyKey(aid, seq), { ...e, amount: `${e.amount}1` });
+    };
+    const start = () => startTestHub({ dataDir: env.hubDir, port: 0, now: () => env.clock.now() });
+    const verifyFails = async (seq: number, problem: RegExp) => {
+      const r = await runCli(['replay', '--verify', '--data', env.hubDir]);
+      t.is(r.code, 1);
+      t.regex(
+        r.stdout,
+        new RegExp(`^damaged: the history of ${alice.aid} from seq ${seq}: (?:${problem.source}); restore ${env.hubDir} from a backup`),
+      );
+      t.regex(r.stdout, /\nFAILED: the ledger's history is damaged$/);
+    };
+
+    // The newest entry altered: the start refuses (one line: data dir, account, seq, what to do).
+    await damaged(alter(alice.aid, 5), async () => {
       const err = await t.throwsAsync(start(), { instanceOf: LedgerDamagedError });
-      t.regex(err!.message, new RegExp(`the history of ${alice.aid} from seq 5 \\(its newest entry, 5, is missing\\)`));
-    },
-  );
-  // An older entry altered or lost: the start (which reads each account's newest) runs; verify names it.
-  await damaged(alter(alice.aid, 2), async () => {
-    const hub = await start();
-    await hub.close();
-    await verifyFails(2, /entry 2 does not match the hash entry 3 holds/);
-  });
-  await damaged(
-    (store) => store.history.del(historyKey(alice.aid, 3)),
-    () => verifyFails(3, /entry 3 is missing/),
-  );
+      t.is(
+        err!.message,
+        `the ledger in ${env.hubDir} is damaged: the history of ${alice.aid} from seq 5 (entry 5 does not match its hash); acknowledged ledger entries are lost or altered, so the hub will not run on it: restore ${env.hubDir} from a backup made before the damage (\`anet replay --verify --data ${env.hubDir}\` checks every entry)`,
+      );
+      const bin = await runBin(['hub', 'start', '--port', '0', '--data', env.hubDir]);
+      t.is(bin.code, 1);
+      t.is(bin.stderr.trim(), `anet: ${err!.message}`);
+      await verifyFails(5, /entry 5 does not match the account's hash/);
+    });
+    // The newest entry lost.
+    await damaged(
+      (store) => store.history.del(historyKey(alice.aid, 5)),
+      async () => {
+        const err = await t.throwsAsync(start(), { instanceOf: LedgerDamagedError });
+        t.regex(err!.message, new RegExp(`the history of ${alice.aid} from seq 5 \\(its newest entry, 5, is missing\\)`));
+      },
+    );
+    // An older entry altered or lost: the start (which reads each account's newest) runs; verify names it.
+    await damaged(alter(alice.aid, 2), async () => {
+      const hub = await start();
+      await hub.close();
+      await verifyFails(2, /entry 2 does not match the hash entry 3 holds/);
+    });
+    await damaged(
+      (store) => store.history.del(historyKey(alice.aid, 3)),
+      () => verifyFails(3, /entry 3 is missing/),
+    );
 
-  env.hub = await start();
-  t.is((await env.balances(await env.agent('alice'), await env.agent('bob'))).join(), '45,15', 'restored, the hub runs on');
-});
+    env.hub = await start();
+    t.is((await env.balances(await env.agent('alice'), await env.agent('bob'))).join(), '45,15', 'restored, the hub runs on');
+  },
+);
 
-test("SPEC §11: a ledger written before the hash chain (no prev, no head) starts and verifies; an account's chain starts at its first new entry, linked to its old newest one", async (t) => {
-  const env = await setup(t);
-  const alice = await env.agent('alice');
-  await env.hub.close();
-  // The records as earlier versions wrote them: an account {balance, held, seq}, entries without prev.
-  let store = await HubStore.open(env.hubDir);
-  const old = (seq: number, balance: string): HistoryEntry => ({
-    seq,
-    tx: `tx_${seq}`,
-    at: 1_700_000_000_000 + seq,
-    kind: 'mint',
-    amount: '10',
-    counterparty: null,
-    hold: null,
-    balance,
-  });
-  await store.history.put(historyKey(alice.aid, 1), old(1, '10'));
-  await store.history.put(historyKey(alice.aid, 2), old(2, '20'));
-  await store.accounts.put(alice.aid, { balance: '20', held: '0', seq: 2 });
-  await store.meta.put('ledger-minted', '20');
-  t.deepEqual(await checkLedger(store, 'full'), { accounts: 1, entries: 2 });
-  const oldBytes = (await store.history.get(historyKey(alice.aid, 2), { valueEncoding: 'buffer' })) as Buffer;
-  await store.close();
+levelDbTest(
+  "SPEC §11: a ledger written before the hash chain (no prev, no head) starts and verifies; an account's chain starts at its first new entry, linked to its old newest one",
+  async (t) => {
+    const env = await setup(t);
+    const alice = await env.agent('alice');
+    await env.hub.close();
+    // The records as earlier versions wrote them: an account {balance, held, seq}, entries without prev.
+    let store = await HubStore.open(env.hubDir);
+    const old = (seq: number, balance: string): HistoryEntry => ({
+      seq,
+      tx: `tx_${seq}`,
+      at: 1_700_000_000_000 + seq,
+      kind: 'mint',
+      amount: '10',
+      counterparty: null,
+      hold: null,
+      balance,
+    });
+    await store.history.put(historyKey(alice.aid, 1), old(1, '10'));
+    await store.history.put(historyKey(alice.aid, 2), old(2, '20'));
+    await store.accounts.put(alice.aid, { balance: '20', held: '0', seq: 2 });
+    await store.meta.put('ledger-minted', '20');
+    t.deepEqual(await checkLedger(new LevelLedger(store), env.hubDir, 'full'), { accounts: 1, entries: 2 });
+    const oldBytes = (await store.history.get(historyKey(alice.aid, 2), { valueEncoding: 'buffer' })) as Buffer;
+    await store.close();
 
-  await env.restart();
-  await env.mint(await env.agent('alice'), '5');
-  t.like(await (await env.agent('alice')).client.account(alice.aid), { balance: '25' });
-  await env.hub.close();
-  store = await HubStore.open(env.hubDir);
-  const third = unpack((await store.history.get(historyKey(alice.aid, 3), { valueEncoding: 'buffer' })) as Buffer) as HistoryEntry & {
-    prev: string;
-  };
-  t.is(third.prev, Buffer.from(sha256(oldBytes)).toString('hex'), 'linked to the old newest entry');
-  t.deepEqual(await checkLedger(store, 'full'), { accounts: 1, entries: 3 });
-  // An old entry changed after the upgrade is caught through that link.
-  await store.history.put(historyKey(alice.aid, 2), pack({ ...old(2, '20'), amount: '11' }), { valueEncoding: 'buffer' });
-  const err = await t.throwsAsync(checkLedger(store, 'full'), { instanceOf: LedgerDamagedError });
-  t.is(err!.seq, 2);
-  await store.history.put(historyKey(alice.aid, 2), oldBytes, { valueEncoding: 'buffer' });
-  await store.close();
-  env.hub = await startHub({ dataDir: env.hubDir, port: 0, now: () => env.clock.now() });
-});
+    await env.restart();
+    await env.mint(await env.agent('alice'), '5');
+    t.like(await (await env.agent('alice')).client.account(alice.aid), { balance: '25' });
+    await env.hub.close();
+    store = await HubStore.open(env.hubDir);
+    const third = unpack((await store.history.get(historyKey(alice.aid, 3), { valueEncoding: 'buffer' })) as Buffer) as HistoryEntry & {
+      prev: string;
+    };
+    t.is(third.prev, Buffer.from(sha256(oldBytes)).toString('hex'), 'linked to the old newest entry');
+    t.deepEqual(await checkLedger(new LevelLedger(store), env.hubDir, 'full'), { accounts: 1, entries: 3 });
+    // An old entry changed after the upgrade is caught through that link.
+    await store.history.put(historyKey(alice.aid, 2), pack({ ...old(2, '20'), amount: '11' }), { valueEncoding: 'buffer' });
+    const err = await t.throwsAsync(checkLedger(new LevelLedger(store), env.hubDir, 'full'), { instanceOf: LedgerDamagedError });
+    t.is(err!.seq, 2);
+    await store.history.put(historyKey(alice.aid, 2), oldBytes, { valueEncoding: 'buffer' });
+    await store.close();
+    env.hub = await startTestHub({ dataDir: env.hubDir, port: 0, now: () => env.clock.now() });
+  },
+);

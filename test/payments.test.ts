@@ -265,7 +265,7 @@ test('SPEC §10: only a price the provider signed counts: a quote not signed by 
   // Now a genuine quote, and a hub that shows a card "with the price" for this agent: the caller reads no
   // price from the hub; without the provider's own signed extended card nothing is paid automatically.
   signer = peer.identity;
-  const rec = await net.hub.store.agent(peer.aid);
+  const rec = await net.hub.storage.agents.get(peer.aid);
   const card = JSON.stringify({
     name: 'raw',
     skills: [{ id: 'text.translate' }],
@@ -275,7 +275,7 @@ test('SPEC §10: only a price the provider signed counts: a quote not signed by 
       ],
     },
   });
-  await net.hub.store.agents.put(peer.aid, { ...rec!, card, seq: '1', digest: 'forged' });
+  await net.hub.storage.agents.put({ ...rec!, card, seq: '1', digest: 'forged' });
   const genuine = await call(c.dir, peer.aid, 'text.translate');
   t.like(genuine, { state: 'input-required', payment: { auto: false, quoteError: null, price: null } });
   t.regex(genuine.payment.why, /no signed price to check the quote against: its public card does not verify/);

@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
-import { startHub } from '../src/hub/server.js';
+import { startTestHub } from './helpers/hub.js';
 import { HubClient, HubRefusedError, HubUnreachableError } from '../src/hub-client/client.js';
 import { RelayClient } from '../src/relay/client.js';
 import { Relay, type RelayLimits as RelayLimitsT } from '../src/hub/relay.js';
@@ -18,7 +18,7 @@ import { createIdentity, type Identity } from '../src/identity/store.js';
 
 async function setup(t: ExecutionContext) {
   const root = await tempDir(t);
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());
   const mk = async (name: string) => {
     const id = await createIdentity(join(root, name), Date.now());

@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { startNet } from './helpers/net.js';
-import { startHub } from '../src/hub/server.js';
+import { startTestHub } from './helpers/hub.js';
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 import { RelayClient } from '../src/relay/client.js';
 import { sealEnvelope, openEnvelope } from '../src/protocol/envelope.js';
@@ -17,7 +17,7 @@ import { createIdentity, type Identity } from '../src/identity/store.js';
 
 async function setup(t: ExecutionContext, now?: () => number) {
   const root = await tempDir(t);
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, ...(now ? { now } : {}) });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0, ...(now ? { now } : {}) });
   t.teardown(() => hub.close());
   // Registered with encryption keys published, as a daemon leaves a node: the hub queues only for such.
   const mk = async (name: string) => {

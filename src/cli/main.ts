@@ -30,7 +30,10 @@ const HELP = `usage: anet <command> [options]
                        rebuild actor states from the journal; --verify compares them with the snapshots
   daemon               run the node: publish its card, serve the CLI on <data>/control.sock
   hub start [--port 8710] [--data DIR] [--require-invite] [--register-limit N] [--trust-proxy]
-                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub);
+            [--db postgres://…] [--bus nats://…] [--mailbox-ttl 7d]
+                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub),
+                       or its store in PostgreSQL (--db; DIR keeps its identity), one of N replicas with --bus;
+                       mail for offline nodes is kept --mailbox-ttl (default 7d, at most 7d);
                        new AIDs: only with an invite, or at most N per address a minute (default 20, 0: no limit);
                        --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy)
   hub mint AID AMOUNT [--data DIR]
@@ -90,6 +93,9 @@ const OPTIONS = {
   'require-invite': { type: 'boolean', default: false },
   'register-limit': { type: 'string' },
   'trust-proxy': { type: 'boolean', default: false },
+  db: { type: 'string' },
+  bus: { type: 'string' },
+  'mailbox-ttl': { type: 'string' },
 } as const;
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
@@ -153,6 +159,9 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
         requireInvite: values['require-invite'],
         registerLimit: values['register-limit'],
         trustProxy: values['trust-proxy'],
+        db: values.db,
+        bus: values.bus,
+        mailboxTtl: values['mailbox-ttl'],
       });
     case 'balance':
       return cmdBalance(io, dataDir, json);

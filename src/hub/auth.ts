@@ -1,12 +1,13 @@
 // Signed requests to the hub (SPEC §11, PROTOCOL §8.1): the signature over method, path, time, nonce and
-// body digest, checked against the signer's current key; the clock window; and each nonce once. Seen
-// nonces are kept in the hub's store until they are twice the window old; the pruning's clock is this
-// hub's, so two hubs in one process (the tests, the demo) prune each their own store.
+// body digest, checked against the signer's current key; the clock window; and each nonce once, on any
+// replica: the claim is the storage's (src/hub/storage/types.ts NonceStore), atomic across replicas. Seen
+// nonces are kept until they are twice the window old; the pruning's clock is this hub's, so two hubs in
+// one process (the tests, the demo) prune each their own store.
 import type { IncomingMessage } from 'node:http';
 import { authMessage, AUTH_WINDOW_MS } from '../protocol/hub-auth.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import type { KelState } from '../identity/kel.js';
-import type { HubStore } from './store.js';
+import type { NonceStore } from './storage/types.js';
 import { HubError } from './http.js';
 
 export function header(req: IncomingMessage, name: string): string {
@@ -17,12 +18,10 @@ export function header(req: IncomingMessage, name: string): string {
 
 /** The signed-request check of one hub: the nonces it holds in memory and when it last pruned the stored ones. */
 export class RequestAuth {
-  /** `<aid>!<nonce>` of signed requests being checked now: a copy arriving meanwhile is REPLAYED at once. */
-  private readonly checking = new Set<string>();
   private lastPrune = 0;
 
   constructor(
-    private readonly store: HubStore,
+    private readonly nonces: NonceStore,
     private readonly now: () => number,
   ) {}
 
@@ -41,18 +40,8 @@ export class RequestAuth {
     if (!verifyEd25519(kel.currentKey, authMessage(req.method ?? '', path, time, nonce, body), sig)) {
       throw new HubError(401, 'UNAUTHENTICATED', "the request is not signed by the agent's current key");
     }
-    // Checked and claimed before any await: of copies of one request arriving together, one gets past; the
-    // claim lasts until the nonce is on disk, where later copies find it.
-    const key = `${aid}!${nonce}`;
-    const replayed = () => new HubError(401, 'REPLAYED', 'this request was already received');
-    if (this.checking.has(key)) throw replayed();
-    this.checking.add(key);
-    try {
-      if ((await this.store.nonces.get(key)) !== undefined) throw replayed();
-      await this.store.nonces.put(key, t);
-    } finally {
-      this.checking.delete(key);
-    }
+    // Of copies of one request arriving together, on one replica or several, one claim succeeds.
+    if (!(await this.nonces.claim(aid, nonce, t))) throw new HubError(401, 'REPLAYED', 'this request was already received');
     await this.prune(this.now());
   }
 
@@ -60,8 +49,6 @@ export class RequestAuth {
   private async prune(at: number): Promise<void> {
     if (at - this.lastPrune < AUTH_WINDOW_MS) return;
     this.lastPrune = at;
-    const old: string[] = [];
-    for await (const [k, t] of this.store.nonces.iterator()) if ((t as number) < at - 2 * AUTH_WINDOW_MS) old.push(k);
-    if (old.length) await this.store.nonces.batch(old.map((key) => ({ type: 'del' as const, key })));
+    await this.nonces.prune(at - 2 * AUTH_WINDOW_MS);
   }
 }

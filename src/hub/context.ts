@@ -1,13 +1,13 @@
 // What the hub's route handlers share for one hub (built by startHub in src/hub/server.ts).
 import type { KelState } from '../identity/kel.js';
-import type { HubStore } from './store.js';
+import type { HubStorage } from './storage/types.js';
 import type { Relay } from './relay.js';
 import type { Ledger } from './ledger.js';
 import type { Budget } from './budget.js';
 import type { RequestAuth } from './auth.js';
 
 export interface HubContext {
-  store: HubStore;
+  storage: HubStorage;
   relay: Relay;
   ledger: Ledger;
   hubKel: KelState;
@@ -21,8 +21,4 @@ export interface HubContext {
   registrations: { take(client: string): number } | null;
   /** Signed requests: the signature, the clock window, each nonce once. */
   auth: RequestAuth;
-  /** Invites (their keys) being used now: of registrations racing with one token, one gets in. */
-  claimed: Set<string>;
-  /** AIDs with encryption keys published: the relay queues envelopes for these only. */
-  recipients: Set<string>;
 }

@@ -7,13 +7,14 @@ import { verifyKeySet } from '../protocol/keyset.js';
 import { verifyCard } from '../protocol/card/verify.js';
 import type { AgentCard } from '../protocol/card/types.js';
 import { validateKel, compareKel, KelError, type KelState } from '../identity/kel.js';
-import type { AgentRecord, HubStore } from './store.js';
+import type { AgentRecord, HubStorage, SearchQuery } from './storage/types.js';
+import { BadCursor, BadSearch } from './search/index.js';
 import type { HubContext } from './context.js';
 import { HubError, send, json } from './http.js';
 
 /** GET /agents/<aid>/{card,kel,jwks.json,keys}: false when `what` is none of these. */
-export async function showAgent(store: HubStore, res: ServerResponse, aid: string, what: string | undefined): Promise<boolean> {
-  const rec = await store.agent(aid);
+export async function showAgent(storage: HubStorage, res: ServerResponse, aid: string, what: string | undefined): Promise<boolean> {
+  const rec = await storage.agents.get(aid);
   if (!rec) throw new HubError(404, 'UNKNOWN_AID', `no agent ${aid} on this hub`);
   if (what === 'card') {
     if (!rec.card) throw new HubError(404, 'NO_CARD', `${aid} has withdrawn its card`);
@@ -67,45 +68,45 @@ export function acceptKel(known: KelState, incoming: KelState): void {
   if (cmp.kind === 'other_aid') throw new HubError(400, 'KEL_WRONG_AID', "the KEL is another AID's");
 }
 
-export async function known(store: HubStore, aid: string): Promise<AgentRecord> {
-  const rec = await store.agent(aid);
+export async function known(storage: HubStorage, aid: string): Promise<AgentRecord> {
+  const rec = await storage.agents.get(aid);
   if (!rec) throw new HubError(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first`);
   return rec;
 }
 
 export async function publish(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
-  const { store, now } = ctx;
-  const rec = await known(store, aid);
+  const { storage, now } = ctx;
+  const rec = await known(storage, aid);
   const kel = validateKel(rec.kel);
   await ctx.auth.check(req, path, raw, kel);
   const body = json(raw);
   if (rec.card === body.card) return { aid, seq: rec.seq };
   const c = checkCard(body.card, kel, rec, now());
-  await store.agents.put(aid, { ...rec, card: body.card as string, seq: c.seq, digest: c.digest, updatedAt: now() });
+  await storage.agents.put({ ...rec, card: body.card as string, seq: c.seq, digest: c.digest, updatedAt: now() });
   return { aid, seq: c.seq };
 }
 
 export async function withdraw(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
-  const rec = await known(ctx.store, aid);
+  const rec = await known(ctx.storage, aid);
   await ctx.auth.check(req, path, raw, validateKel(rec.kel));
   // The high-water mark stays, so an older card cannot come back after a withdrawal.
-  await ctx.store.agents.put(aid, { ...rec, card: null, updatedAt: ctx.now() });
+  await ctx.storage.agents.put({ ...rec, card: null, updatedAt: ctx.now() });
   return { aid, withdrawn: true };
 }
 
 export async function updateKel(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
-  const rec = await known(ctx.store, aid);
+  const rec = await known(ctx.storage, aid);
   const { kel, bytes } = kelFrom(json(raw));
   if (kel.aid !== aid) throw new HubError(400, 'KEL_WRONG_AID', "the KEL is another AID's");
   acceptKel(validateKel(rec.kel), kel);
   // After a rotation the node signs with its new key, which only the new KEL names.
   await ctx.auth.check(req, path, raw, kel);
-  await ctx.store.agents.put(aid, { ...rec, kel: bytes, updatedAt: ctx.now() });
+  await ctx.storage.agents.put({ ...rec, kel: bytes, updatedAt: ctx.now() });
   return { aid, ksn: kel.ksn };
 }
 
 export async function putKeys(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
-  const rec = await known(ctx.store, aid);
+  const rec = await known(ctx.storage, aid);
   const kel = validateKel(rec.kel);
   await ctx.auth.check(req, path, raw, kel);
   try {
@@ -113,9 +114,8 @@ export async function putKeys(ctx: HubContext, req: IncomingMessage, path: strin
   } catch (err) {
     throw new HubError(400, 'BAD_KEY_SET', (err as Error).message);
   }
-  await ctx.store.agents.put(aid, { ...rec, keys: new Uint8Array(raw), updatedAt: ctx.now() });
-  // From now on the relay queues envelopes for it while it is offline.
-  ctx.recipients.add(aid);
+  // From now on the relay keeps envelopes for it while it is offline (storage.agents.isRecipient).
+  await ctx.storage.agents.put({ ...rec, keys: new Uint8Array(raw), updatedAt: ctx.now() });
   return { aid };
 }
 
@@ -134,41 +134,35 @@ function jwks(rec: AgentRecord) {
   };
 }
 
+/** The words of a query: lowercased, split on white space. */
 const words = (text: string) => text.toLowerCase().split(/\s+/).filter(Boolean);
 
-function haystack(rec: AgentRecord, card: AgentCard): string {
-  return [rec.name, card.name, card.description, ...card.skills.flatMap((s) => [s.id, s.name, s.description, ...s.tags])]
-    .join(' ')
-    .toLowerCase();
-}
-
-/** Search by words (all must match), skill id and tag; AID order, cursor = the last AID of a page. */
-export async function search(store: HubStore, params: URLSearchParams) {
-  const q = words(params.get('q') ?? '');
-  const skill = params.get('skill');
-  const tag = params.get('tag');
-  const limit = Math.min(Math.max(Number(params.get('limit') ?? 20) || 20, 1), 100);
-  const cursor = params.get('cursor');
-  const agents: { aid: string; name: string; card: string; kel: string; updatedAt: number }[] = [];
-  let next: string | null = null;
-  for await (const value of store.agents.values(cursor ? { gt: cursor } : {})) {
-    const rec = value as AgentRecord;
-    if (!rec.card) continue;
-    let card: AgentCard;
-    try {
-      card = JSON.parse(rec.card);
-    } catch {
-      continue;
-    }
-    const text = haystack(rec, card);
-    if (!q.every((w) => text.includes(w))) continue;
-    if (skill && !card.skills.some((s) => s.id === skill)) continue;
-    if (tag && !card.skills.some((s) => s.tags.includes(tag))) continue;
-    if (agents.length === limit) {
-      next = agents[agents.length - 1]!.aid;
-      break;
-    }
-    agents.push({ aid: rec.aid, name: rec.name, card: rec.card, kel: Buffer.from(rec.kel).toString('base64'), updatedAt: rec.updatedAt });
+/**
+ * GET /agents: search by words (all must match; ranked by the storage's directory index, src/hub/search/),
+ * skill id and tag; `next` continues the order (an opaque cursor).
+ */
+export async function search(storage: HubStorage, params: URLSearchParams) {
+  const query: SearchQuery = {
+    words: words(params.get('q') ?? ''),
+    skill: params.get('skill'),
+    tag: params.get('tag'),
+    limit: Math.min(Math.max(Number(params.get('limit') ?? 20) || 20, 1), 100),
+    cursor: params.get('cursor'),
+  };
+  let page: Awaited<ReturnType<HubStorage['agents']['search']>>;
+  try {
+    page = await storage.agents.search(query);
+  } catch (err) {
+    if (err instanceof BadCursor) throw new HubError(400, 'BAD_CURSOR', `${err.message}: pass the \`next\` of the page before, unchanged`);
+    if (err instanceof BadSearch) throw new HubError(400, 'BAD_REQUEST', err.message);
+    throw err;
   }
-  return { agents, next };
+  const agents = page.agents.map((rec) => ({
+    aid: rec.aid,
+    name: rec.name,
+    card: rec.card!,
+    kel: Buffer.from(rec.kel).toString('base64'),
+    updatedAt: rec.updatedAt,
+  }));
+  return { agents, next: page.next };
 }

@@ -11,7 +11,7 @@ import { known } from './directory.js';
  * (the payee), GET /ledger/accounts/<aid> (that AID or the hub). All signed; the ledger decides the rest.
  */
 export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: string, method: string, raw: Buffer) {
-  const { store, ledger, hubKel } = ctx;
+  const { storage, ledger, hubKel } = ctx;
   const parts = path.split('/').filter(Boolean);
   const route =
     method === 'GET' && parts.length === 3 && parts[1] === 'accounts'
@@ -23,7 +23,7 @@ export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: 
     throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
   // The hub is no agent of its own directory: its requests are checked against the KEL it loaded.
   const signer = header(req, 'x-anet-aid');
-  const kel = signer === hubKel.aid ? hubKel : validateKel((await known(store, signer)).kel);
+  const kel = signer === hubKel.aid ? hubKel : validateKel((await known(storage, signer)).kel);
   await ctx.auth.check(req, path, raw, kel);
   if (route === 'account') {
     const aid = parts[2]!;

@@ -12,9 +12,12 @@ import { hasIdentity, loadIdentity } from '../identity/store.js';
 import { isAid } from '../identity/cid.js';
 import { isAmount } from '../protocol/authorization.js';
 import type { MintAnswer } from '../protocol/hub-api.js';
+import { MAX_MESSAGE_TTL_MS } from '../protocol/envelope.js';
 import { StoreLockedError } from '../../store/db.js';
-import { startHub, hubRunFile } from './server.js';
-import { HubStore } from './store.js';
+import { startHub, hubRunFile, hubStoreFile } from './server.js';
+import { openLevelStorage, type LevelStorage } from './storage/level.js';
+import { openStorage } from './storage/open.js';
+import { mintInviteToken } from './registration.js';
 import { Ledger, LedgerRefused, LedgerDamagedError, checkLedger } from './ledger.js';
 import { operatorPost, OperatorRequestError } from './operator.js';
 
@@ -64,6 +67,41 @@ export interface HubStartFlags {
   /** New AIDs per address a minute (0: no limit). */
   registerLimit?: string;
   trustProxy?: boolean;
+  /** A PostgreSQL URL: the storage shared by replicas (default: the embedded LevelDB in the data dir). */
+  db?: string;
+  /** A NATS URL: replicas hand each other envelopes on it (needs --db). */
+  bus?: string;
+  /** How long mail for an offline node is kept: `7d`, `36h`, `90m` (default 7d). */
+  mailboxTtl?: string;
+}
+
+/** The longest mail may wait: a node refuses an envelope whose exp is further (src/protocol/envelope.ts). */
+const MAX_MAILBOX_TTL_MS = MAX_MESSAGE_TTL_MS;
+
+/** `7d`, `36h`, `90m`, `45s` → milliseconds; null when it is none of these. */
+export function parseDuration(text: string): number | null {
+  const m = /^([0-9]{1,6})(d|h|m|s)$/.exec(text);
+  if (!m) return null;
+  const unit = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 }[m[2] as 'd' | 'h' | 'm' | 's'];
+  return Number(m[1]) * unit;
+}
+
+/** The checked --db, --bus and --mailbox-ttl of `hub start`. */
+function storageFlags(flags: HubStartFlags): { db?: string; bus?: string; ttlMs?: number } {
+  if (flags.bus !== undefined && flags.db === undefined)
+    throw usageError('--bus needs --db: replicas share one PostgreSQL (`--db postgres://… --bus nats://…`)');
+  if (flags.bus !== undefined && !/^(nats|tls):\/\/./.test(flags.bus))
+    throw usageError(`--bus takes a NATS URL (nats://host:4222), not "${flags.bus}"`);
+  if (flags.db !== undefined && !/^postgres(ql)?:\/\/./.test(flags.db))
+    throw usageError(`--db takes a PostgreSQL URL (postgres://user:password@host:5432/database), not "${flags.db}"`);
+  let ttlMs: number | undefined;
+  if (flags.mailboxTtl !== undefined) {
+    const ms = parseDuration(flags.mailboxTtl);
+    if (ms === null || ms < 60_000 || ms > MAX_MAILBOX_TTL_MS)
+      throw usageError(`--mailbox-ttl takes a duration from 1m to 7d (e.g. 7d, 36h, 90m): nodes refuse mail older than 7 days`);
+    ttlMs = ms;
+  }
+  return { ...(flags.db ? { db: flags.db } : {}), ...(flags.bus ? { bus: flags.bus } : {}), ...(ttlMs ? { ttlMs } : {}) };
 }
 
 export async function cmdHubStart(
@@ -77,16 +115,22 @@ export async function cmdHubStart(
   const limit = flags.registerLimit === undefined ? undefined : Number(flags.registerLimit);
   if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0))
     throw usageError('--register-limit takes a whole number of new AIDs per address a minute (0: no limit)');
+  const { db, bus, ttlMs } = storageFlags(flags);
   const dataDir = hubDir(dataFlag);
   await ensureDir(dataDir, 0o700);
   const hub = await startHub({
     dataDir,
     port,
+    ...(db ? { db } : {}),
+    ...(bus ? { bus } : {}),
+    ...(ttlMs ? { limits: { ttlMs } } : {}),
     requireInvite: flags.requireInvite ?? false,
     trustProxy: flags.trustProxy ?? false,
     ...(limit !== undefined ? { registrationsPerMinute: limit } : {}),
   });
-  io.out(`anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}`);
+  io.out(
+    `anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}${db ? `; store ${hub.storage.where}` : ''}${bus ? `; bus ${bus}` : ''}`,
+  );
   const admission = flags.requireInvite
     ? 'new AIDs need an invite (`anet hub invite`)'
     : limit === 0
@@ -172,11 +216,11 @@ export async function cmdHubInvite(io: HubIo, dataFlag: string | undefined, json
     const identity = await loadIdentity(dataDir);
     token = (await viaRunningHub(() => operatorPost<{ token: string }>(running.url, identity, '/invites', {}))).token;
   } else {
-    const store = await openHubStore(dataDir, 'try again');
+    const storage = await openHubStore(dataDir, 'try again');
     try {
-      token = await store.mintInvite(Date.now());
+      token = await mintInviteToken(storage, Date.now());
     } finally {
-      await store.close();
+      await storage.close();
     }
   }
   if (json) return printJson(io, { token, via: running ? 'hub' : 'store', ...(running ? { url: running.url } : {}) });
@@ -185,9 +229,14 @@ export async function cmdHubInvite(io: HubIo, dataFlag: string | undefined, json
 }
 
 /** The hub's store, opened by a command while no hub runs; `then`: what to do after stopping the hub that holds it. */
-async function openHubStore(dataDir: string, then: string): Promise<HubStore> {
+async function openHubStore(dataDir: string, then: string): Promise<LevelStorage> {
+  const elsewhere = await storeElsewhere(dataDir);
+  if (elsewhere)
+    throw new HubCommandError(
+      `the hub of ${dataDir} keeps its store in PostgreSQL (${elsewhere}) and none of its replicas is running here: start one (\`anet hub start --data ${dataDir} --db …\`) and ${then}`,
+    );
   try {
-    return await HubStore.open(dataDir);
+    return await openLevelStorage(dataDir);
   } catch (err) {
     if (err instanceof StoreLockedError) {
       throw new HubCommandError(
@@ -198,16 +247,27 @@ async function openHubStore(dataDir: string, then: string): Promise<HubStore> {
   }
 }
 
+/** Where a data dir's hub keeps its store when it is not the embedded LevelDB (see hubStoreFile); null for LevelDB. */
+async function storeElsewhere(dataDir: string): Promise<string | null> {
+  try {
+    const marker = JSON.parse(await readFile(hubStoreFile(dataDir), 'utf8')) as { kind?: unknown; where?: unknown };
+    return marker.kind === 'postgres' && typeof marker.where === 'string' ? marker.where : null;
+  } catch (err) {
+    if (isNotFound(err) || err instanceof SyntaxError) return null;
+    throw err;
+  }
+}
+
 /** With no hub running, the same ledger code on the hub's store (the LevelDB lock is ours for a moment). */
 async function mintInStore(dataDir: string, hubAid: string, aid: string, amount: string, nonce: string): Promise<MintAnswer> {
-  const store = await openHubStore(dataDir, 'mint again');
+  const storage = await openHubStore(dataDir, 'mint again');
   try {
-    return await new Ledger(store, hubAid).mint(aid, amount, nonce);
+    return await new Ledger(storage, hubAid).mint(aid, amount, nonce);
   } catch (err) {
     if (err instanceof LedgerRefused) throw new HubCommandError(`the hub refused: ${err.code}: ${err.message}`);
     throw err;
   } finally {
-    await store.close();
+    await storage.close();
   }
 }
 
@@ -215,10 +275,13 @@ async function mintInStore(dataDir: string, hubAid: string, aid: string, amount:
  * `anet-hub verify` (and `anet replay --verify` on a hub's data dir): every entry of the ledger's history,
  * each account's seqs from 1 and its hash chain (src/hub/ledger.ts). Damage is reported and exits 1.
  */
-export async function cmdVerifyLedger(io: HubIo, dataDir: string, json: boolean): Promise<void> {
-  const store = await HubStore.open(dataDir);
+export async function cmdVerifyLedger(io: HubIo, dataDir: string, json: boolean, db?: string): Promise<void> {
+  const elsewhere = db === undefined ? await storeElsewhere(dataDir) : null;
+  if (elsewhere)
+    throw new HubCommandError(`the hub of ${dataDir} keeps its store in PostgreSQL (${elsewhere}): verify it with --db and that URL`);
+  const storage = db === undefined ? await openLevelStorage(dataDir) : await openStorage(dataDir, db);
   try {
-    const r = await checkLedger(store, 'full');
+    const r = await checkLedger(storage.ledger, storage.where, 'full');
     if (json) printJson(io, { ledger: r, damage: null });
     else io.out(`ok: the ledger's history, ${r.entries} entries of ${r.accounts} accounts, each in order and matching its hash chain`);
   } catch (err) {
@@ -232,20 +295,24 @@ export async function cmdVerifyLedger(io: HubIo, dataDir: string, json: boolean)
     }
     throw new HubCommandError('', 1);
   } finally {
-    await store.close();
+    await storage.close();
   }
 }
 
 const HELP = `usage: anet-hub <command> [options]
 
   start [--port 8710] [--data DIR] [--require-invite] [--register-limit N] [--trust-proxy]
-                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub);
+        [--db postgres://…] [--bus nats://…] [--mailbox-ttl 7d]
+                       run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub),
+                       or with its store in PostgreSQL (--db; DIR keeps its identity), one of N replicas with --bus;
+                       mail for offline nodes is kept --mailbox-ttl (default 7d, at most 7d);
                        new AIDs: only with an invite, or at most N per address a minute (default 20, 0: no limit);
                        --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy)
   mint AID AMOUNT [--data DIR]
                        credit AMOUNT credits to a registered AID (through the running hub, else its store)
   invite [--data DIR]  a single-use token that lets one new AID register (for --require-invite)
-  verify [--data DIR]  check every entry of the ledger's history (the hub must be stopped)
+  verify [--data DIR] [--db postgres://…]
+                       check every entry of the ledger's history (a LevelDB hub must be stopped)
   help                 this text
 
 options: --data DIR (default ~/.anet-hub), --json for data output
@@ -259,6 +326,9 @@ const OPTIONS = {
   'require-invite': { type: 'boolean', default: false },
   'register-limit': { type: 'string' },
   'trust-proxy': { type: 'boolean', default: false },
+  db: { type: 'string' },
+  bus: { type: 'string' },
+  'mailbox-ttl': { type: 'string' },
 } as const;
 
 /** `anet-hub <command>`: the exit code (SPEC §12: 0 success, 1 refused or failed, 2 usage). */
@@ -286,13 +356,16 @@ async function dispatch(argv: string[], io: HubIo): Promise<void> {
         requireInvite: values['require-invite'],
         registerLimit: values['register-limit'],
         trustProxy: values['trust-proxy'],
+        db: values.db,
+        bus: values.bus,
+        mailboxTtl: values['mailbox-ttl'],
       });
     case 'mint':
       return cmdHubMint(io, values.data, rest[0], rest[1], values.json);
     case 'invite':
       return cmdHubInvite(io, values.data, values.json);
     case 'verify':
-      return cmdVerifyLedger(io, hubDir(values.data), values.json);
+      return cmdVerifyLedger(io, hubDir(values.data), values.json, values.db);
     default:
       throw usageError(`unknown command "${command}"`);
   }

@@ -3,7 +3,9 @@
 // made (POST /invites, `anet hub invite`), else, when the hub asks for none, within a per-client rate.
 import type { IncomingMessage } from 'node:http';
 import { validateKel } from '../identity/kel.js';
-import { isInviteToken, inviteKey, type AgentRecord, type Invite } from './store.js';
+import { randomHex } from '../util/random.js';
+import { isInviteToken, inviteKey } from './store.js';
+import type { AgentRecord, HubStorage, Invite } from './storage/types.js';
 import type { HubContext } from './context.js';
 import { HubError, json } from './http.js';
 import { header } from './auth.js';
@@ -43,10 +45,10 @@ export class RateLimit {
  * the per-client limit of new AIDs a minute.
  */
 export async function register(ctx: HubContext, client: string, req: IncomingMessage, path: string, raw: Buffer) {
-  const { store, now } = ctx;
+  const { storage, now } = ctx;
   const body = json(raw);
   const { kel, bytes } = kelFrom(body);
-  const rec = await store.agent(kel.aid);
+  const rec = await storage.agents.get(kel.aid);
   if (rec) acceptKel(validateKel(rec.kel), kel);
   await ctx.auth.check(req, path, raw, kel);
   const name = typeof body.name === 'string' && body.name.length > 0 ? body.name.slice(0, 128) : (rec?.name ?? '');
@@ -66,36 +68,19 @@ export async function register(ctx: HubContext, client: string, req: IncomingMes
     const c = checkCard(body.card, kel, rec, now());
     Object.assign(next, { card: body.card, seq: c.seq, digest: c.digest });
   }
-  if (rec) await store.agents.put(kel.aid, next);
+  if (rec) await storage.agents.put(next);
   else await admit(ctx, client, body.invite, next);
   return { aid: kel.aid, seq: next.seq };
 }
 
 /** Writes the record of a new AID, if it is admitted (see register()). */
 async function admit(ctx: HubContext, client: string, invite: unknown, next: AgentRecord): Promise<void> {
-  const { store } = ctx;
   if (invite !== undefined && invite !== null) {
     if (!isInviteToken(invite)) throw new HubError(403, 'BAD_INVITE', 'an invite is the 32 hex characters `anet hub invite` printed');
-    const key = inviteKey(invite);
-    const used = () => new HubError(403, 'BAD_INVITE', 'this invite was already used: each registers one new AID');
-    // Claimed before any await, as nonces are: one token, one new AID, however many race for it.
-    if (ctx.claimed.has(key)) throw used();
-    ctx.claimed.add(key);
-    try {
-      const found = (await store.invites.get(key)) as Invite | undefined;
-      if (!found) throw new HubError(403, 'BAD_INVITE', 'this hub made no such invite');
-      if (found.usedBy !== null) throw used();
-      const spent: Invite = { ...found, usedBy: next.aid, usedAt: ctx.now() };
-      await store.db.batch(
-        [
-          { type: 'put', sublevel: store.agents, key: next.aid, value: next },
-          { type: 'put', sublevel: store.invites, key, value: spent },
-        ] as never,
-        { sync: true },
-      );
-    } finally {
-      ctx.claimed.delete(key);
-    }
+    // One token, one new AID, however many race for it, on any replica (the storage's atomic step).
+    const outcome = await ctx.storage.agents.admit(next, inviteKey(invite), ctx.now());
+    if (outcome === 'unknown') throw new HubError(403, 'BAD_INVITE', 'this hub made no such invite');
+    if (outcome === 'used') throw new HubError(403, 'BAD_INVITE', 'this invite was already used: each registers one new AID');
     return;
   }
   if (ctx.requireInvite) {
@@ -107,7 +92,7 @@ async function admit(ctx: HubContext, client: string, invite: unknown, next: Age
   }
   const wait = ctx.registrations?.take(client) ?? 0;
   if (wait > 0) throw new HubError(429, 'RATE_LIMITED', `too many new AIDs registered from this address; retry in ${wait} s`, wait);
-  await store.agents.put(next.aid, next);
+  await ctx.storage.agents.put(next);
 }
 
 /** POST /invites, signed by the hub's own identity (`anet hub invite`): a new single-use invite token. */
@@ -115,5 +100,13 @@ export async function mintInvite(ctx: HubContext, req: IncomingMessage, path: st
   if (header(req, 'x-anet-aid') !== ctx.hubKel.aid)
     throw new HubError(403, 'NOT_HUB', "only the hub's operator makes invites (`anet hub invite`)");
   await ctx.auth.check(req, path, raw, ctx.hubKel);
-  return { token: await ctx.store.mintInvite(ctx.now()) };
+  return { token: await mintInviteToken(ctx.storage, ctx.now()) };
+}
+
+/** Mints an invite (synced): the token, which only its holder will know; the storage keeps its digest. */
+export async function mintInviteToken(storage: HubStorage, now: number): Promise<string> {
+  const token = randomHex(16);
+  const invite: Invite = { createdAt: now, usedBy: null, usedAt: null };
+  await storage.agents.invite(inviteKey(token), invite);
+  return token;
 }

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { writeFileAtomic } from '../util/fsutil.js';
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { HubStore, type AgentRecord } from './store.js';
+import type { HubStorage } from './storage/types.js';
+import { openStorage } from './storage/open.js';
 import { Relay, type RelayLimits } from './relay.js';
 import { Budget } from './budget.js';
 import { Ledger } from './ledger.js';
@@ -27,7 +28,12 @@ import { handleRelay, upgrade } from './relay-routes.js';
 export { HubError } from './http.js';
 
 export interface HubOptions {
+  /** The hub's identity and run file; its LevelDB too unless `db` names a PostgreSQL. */
   dataDir: string;
+  /** A PostgreSQL URL: the storage shared by the hub's replicas (default: LevelDB in dataDir). */
+  db?: string;
+  /** A NATS URL: the bus on which replicas hand each other envelopes (needs `db`). */
+  bus?: string;
   port: number;
   host?: string;
   now?: () => number;
@@ -60,13 +66,20 @@ const REGISTRATIONS_PER_MINUTE = 20;
 /** `<hub data>/hub.json`: `{url, pid}` while the hub runs. */
 export const hubRunFile = (dataDir: string) => join(dataDir, 'hub.json');
 
+/**
+ * `<hub data>/hub-store.json`: `{kind: 'postgres', where}` once a hub ran on this data dir with `--db`, so
+ * a command run while it is stopped (`anet hub mint`) says where its store is instead of opening an empty
+ * LevelDB beside its identity. The URL is kept without its password.
+ */
+export const hubStoreFile = (dataDir: string) => join(dataDir, 'hub-store.json');
+
 const MAX_BODY = 256 * 1024;
 
 export interface Hub {
   url: string;
   aid: string;
   server: Server;
-  store: HubStore;
+  storage: HubStorage;
   relay: Relay;
   ledger: Ledger;
   /** Request bodies of the routes outside /relay/v2 being received (the relay's are `relay.uploads`). */
@@ -81,19 +94,22 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   const now = opts.now ?? Date.now;
   if (!(await hasIdentity(opts.dataDir))) await createIdentity(opts.dataDir, now());
   const identity = await loadIdentity(opts.dataDir);
-  const store = await HubStore.open(opts.dataDir);
-  const recipients = new Set<string>();
-  for await (const value of store.agents.values()) if ((value as AgentRecord).keys) recipients.add((value as AgentRecord).aid);
-  const relay = new Relay(now, opts.limits, (aid) => recipients.has(aid));
-  const ledger = new Ledger(store, identity.aid, now);
-  // A damaged ledger history refuses the start (LedgerDamagedError: one line, what to do).
-  await ledger.check().catch(async (err) => {
-    await store.close();
+  const storage = await openStorage(opts.dataDir, opts.db);
+  const ledger = new Ledger(storage, identity.aid, now);
+  try {
+    await storage.bind(identity.aid);
+    // A damaged ledger history refuses the start (LedgerDamagedError: one line, what to do).
+    await ledger.check();
+  } catch (err) {
+    await storage.close();
     throw err;
-  });
+  }
+  if (storage.kind === 'postgres')
+    await writeFileAtomic(hubStoreFile(opts.dataDir), JSON.stringify({ kind: storage.kind, where: storage.where }), 0o600);
+  const relay = new Relay(now, opts.limits, storage);
   const perMinute = opts.registrationsPerMinute ?? REGISTRATIONS_PER_MINUTE;
   const ctx: HubContext = {
-    store,
+    storage,
     relay,
     ledger,
     hubKel: identity.kel,
@@ -104,9 +120,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     requireInvite: opts.requireInvite ?? false,
     bodies: new Budget(opts.bodyBytes ?? BODY_BYTES, opts.bodyBytesPerClient ?? BODY_BYTES_PER_CLIENT),
     registrations: perMinute > 0 ? new RateLimit(perMinute, now) : null,
-    auth: new RequestAuth(store, now),
-    claimed: new Set(),
-    recipients,
+    auth: new RequestAuth(storage.nonces, now),
   };
   await ledger.sweep();
   const sweeper = setInterval(() => void ledger.sweep().catch(() => {}), SWEEP_EVERY_MS);
@@ -135,7 +149,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     url,
     aid: identity.aid,
     server,
-    store,
+    storage,
     relay,
     ledger,
     bodies: ctx.bodies,
@@ -146,7 +160,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await ledger.idle();
-      await store.close();
+      await storage.close();
     },
   };
 }
@@ -154,7 +168,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
 const BUSY_BODIES = 'the hub is receiving too many requests at once; retry shortly';
 
 async function handle(ctx: HubContext, client: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { store, relay } = ctx;
+  const { storage, relay } = ctx;
   const hubAid = ctx.hubKel.aid;
   const url = target(req);
   const parts = url.pathname.split('/').filter(Boolean);
@@ -167,11 +181,11 @@ async function handle(ctx: HubContext, client: string, req: IncomingMessage, res
   if (parts[0] === 'invites' && parts.length === 1 && method === 'POST')
     return send(res, 200, await mintInvite(ctx, req, url.pathname, body));
   if (parts[0] !== 'agents') throw new HubError(404, 'NOT_FOUND', `no route ${method} ${url.pathname}`);
-  if (parts.length === 1 && method === 'GET') return send(res, 200, await search(store, url.searchParams));
+  if (parts.length === 1 && method === 'GET') return send(res, 200, await search(storage, url.searchParams));
   if (parts.length === 1 && method === 'POST') return send(res, 200, await register(ctx, client, req, url.pathname, body));
   const aid = parts[1]!;
   const what = parts[2];
-  if (method === 'GET' && (await showAgent(store, res, aid, what))) return;
+  if (method === 'GET' && (await showAgent(storage, res, aid, what))) return;
   if (what === 'keys' && method === 'PUT') return send(res, 200, await putKeys(ctx, req, url.pathname, body, aid));
   if (what === 'card' && method === 'PUT') return send(res, 200, await publish(ctx, req, url.pathname, body, aid));
   if (what === 'card' && method === 'DELETE') return send(res, 200, await withdraw(ctx, req, url.pathname, body, aid));

@@ -1,39 +1,16 @@
-// The hub's LevelDB: agents (KEL, card wire, name, high-water), seen nonces, and the credits ledger
-// (src/hub/ledger.ts). The hub keeps no record of who talked to whom, and the ledger none of what was paid for.
+// The hub's LevelDB, the layout of the embedded storage (src/hub/storage/level.ts): agents (KEL, card wire,
+// name, high-water), seen nonces, invites, the credits ledger (src/hub/ledger.ts) and the mailboxes. The hub keeps no record of who talked to whom, and the ledger none of what was paid for.
 import type { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { join } from 'node:path';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { randomHex } from '../util/random.js';
 import { msgpack } from '../../store/codec.js';
 import { openLevel } from '../../store/db.js';
+import type { AgentRecord } from './storage/types.js';
 
 type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
 
-export interface AgentRecord {
-  aid: string;
-  name: string;
-  kel: Uint8Array;
-  /** The card exactly as the node signed it; null once withdrawn. */
-  card: string | null;
-  /** Highest card seq accepted, and the digest of that card (SEQ_ROLLBACK / SEQ_FORK survive restarts). */
-  seq: string | null;
-  digest: string | null;
-  /** The node's signed encryption key set (WIRE §4), verified on entry. */
-  keys?: Uint8Array;
-  updatedAt: number;
-}
-
-/**
- * An operator's invitation to register one new AID (`anet hub invite`, PROTOCOL §8.4), kept under the
- * digest of its token: the store holds no token anyone could use.
- */
-export interface Invite {
-  createdAt: number;
-  /** The AID whose first registration used it, and when; null while unused. */
-  usedBy: string | null;
-  usedAt: number | null;
-}
+export type { AgentRecord, Invite } from './storage/types.js';
 
 /** An invite token: 16 random bytes, hex. */
 export const isInviteToken = (token: unknown): token is string => typeof token === 'string' && /^[0-9a-f]{32}$/.test(token);
@@ -75,14 +52,6 @@ export class HubStore {
 
   async agent(aid: string): Promise<AgentRecord | undefined> {
     return (await this.agents.get(aid)) as AgentRecord | undefined;
-  }
-
-  /** Mints an invite (synced): the token, which only its holder will know. */
-  async mintInvite(now: number): Promise<string> {
-    const token = randomHex(16);
-    const invite: Invite = { createdAt: now, usedBy: null, usedAt: null };
-    await this.invites.put(inviteKey(token), invite, { sync: true } as never);
-    return token;
   }
 
   async close(): Promise<void> {

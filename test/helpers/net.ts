@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { tempDir } from './tmp.js';
 import { runCli } from './cli.js';
 import { OffsetClock } from './clock.js';
-import { startHub, type Hub } from '../../src/hub/server.js';
+import type { Hub } from '../../src/hub/server.js';
+import { startTestHub } from './hub.js';
 import { startDaemon, type Daemon } from '../../src/daemon/daemon.js';
 import { createIdentity, loadIdentity } from '../../src/identity/store.js';
 import { Store } from '../../store/db.js';
@@ -35,7 +36,7 @@ export interface Net {
 export async function startNet(t: ExecutionContext): Promise<Net> {
   const root = await tempDir(t);
   const clock = new OffsetClock();
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, now: () => clock.now() });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0, now: () => clock.now() });
   const daemons: Daemon[] = [];
   const logs = new WeakMap<Daemon, string[]>();
   t.teardown(async () => {

@@ -1,0 +1,287 @@
+// The embedded backend of the hub's storage (src/hub/storage/types.ts): one LevelDB in the hub's data
+// dir (`hub-store`, the layout of src/hub/store.ts, unchanged since before the interface, so older hub
+// data dirs open as they are). It serves one process — LevelDB allows no other — so the atomic steps the
+// interface asks for are this process's: a claim in memory before the first await, and the ledger's
+// transactions one at a time through one queue, each committed as one synced batch.
+import type { AbstractSublevel } from 'abstract-level';
+import type { Level } from 'level';
+import { timeKey } from '../../../store/db.js';
+import { KeyedSerial } from '../../runtime/serial.js';
+import { HubStore } from '../store.js';
+import { DirectoryIndex } from '../search/index.js';
+import { LevelMailbox } from './level-mailbox.js';
+import {
+  WrongHubError,
+  type AccountRecord,
+  type AgentRecord,
+  type AgentStore,
+  type HoldRecord,
+  type HubStorage,
+  type Invite,
+  type LedgerReads,
+  type LedgerStore,
+  type LedgerWrites,
+  type NonceStore,
+  type OpRecord,
+  type SearchPage,
+  type SearchQuery,
+} from './types.js';
+
+type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
+
+const HUB_AID = 'hub-aid';
+const MINTED = 'ledger-minted';
+export const historyKey = (aid: string, seq: number) => `${aid}!${seq.toString().padStart(16, '0')}`;
+const expiryKey = (expires: number, hold: string) => `${timeKey(expires)}!${hold}`;
+const asBytes = (b: Buffer | Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+
+/** Opens (creating) the LevelDB storage of a hub data dir; fails StoreLockedError while another process holds it. */
+export async function openLevelStorage(dataDir: string): Promise<LevelStorage> {
+  const store = await HubStore.open(dataDir);
+  try {
+    return await LevelStorage.load(store, dataDir);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}
+
+export class LevelStorage implements HubStorage {
+  readonly kind = 'leveldb' as const;
+  readonly agents: LevelAgents;
+  readonly nonces: LevelNonces;
+  readonly ledger: LevelLedger;
+  readonly mailbox: LevelMailbox;
+
+  private constructor(
+    /** The LevelDB itself (tests and `anet hub` commands reach its sublevels). */
+    readonly store: HubStore,
+    readonly where: string,
+    index: DirectoryIndex,
+    recipients: Set<string>,
+  ) {
+    this.agents = new LevelAgents(store, index, recipients);
+    this.nonces = new LevelNonces(store.nonces);
+    this.ledger = new LevelLedger(store);
+    this.mailbox = new LevelMailbox(store.db);
+  }
+
+  /** Builds the directory's index and the set of recipients from every stored agent. */
+  static async load(store: HubStore, where: string): Promise<LevelStorage> {
+    const index = new DirectoryIndex();
+    const recipients = new Set<string>();
+    for await (const value of store.agents.values()) {
+      const rec = value as AgentRecord;
+      index.set(rec);
+      if (rec.keys) recipients.add(rec.aid);
+    }
+    return new LevelStorage(store, where, index, recipients);
+  }
+
+  async bind(hubAid: string): Promise<void> {
+    const stored = (await this.store.meta.get(HUB_AID)) as string | undefined;
+    if (stored === undefined) await this.store.meta.put(HUB_AID, hubAid, { sync: true } as never);
+    else if (stored !== hubAid) throw new WrongHubError(this.where, stored, hubAid);
+  }
+
+  async close(): Promise<void> {
+    await this.ledger.idle();
+    await this.store.close();
+  }
+}
+
+class LevelAgents implements AgentStore {
+  /** Invites (their keys) being spent now: of registrations racing with one token, one gets in. */
+  private readonly claimed = new Set<string>();
+
+  constructor(
+    private readonly store: HubStore,
+    private readonly index: DirectoryIndex,
+    private readonly recipients: Set<string>,
+  ) {}
+
+  async get(aid: string): Promise<AgentRecord | undefined> {
+    return this.store.agent(aid);
+  }
+
+  async put(rec: AgentRecord): Promise<void> {
+    await this.store.agents.put(rec.aid, rec);
+    this.written(rec);
+  }
+
+  /** The index and the recipients follow every write, once it is on disk. */
+  private written(rec: AgentRecord): void {
+    this.index.set(rec);
+    if (rec.keys) this.recipients.add(rec.aid);
+  }
+
+  async admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'> {
+    // Claimed before any await: one token, one new AID, however many race for it.
+    if (this.claimed.has(inviteKey)) return 'used';
+    this.claimed.add(inviteKey);
+    try {
+      const found = (await this.store.invites.get(inviteKey)) as Invite | undefined;
+      if (!found) return 'unknown';
+      if (found.usedBy !== null) return 'used';
+      const spent: Invite = { ...found, usedBy: rec.aid, usedAt: now };
+      await this.store.db.batch(
+        [
+          { type: 'put', sublevel: this.store.agents, key: rec.aid, value: rec },
+          { type: 'put', sublevel: this.store.invites, key: inviteKey, value: spent },
+        ] as never,
+        { sync: true },
+      );
+      this.written(rec);
+      return 'ok';
+    } finally {
+      this.claimed.delete(inviteKey);
+    }
+  }
+
+  async invite(key: string, invite: Invite): Promise<void> {
+    await this.store.invites.put(key, invite, { sync: true } as never);
+  }
+
+  search(query: SearchQuery): Promise<SearchPage> {
+    return this.index.search(query, (aid) => this.store.agent(aid));
+  }
+
+  async isRecipient(aid: string): Promise<boolean> {
+    return this.recipients.has(aid);
+  }
+}
+
+class LevelNonces implements NonceStore {
+  /** `<aid>!<nonce>` being claimed now: a copy arriving meanwhile is refused at once. */
+  private readonly checking = new Set<string>();
+
+  constructor(private readonly nonces: Sub) {}
+
+  async claim(aid: string, nonce: string, time: number): Promise<boolean> {
+    const key = `${aid}!${nonce}`;
+    if (this.checking.has(key)) return false;
+    this.checking.add(key);
+    try {
+      if ((await this.nonces.get(key)) !== undefined) return false;
+      await this.nonces.put(key, time);
+      return true;
+    } finally {
+      this.checking.delete(key);
+    }
+  }
+
+  async prune(before: number): Promise<void> {
+    const old: string[] = [];
+    for await (const [k, t] of this.nonces.iterator()) if ((t as number) < before) old.push(k);
+    if (old.length) await this.nonces.batch(old.map((key) => ({ type: 'del' as const, key })));
+  }
+}
+
+export class LevelLedger implements LedgerStore {
+  private readonly serial = new KeyedSerial();
+
+  constructor(private readonly store: HubStore) {}
+
+  /** One at a time: each transaction reads what the one before it wrote, and commits as one synced batch. */
+  transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T> {
+    return this.serial.run('ledger', async () => {
+      const { answer, writes } = await fn(this.reads);
+      if (writes) await this.commit(writes);
+      return answer;
+    });
+  }
+
+  /** Resolves once every transaction queued so far has finished. */
+  idle(): Promise<void> {
+    return this.serial.run('ledger', async () => {});
+  }
+
+  private readonly reads: LedgerReads = {
+    account: async (aid) => (await this.store.accounts.get(aid)) as AccountRecord | undefined,
+    entry: async (aid, seq) => {
+      const b = (await this.store.history.get(historyKey(aid, seq), { valueEncoding: 'buffer' })) as Buffer | undefined;
+      return b === undefined ? undefined : asBytes(b);
+    },
+    hold: async (nonce) => (await this.store.holds.get(nonce)) as HoldRecord | undefined,
+    op: async (key) => (await this.store.ops.get(key)) as OpRecord | undefined,
+    minted: () => this.minted(),
+    dueOf: async (payer, now) => {
+      const due: string[] = [];
+      for (const hold of await this.due(now, Number.MAX_SAFE_INTEGER)) {
+        const rec = (await this.store.holds.get(hold)) as HoldRecord | undefined;
+        if (rec?.from === payer) due.push(hold);
+      }
+      return due;
+    },
+  };
+
+  private async commit(w: LedgerWrites): Promise<void> {
+    const { store } = this;
+    const ops: unknown[] = [];
+    for (const [aid, rec] of w.accounts) ops.push({ type: 'put', sublevel: store.accounts, key: aid, value: rec });
+    for (const e of w.entries)
+      ops.push({
+        type: 'put',
+        sublevel: store.history,
+        key: historyKey(e.aid, e.seq),
+        value: Buffer.from(e.bytes),
+        valueEncoding: 'buffer',
+      });
+    for (const [nonce, rec] of w.holds) {
+      ops.push({ type: 'put', sublevel: store.holds, key: nonce, value: rec });
+      // Open holds are indexed by expiry (the sweep's and dueOf's reads); a settled one leaves the index.
+      if (rec.expires !== null) {
+        const key = expiryKey(rec.expires, nonce);
+        ops.push(
+          rec.state === 'held' ? { type: 'put', sublevel: store.expiries, key, value: '' } : { type: 'del', sublevel: store.expiries, key },
+        );
+      }
+    }
+    if (w.op) ops.push({ type: 'put', sublevel: store.ops, key: w.op.key, value: { digest: w.op.digest, answer: w.op.answer } });
+    if (w.minted !== null) ops.push({ type: 'put', sublevel: store.meta, key: MINTED, value: w.minted });
+    // An acknowledged payment must survive power loss, as the node's journal does.
+    await store.db.batch(ops as never, { sync: true });
+  }
+
+  async due(now: number, limit: number): Promise<string[]> {
+    const due: string[] = [];
+    for await (const key of this.store.expiries.keys({ lt: timeKey(now + 1), limit })) due.push(key.slice(key.indexOf('!') + 1));
+    return due;
+  }
+
+  async recent(aid: string, limit: number): Promise<Uint8Array[]> {
+    const out: Uint8Array[] = [];
+    for await (const b of this.store.history.values({ gt: `${aid}!`, lt: `${aid}!~`, reverse: true, limit, valueEncoding: 'buffer' }))
+      out.push(asBytes(b as Buffer));
+    return out.reverse();
+  }
+
+  async *accounts(): AsyncIterable<[string, AccountRecord]> {
+    for await (const [aid, rec] of this.store.accounts.iterator()) yield [aid, rec as AccountRecord];
+  }
+
+  async *history(): AsyncIterable<{ aid: string; seq: number; bytes: Uint8Array }> {
+    for await (const [key, bytes] of this.store.history.iterator({ valueEncoding: 'buffer' })) {
+      const bang = key.lastIndexOf('!');
+      yield { aid: key.slice(0, bang), seq: Number(key.slice(bang + 1)), bytes: asBytes(bytes as Buffer) };
+    }
+  }
+
+  async entries(keys: { aid: string; seq: number }[]): Promise<(Uint8Array | undefined)[]> {
+    const values = (await this.store.history.getMany(
+      keys.map((k) => historyKey(k.aid, k.seq)),
+      { valueEncoding: 'buffer' },
+    )) as (Buffer | undefined)[];
+    return values.map((b) => (b === undefined ? undefined : asBytes(b)));
+  }
+
+  async heldTotal(): Promise<bigint> {
+    let held = 0n;
+    for await (const h of this.store.holds.values()) if ((h as HoldRecord).state === 'held') held += BigInt((h as HoldRecord).amount);
+    return held;
+  }
+
+  async minted(): Promise<string> {
+    return ((await this.store.meta.get(MINTED)) as string | undefined) ?? '0';
+  }
+}
