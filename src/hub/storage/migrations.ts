@@ -20,6 +20,8 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'hub store: meta, agents with search vector, invites, nonces, ledger, mailboxes',
     sql: `
       create table meta (key text primary key, value text not null);
+      -- The credits minted in all; there from the start, so a mint locks the row to read it.
+      insert into meta (key, value) values ('ledger_minted', '0');
 
       -- search: the directory's weighted tsvector of the card (src/hub/search/postgres.ts), null without a card.
       create table agents (
