@@ -1,18 +1,25 @@
-// The relay's routes (SPEC §11, WIRE §4): POST /relay/v2/send, GET /relay/v2/stream, and the upgrade of
-// GET /relay/v2/upstream to an upstream connection. What happens to an envelope is src/hub/relay.ts's.
+// The relay's routes (SPEC §11, WIRE §4): POST /relay/v2/send, GET /relay/v2/stream, POST /relay/v2/ack,
+// and the upgrade of GET /relay/v2/upstream to an upstream connection. What happens to an envelope is
+// src/hub/relay.ts's.
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { MAX_ENVELOPE, UPSTREAM_PROTOCOL } from '../protocol/relay.js';
+import { ACK_HEADER, MAX_ACK_IDS, MAX_ENVELOPE, UPSTREAM_PROTOCOL } from '../protocol/relay.js';
 import { validateKel } from '../identity/kel.js';
 import type { Relay } from './relay.js';
 import type { HubContext } from './context.js';
-import { HubError, send, readBody } from './http.js';
+import { HubError, send, readBody, json } from './http.js';
 import { header } from './auth.js';
 import { known } from './directory.js';
 
 const BUSY_RELAY = 'the hub is receiving too many messages at once; retry shortly';
 
-/** POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed). */
+/** An ack's body: 1000 ids of 64 hex digits, quoted, with commas and the wrapping. */
+const MAX_ACK_BODY = 72 * 1024;
+
+/**
+ * POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed;
+ * `x-anet-ack: 1` from a node that acknowledges); POST /relay/v2/ack (signed by the recipient).
+ */
 export async function handleRelay(
   ctx: HubContext,
   client: string,
@@ -23,16 +30,39 @@ export async function handleRelay(
 ): Promise<void> {
   if (method === 'POST' && path === '/relay/v2/send') {
     const body = await readBody(ctx, req, client, MAX_ENVELOPE, ctx.relay.uploads, BUSY_RELAY);
-    const answer = ctx.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), client);
+    const answer = await ctx.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), client);
     if ('error' in answer) throw new HubError(answer.error.status, answer.error.code, answer.error.message);
     return send(res, 202, answer);
   }
   if (method === 'GET' && path === '/relay/v2/stream') {
-    const rec = await known(ctx.store, header(req, 'x-anet-aid'));
+    const rec = await known(ctx.storage, header(req, 'x-anet-aid'));
     await ctx.auth.check(req, path, Buffer.alloc(0), validateKel(rec.kel));
-    return ctx.relay.attach(rec.aid, req, res);
+    return ctx.relay.attach(rec.aid, req, res, req.headers[ACK_HEADER] === '1');
+  }
+  if (method === 'POST' && path === '/relay/v2/ack') {
+    const body = await readBody(ctx, req, client, MAX_ACK_BODY, ctx.bodies, BUSY_RELAY);
+    const rec = await known(ctx.storage, header(req, 'x-anet-aid'));
+    await ctx.auth.check(req, path, body, validateKel(rec.kel));
+    return send(res, 200, { acked: await ctx.relay.ack(rec.aid, ackIds(body)) });
   }
   throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
+}
+
+/** The ids of an ack's body `{"ids": ["<hex sha256>", …]}`: 1 to 1000 of them. */
+function ackIds(body: Buffer): string[] {
+  const ids = json(body).ids;
+  const ok =
+    Array.isArray(ids) &&
+    ids.length >= 1 &&
+    ids.length <= MAX_ACK_IDS &&
+    ids.every((id) => typeof id === 'string' && /^[0-9a-f]{64}$/.test(id));
+  if (!ok)
+    throw new HubError(
+      400,
+      'BAD_REQUEST',
+      `an ack's body is {"ids": [...]}: 1 to ${MAX_ACK_IDS} envelope ids, each the hex sha256 of the envelope`,
+    );
+  return ids as string[];
 }
 
 /**

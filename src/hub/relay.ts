@@ -1,32 +1,46 @@
-// The hub relay's mailbox (SPEC §11, WIRE §4): end-to-end encrypted envelopes in, pushed to the
-// recipient's open stream, or queued in memory (bounded, with a TTL) while it is offline. Sends are
-// anonymous — the sender is known only inside the ciphertext — and nothing about who talked to whom is
-// ever written to disk. Envelopes come by POST (src/hub/relay-routes.ts) or over an upstream connection
-// (src/hub/upstream.ts, which reads the frames and hands each envelope here).
+// The hub relay (SPEC §11, WIRE §4, issue 19): end-to-end encrypted envelopes in, kept in the
+// recipient's durable mailbox (src/hub/storage: LevelDB or PostgreSQL), pushed to its stream when it has
+// one open, and deleted once the recipient acknowledges them (POST /relay/v2/ack) or their mailbox TTL
+// ends. Every envelope the hub accepts is kept first and pushed second: an accepted envelope survives a
+// hub restart, and a node that crashes between receiving one and journaling it gets it again (its replay
+// guard drops a copy it had processed). A stream opened without `x-anet-ack: 1` (an older node) has each
+// envelope deleted once pushed, as before acks existed, so such nodes never fill their mailbox.
+//
+// Sends are anonymous — the sender is known only inside the ciphertext — and nothing about who sent
+// what is written anywhere: the mailbox holds the recipient, the envelope's bytes and its expiry. Envelopes
+// come by POST (src/hub/relay-routes.ts) or over an upstream connection (src/hub/upstream.ts, which reads
+// the frames and hands each envelope here). With hub replicas a RelayBus (NATS) carries a live envelope
+// to the replica holding its recipient's stream.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { envelopeRecipient, EnvelopeRefused } from '../protocol/envelope.js';
 import { CborError } from '../identity/cbor.js';
-import { MIB, MAX_ENVELOPE, frame, type RelayAnswer } from '../protocol/relay.js';
+import { MIB, MAX_ENVELOPE, UPSTREAM_MAX, frame, mailId, type RelayAnswer } from '../protocol/relay.js';
 import { Budget } from './budget.js';
 import { Upstreams } from './upstream.js';
+import type { AgentStore, MailboxLimits, MailboxStore } from './storage/types.js';
 
 export interface RelayLimits {
-  /** Envelopes queued for one offline recipient. */
+  /** Envelopes kept for one recipient. */
   perRecipient: number;
   /** Their bytes in all: without it 1000 large envelopes could hold 16 GiB for one recipient. */
   perRecipientBytes: number;
   /**
-   * Queued bytes for all recipients together: sends are anonymous and name any recipient, so per
-   * recipient bounds alone let one sender fill the hub's memory by inventing recipients.
+   * Kept bytes for all recipients together: sends are anonymous and name any recipient, so per
+   * recipient bounds alone let one sender fill the hub's store by naming every recipient there is.
    */
   totalBytes: number;
   /** Send bodies (POSTs and upstream frames) being received at once, in bytes, counted as they arrive. */
   uploadBytes: number;
   /** Of those, what one client (an address, an IPv6 /64) may hold: a few clients cannot starve the rest. */
   uploadBytesPerClient: number;
-  /** Of the queued bytes, what one client's sends may hold (sends are anonymous; the address is all there is). */
+  /**
+   * Of the kept bytes, what one client's sends may hold (sends are anonymous; the address is all there
+   * is). Counted in this process's memory only, for the envelopes it accepted while they are kept: the
+   * hub never writes who sent what, so after a restart (or on another replica) the share starts again.
+   */
   queuedBytesPerClient: number;
+  /** The mailbox TTL (`--mailbox-ttl`): how long an envelope is kept for a recipient that does not acknowledge it. */
   ttlMs: number;
   /** Upstream connections at once (each is anonymous and may idle for as long as its node runs). */
   upstreams: number;
@@ -34,9 +48,12 @@ export interface RelayLimits {
   frameTimeoutMs: number;
 }
 
+const DAY = 24 * 3_600_000;
+
 /**
- * Per offline recipient: room for two of the largest envelopes, or for the whole count of typical small
- * ones (a few KiB each); an empty queue always takes one largest envelope.
+ * Per recipient: room for two of the largest envelopes, or for the whole count of typical small ones (a
+ * few KiB each); an empty mailbox always takes one largest envelope. Kept 7 days: a node offline over a
+ * long weekend still gets its text tasks.
  */
 export const DEFAULT_LIMITS: RelayLimits = {
   perRecipient: 1000,
@@ -45,98 +62,256 @@ export const DEFAULT_LIMITS: RelayLimits = {
   uploadBytes: 256 * MIB,
   uploadBytesPerClient: 64 * MIB,
   queuedBytesPerClient: 256 * MIB,
-  ttlMs: 10 * 60_000,
+  ttlMs: 7 * DAY,
   upstreams: 4096,
   frameTimeoutMs: 30_000,
 };
 
-interface Queued {
-  bytes: Uint8Array;
-  expires: number;
-  /** Who sent it (an address key, in memory only, while it waits): the per-client share of the queue. */
-  client: string;
+/**
+ * Hub replicas' messaging (NATS; the hub works without one). `deliver` asks the replica holding `to`'s
+ * stream to push `bytes` (true when one did); `hold` is called when a stream attaches here, so `push`
+ * reaches it from other replicas (its result releases it, called when the stream closes); `mail` tells
+ * the replica holding `to`'s stream that mail was kept for it (it then lists the mailbox and pushes what
+ * that stream has not had). Envelopes over UPSTREAM_MAX never ride the bus: they are kept, then `mail`.
+ */
+export interface RelayBus {
+  deliver(to: string, bytes: Uint8Array): Promise<boolean>;
+  hold(to: string, push: (bytes: Uint8Array) => boolean): () => void;
+  mail(to: string): void;
+  close(): Promise<void>;
 }
 
-const queuedBytes = (queue: Queued[]) => queue.reduce((sum, q) => sum + q.bytes.length, 0);
+/** What the relay keeps envelopes in, and whom for. */
+export interface RelayStorage {
+  mailbox: MailboxStore;
+  agents: Pick<AgentStore, 'isRecipient'>;
+}
+
+/** One open push stream on this process. */
+interface Stream {
+  res: ServerResponse;
+  /** The node acknowledges (`x-anet-ack: 1`): envelopes stay kept until acked; else deleted once pushed. */
+  acks: boolean;
+  /** Ids pushed on this stream (→ the push's number on it): a flush pushes only the others. */
+  pushed: Map<string, number>;
+  pushes: number;
+  /** A flush under way, and whether another was asked for meanwhile. */
+  flushing: Promise<void> | null;
+  again: boolean;
+  release: () => void;
+}
+
+/** Per envelope this process accepted while it is kept: the per-client share (see queuedBytesPerClient). */
+interface Share {
+  client: string;
+  n: number;
+  expires: number;
+}
+
+/** How often expired mail is deleted. */
+const SWEEP_EVERY_MS = 60_000;
 
 export class Relay {
-  private readonly streams = new Map<string, ServerResponse>();
-  private readonly queues = new Map<string, Queued[]>();
-  /** Bytes in all queues (expired entries count until they are swept). */
-  private queued = 0;
-  /** The same, per client that sent them. */
+  private readonly streams = new Map<string, Stream>();
+  /** `<to>!<id>` → the client that sent it (memory only). */
+  private readonly shares = new Map<string, Share>();
+  /** Kept bytes per client, of the shares above. */
   private readonly queuedBy = new Map<string, number>();
-  readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0 };
+  readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0, acked: 0 };
 
   private readonly limits: RelayLimits;
+  private readonly mailLimits: MailboxLimits;
   /** Send bodies and upstream frames being received: see Budget. */
   readonly uploads: Budget;
   /** Open upstream connections (see upstream()). */
   private readonly upstreams: Upstreams;
+  private readonly sweeper: NodeJS.Timeout;
+  /** When a full mailbox last made the relay sweep expired mail at once (at most once a second). */
+  private lastFullSweep = 0;
+  private closed = false;
 
-  /**
-   * `limits`: DEFAULT_LIMITS where not given. `recipient`: whether an offline AID may have envelopes
-   * queued for it (the hub: registered, with encryption keys published); anyone may otherwise name any
-   * string as a recipient and fill the queue for everyone.
-   */
+  /** `limits`: DEFAULT_LIMITS where not given. `bus`: the replicas' messaging, when there are replicas. */
   constructor(
     private readonly now: () => number,
-    limits: Partial<RelayLimits> = {},
-    private readonly recipient: (aid: string) => boolean = () => true,
+    limits: Partial<RelayLimits> | undefined,
+    private readonly storage: RelayStorage,
+    private readonly bus?: RelayBus,
   ) {
     this.limits = { ...DEFAULT_LIMITS, ...limits };
+    const { perRecipient, perRecipientBytes, totalBytes } = this.limits;
+    this.mailLimits = { perRecipient, perRecipientBytes, totalBytes };
     this.uploads = new Budget(this.limits.uploadBytes, this.limits.uploadBytesPerClient);
     this.upstreams = new Upstreams(this, this.limits.upstreams, this.limits.frameTimeoutMs);
+    this.sweeper = setInterval(() => void this.sweep(), SWEEP_EVERY_MS);
+    this.sweeper.unref();
   }
 
   /**
-   * Accepts one envelope from `client`: 'delivered' (pushed), 'queued' (recipient offline), 'full', or
-   * 'unknown' (offline and not one the hub queues for).
+   * Accepts one envelope from `client`: 'delivered' (kept and pushed now), 'queued' (kept for later),
+   * 'full' (a bound would be passed), or 'unknown' (not a recipient the hub keeps mail for).
    */
-  accept(bytes: Uint8Array, client = ''): 'delivered' | 'queued' | 'full' | 'unknown' {
+  async accept(bytes: Uint8Array, client = ''): Promise<'delivered' | 'queued' | 'full' | 'unknown'> {
     const to = envelopeRecipient(bytes);
-    const stream = this.streams.get(to);
-    if (stream && !stream.writableEnded) {
-      // A recipient that stops reading its stream gets no more than a queue's worth buffered for it.
-      if (stream.writableLength + bytes.length > this.limits.perRecipientBytes) return this.drop();
-      stream.write(frame(bytes));
+    // A stream open here is signed by a registered AID: it gets mail even before it published its keys.
+    if (!this.streams.has(to) && !(await this.storage.agents.isRecipient(to))) return 'unknown';
+    const id = mailId(bytes);
+    const n = bytes.length;
+    // The client's share is taken before the first await, so its racing sends cannot pass it together.
+    const key = `${to}!${id}`;
+    const mine = this.queuedBy.get(client) ?? 0;
+    if (mine + n > this.limits.queuedBytesPerClient) return this.drop();
+    this.queuedBy.set(client, mine + n);
+    let kept: 'kept' | 'full';
+    try {
+      kept = await this.keep(to, id, bytes);
+    } catch (err) {
+      this.unshare(client, n);
+      throw err;
+    }
+    if (kept === 'full' || this.shares.has(key)) {
+      // Full, or the same envelope kept already (its first copy holds the share).
+      this.unshare(client, n);
+      if (kept === 'full') return this.drop();
+    } else this.shares.set(key, { client, n, expires: this.now() + this.limits.ttlMs });
+    if (await this.push(to, id, bytes)) {
       this.stats.delivered++;
       return 'delivered';
     }
-    if (!this.recipient(to)) return 'unknown';
-    const queue = this.live(to);
-    if (queue.length >= this.limits.perRecipient || queuedBytes(queue) + bytes.length > this.limits.perRecipientBytes) return this.drop();
-    const room = () =>
-      this.queued + bytes.length <= this.limits.totalBytes &&
-      (this.queuedBy.get(client) ?? 0) + bytes.length <= this.limits.queuedBytesPerClient;
-    if (!room()) this.sweep();
-    if (!room()) return this.drop();
-    queue.push({ bytes, expires: this.now() + this.limits.ttlMs, client });
-    this.queues.set(to, queue);
-    this.queued += bytes.length;
-    this.queuedBy.set(client, (this.queuedBy.get(client) ?? 0) + bytes.length);
     this.stats.queued++;
     return 'queued';
   }
 
-  /** An envelope leaves its queue (pushed or expired): its bytes leave the counts. */
-  private forget(q: Queued): void {
-    this.queued -= q.bytes.length;
-    const left = (this.queuedBy.get(q.client) ?? 0) - q.bytes.length;
-    if (left > 0) this.queuedBy.set(q.client, left);
-    else this.queuedBy.delete(q.client);
+  /** Keeps the envelope in `to`'s mailbox; a full store is swept of expired mail once and asked again. */
+  private async keep(to: string, id: string, bytes: Uint8Array): Promise<'kept' | 'full'> {
+    const expires = this.now() + this.limits.ttlMs;
+    const kept = await this.storage.mailbox.put(to, id, bytes, expires, this.mailLimits);
+    if (kept === 'kept' || this.now() - this.lastFullSweep < 1000) return kept;
+    this.lastFullSweep = this.now();
+    await this.sweep();
+    return this.storage.mailbox.put(to, id, bytes, expires, this.mailLimits);
+  }
+
+  /** Pushes a kept envelope to `to`'s stream, here or (through the bus) on another replica: whether one took it. */
+  private async push(to: string, id: string, bytes: Uint8Array): Promise<boolean> {
+    let stream = this.streams.get(to);
+    // Mail kept before goes first: a stream being flushed (just attached) takes this one after.
+    if (stream?.flushing) {
+      await stream.flushing;
+      stream = this.streams.get(to);
+    }
+    if (stream) return this.write(to, stream, id, bytes);
+    if (!this.bus) return false;
+    if (bytes.length <= UPSTREAM_MAX && (await this.bus.deliver(to, bytes))) return true;
+    // Too large for the bus, or no replica answered: whichever holds the stream lists the mailbox.
+    if (bytes.length > UPSTREAM_MAX) this.bus.mail(to);
+    return false;
+  }
+
+  /**
+   * Writes one kept envelope on a stream of this process: false when the stream is gone or its node is not
+   * reading (a recipient that stops reading gets no more than a mailbox's worth of bytes buffered; the
+   * rest waits in the mailbox and goes when the stream drains). An acknowledging stream remembers the id;
+   * for another the envelope is deleted once written.
+   */
+  private write(to: string, stream: Stream, id: string, bytes: Uint8Array): boolean {
+    const { res } = stream;
+    if (res.writableEnded || res.destroyed) return false;
+    if (stream.pushed.has(id)) return true;
+    if (res.writableLength + bytes.length > this.limits.perRecipientBytes) return false;
+    res.write(frame(bytes));
+    // Remembered until a flush finds it no longer kept (acked, perhaps through another replica, or
+    // deleted once pushed): a flush that listed the mailbox before then does not push it again.
+    stream.pushed.set(id, ++stream.pushes);
+    if (!stream.acks) void this.acked(to, [id]).catch(() => {});
+    if (stream.pushed.size > this.limits.perRecipient) void this.flush(to);
+    return true;
+  }
+
+  /**
+   * Pushes `bytes` (kept by another replica) to `to`'s stream on this process: whether there is one and
+   * it took it. The bus calls it on the replica holding the stream.
+   */
+  pushLocal(to: string, bytes: Uint8Array): boolean {
+    const stream = this.streams.get(to);
+    return stream ? this.write(to, stream, mailId(bytes), bytes) : false;
+  }
+
+  /**
+   * Lists `to`'s mailbox and pushes, oldest first, what its stream on this process has not had (at
+   * attach, when the stream drains, and when the bus says mail was kept elsewhere). One flush at a time
+   * per stream; one asked for meanwhile runs after it.
+   */
+  flush(to: string): Promise<void> {
+    const stream = this.streams.get(to);
+    if (!stream) return Promise.resolve();
+    if (stream.flushing) {
+      stream.again = true;
+      return stream.flushing;
+    }
+    stream.flushing = (async () => {
+      do {
+        stream.again = false;
+        await this.flushOnce(to, stream);
+      } while (stream.again && this.streams.get(to) === stream);
+    })()
+      .catch(() => {})
+      .finally(() => (stream.flushing = null));
+    return stream.flushing;
+  }
+
+  private async flushOnce(to: string, stream: Stream): Promise<void> {
+    const before = stream.pushes;
+    const mail = await this.storage.mailbox.list(to, this.now());
+    // Pushed before the list and no longer kept: acked, deleted once pushed, or expired. (One pushed
+    // since may have been kept after the list was read.)
+    const kept = new Set(mail.map((m) => m.id));
+    for (const [id, n] of stream.pushed) if (n <= before && !kept.has(id)) stream.pushed.delete(id);
+    for (const m of mail) {
+      if (this.streams.get(to) !== stream) return;
+      if (stream.pushed.has(m.id)) continue;
+      if (!this.write(to, stream, m.id, m.bytes)) return; // not reading: the rest goes when it drains
+      this.stats.delivered++;
+    }
+  }
+
+  /** POST /relay/v2/ack: deletes the named envelopes of `to`'s mailbox; how many were kept. */
+  async ack(to: string, ids: string[]): Promise<number> {
+    const n = await this.acked(to, ids);
+    const stream = this.streams.get(to);
+    if (stream) for (const id of ids) stream.pushed.delete(id);
+    return n;
+  }
+
+  /** Envelopes that leave the mailbox: deleted, and their senders' shares given back. */
+  private async acked(to: string, ids: string[]): Promise<number> {
+    const n = await this.storage.mailbox.ack(to, ids);
+    this.stats.acked += n;
+    for (const id of ids) {
+      const key = `${to}!${id}`;
+      const share = this.shares.get(key);
+      if (!share) continue;
+      this.shares.delete(key);
+      this.unshare(share.client, share.n);
+    }
+    return n;
+  }
+
+  private unshare(client: string, n: number): void {
+    const left = (this.queuedBy.get(client) ?? 0) - n;
+    if (left > 0) this.queuedBy.set(client, left);
+    else this.queuedBy.delete(client);
   }
 
   /** accept(), as the sender is answered: the outcome, or why the envelope was refused. */
-  answer(bytes: Uint8Array, client = ''): RelayAnswer {
-    let outcome: ReturnType<Relay['accept']>;
+  async answer(bytes: Uint8Array, client = ''): Promise<RelayAnswer> {
+    let outcome: Awaited<ReturnType<Relay['accept']>>;
     try {
-      outcome = this.accept(bytes, client);
+      outcome = await this.accept(bytes, client);
     } catch (err) {
       if (err instanceof EnvelopeRefused || err instanceof CborError) return refused(400, 'BAD_ENVELOPE', err.message);
       throw err;
     }
-    if (outcome === 'full') return refused(429, 'QUEUE_FULL', 'the recipient is offline and its queue is full');
+    if (outcome === 'full') return refused(429, 'QUEUE_FULL', "the recipient's mailbox on this hub is full (or the hub's is); retry later");
     if (outcome === 'unknown')
       return refused(
         404,
@@ -161,23 +336,21 @@ export class Relay {
     return 'full';
   }
 
-  /** The unexpired envelopes queued for `aid` (expired ones leave the queue and the byte count). */
-  private live(aid: string): Queued[] {
+  /** Deletes expired mail (every minute, and when a bound is met) and forgets the shares it held. */
+  private async sweep(): Promise<void> {
+    if (this.closed) return;
     const now = this.now();
-    const queue = this.queues.get(aid) ?? [];
-    const kept = queue.filter((q) => q.expires > now);
-    if (kept.length < queue.length) {
-      this.stats.expired += queue.length - kept.length;
-      for (const q of queue) if (q.expires <= now) this.forget(q);
-      if (kept.length) this.queues.set(aid, kept);
-      else this.queues.delete(aid);
+    try {
+      this.stats.expired += await this.storage.mailbox.sweep(now);
+    } catch {
+      // The store is closing or failing: the next sweep tries again.
+      return;
     }
-    return kept;
-  }
-
-  /** Drops every expired envelope (queues of recipients nobody sends to again are otherwise kept). */
-  private sweep(): void {
-    for (const aid of [...this.queues.keys()]) this.live(aid);
+    for (const [key, share] of this.shares) {
+      if (share.expires > now) continue;
+      this.shares.delete(key);
+      this.unshare(share.client, share.n);
+    }
   }
 
   /** Takes `bytes` of the upload budget for `client` (see Budget): false when there is no room. */
@@ -189,38 +362,41 @@ export class Relay {
     this.uploads.give(client, bytes);
   }
 
-  /** Bytes queued for offline recipients, in all. */
-  queuedBytes(): number {
-    return this.queued;
-  }
-
-  /** Opens the push stream of an (authenticated) AID and flushes what waited for it. */
-  attach(aid: string, req: IncomingMessage, res: ServerResponse): void {
-    this.streams.get(aid)?.end();
+  /**
+   * Opens the push stream of an (authenticated) AID and pushes its kept mail, oldest first. `acks`: the
+   * node acknowledges what it journaled (`x-anet-ack: 1`); without it each envelope is deleted once pushed.
+   */
+  attach(aid: string, req: IncomingMessage, res: ServerResponse, acks = false): void {
+    this.streams.get(aid)?.res.end();
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'cache-control': 'no-store' });
     res.flushHeaders();
     res.socket?.setNoDelay(true);
-    this.streams.set(aid, res);
-    for (const q of this.live(aid)) {
-      res.write(frame(q.bytes));
-      this.forget(q);
-      this.stats.delivered++;
-    }
-    this.queues.delete(aid);
+    const stream: Stream = { res, acks, pushed: new Map(), pushes: 0, flushing: null, again: false, release: () => {} };
+    this.streams.set(aid, stream);
+    stream.release = this.bus?.hold(aid, (bytes) => this.pushLocal(aid, bytes)) ?? (() => {});
     const detach = () => {
-      if (this.streams.get(aid) === res) this.streams.delete(aid);
+      if (this.streams.get(aid) !== stream) return;
+      this.streams.delete(aid);
+      stream.release();
     };
     req.once('close', detach);
     res.once('close', detach);
+    res.on('drain', () => void this.flush(aid));
+    void this.flush(aid);
   }
 
-  close(): void {
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.sweeper);
     this.upstreams.close();
-    for (const s of this.streams.values()) s.end();
+    for (const s of this.streams.values()) {
+      s.release();
+      s.res.end();
+    }
     this.streams.clear();
-    this.queues.clear();
-    this.queued = 0;
+    this.shares.clear();
     this.queuedBy.clear();
+    await this.bus?.close();
   }
 }
 

@@ -1,7 +1,8 @@
 // The relay's upstream connections (SPEC §11, WIRE §4): a node's sends ride one upgraded connection
 // (`GET /relay/v2/upstream`, UPSTREAM_PROTOCOL) as length-prefixed frames, each answered by one frame in
 // order. This file reads the frames under the relay's upload budget and deadlines; what to do with each
-// envelope is the mailbox's (src/hub/relay.ts).
+// envelope is the relay's (src/hub/relay.ts), which keeps it in the mailbox before it answers: answers are
+// awaited side by side and written in the order of their frames.
 import type { Socket } from 'node:net';
 import { UPSTREAM_MAX, frame, type RelayAnswer } from '../protocol/relay.js';
 import type { Budget } from './budget.js';
@@ -9,8 +10,16 @@ import type { Budget } from './budget.js';
 /** What an upstream needs of the relay: its upload budget, and its answer to one envelope. */
 export interface UpstreamRelay {
   readonly uploads: Budget;
-  answer(bytes: Uint8Array, client: string): RelayAnswer;
+  answer(bytes: Uint8Array, client: string): Promise<RelayAnswer>;
 }
+
+/**
+ * Envelopes of one upstream being kept at once, and their bytes: past either, reading pauses until one is
+ * answered. Their bytes have left the upload budget (a frame's room is given back once it is whole), so
+ * this bounds what a connection holds while the store writes: 1 MiB, four of the largest frames.
+ */
+const IN_FLIGHT = 64;
+const IN_FLIGHT_BYTES = 1024 * 1024;
 
 /** The open upstream connections of one relay, at most `max` at once. */
 export class Upstreams {
@@ -74,6 +83,13 @@ class UpstreamConnection {
   private pending: Buffer | null = null;
   private ended = false;
   private deadline: NodeJS.Timeout | null = null;
+  /** Answers not written yet: each frame's in order, whenever the relay settles it. */
+  private answers: Promise<void> = Promise.resolve();
+  private inFlight = 0;
+  private inFlightBytes = 0;
+  /** While paused: whether a drain will resume reading, and the timer that drops a client reading no answers. */
+  private awaitingDrain = false;
+  private stalled: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly relay: UpstreamRelay,
@@ -93,6 +109,8 @@ class UpstreamConnection {
   }
 
   closed(): void {
+    this.ended = true;
+    if (this.stalled) clearTimeout(this.stalled);
     this.relay.uploads.give(this.client, this.filled);
     this.filled = 0;
     this.pieces = [];
@@ -147,8 +165,11 @@ class UpstreamConnection {
       // client's side ends, or for a second.
       this.ended = true;
       this.answer(refused(413, 'TOO_LARGE', `an upstream frame is at most ${UPSTREAM_MAX} bytes; POST larger envelopes to /relay/v2/send`));
-      this.socket.end();
-      setTimeout(() => this.socket.destroy(), 1000).unref();
+      // After the answers before it (and this one) are written.
+      this.answers = this.answers.then(() => {
+        this.socket.end();
+        setTimeout(() => this.socket.destroy(), 1000).unref();
+      });
       return;
     }
     this.expect = length;
@@ -172,7 +193,6 @@ class UpstreamConnection {
     this.expect = -1;
     this.pieces = [];
     this.filled = 0;
-    this.relay.uploads.give(this.client, length);
     this.stopDeadline();
     let body: Buffer;
     if (pieces.length === 1) body = pieces[0]!;
@@ -181,34 +201,69 @@ class UpstreamConnection {
       let at = 0;
       for (const p of pieces) at += p.copy(body, at);
     }
-    let answer: RelayAnswer;
-    try {
-      answer = this.relay.answer(new Uint8Array(body.buffer, body.byteOffset, body.length), this.client);
-    } catch (err) {
-      answer = refused(500, 'INTERNAL', (err as Error).message);
-    }
-    this.answer(answer);
+    this.relay.uploads.give(this.client, length);
+    // In flight until its answer is written: answers settled but not written count too.
+    this.inFlight++;
+    this.inFlightBytes += length;
+    const answered = this.relay
+      .answer(new Uint8Array(body.buffer, body.byteOffset, body.length), this.client)
+      .catch((err: Error): RelayAnswer => refused(500, 'INTERNAL', err.message));
+    this.answer(answered, length);
   }
 
-  private answer(answer: RelayAnswer): void {
-    this.socket.write(frame(Buffer.from(JSON.stringify(answer))));
+  /** Writes an answer once every answer before it is written (frames are answered in order). */
+  private answer(answer: RelayAnswer | Promise<RelayAnswer>, inFlight?: number): void {
+    this.answers = this.answers.then(async () => {
+      const a = await answer;
+      if (!this.socket.destroyed) this.socket.write(frame(Buffer.from(JSON.stringify(a))));
+      if (inFlight !== undefined) {
+        this.inFlight--;
+        this.inFlightBytes -= inFlight;
+      }
+      this.resume();
+    });
   }
 
-  /** Answers wait to be written: the socket pauses until they drain, then the rest of the chunk is read. */
+  /** Whether reading must wait: answers wait to be written, or too many envelopes wait for theirs. */
+  private mustWait(): boolean {
+    return this.socket.writableNeedDrain || this.inFlight >= IN_FLIGHT || this.inFlightBytes >= IN_FLIGHT_BYTES;
+  }
+
+  /** Pauses reading when it must wait (the rest of the chunk is kept in `pending` by the caller). */
   private blocked(): boolean {
-    if (!this.socket.writableNeedDrain || this.ended) return false;
+    if (this.ended || !this.mustWait()) return false;
     this.socket.pause();
     // Paused, the hub would not even see the client close: one that reads no answers for this long goes.
-    const stalled = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
-    stalled.unref();
-    this.socket.once('drain', () => {
-      clearTimeout(stalled);
-      const rest = this.pending!;
-      this.pending = null;
-      this.socket.resume();
-      this.received(rest);
-    });
+    if (!this.stalled) {
+      this.stalled = setTimeout(() => this.socket.destroy(), this.frameTimeoutMs);
+      this.stalled.unref();
+    }
+    this.wakeOnDrain();
     return true;
+  }
+
+  private wakeOnDrain(): void {
+    if (!this.socket.writableNeedDrain || this.awaitingDrain) return;
+    this.awaitingDrain = true;
+    this.socket.once('drain', () => {
+      this.awaitingDrain = false;
+      this.resume();
+    });
+  }
+
+  /** Reading goes on, with the rest of the chunk, once it need not wait (after a drain, or an answer). */
+  private resume(): void {
+    if (this.pending === null || this.socket.destroyed) return;
+    if (this.mustWait()) {
+      this.wakeOnDrain();
+      return;
+    }
+    if (this.stalled) clearTimeout(this.stalled);
+    this.stalled = null;
+    const rest = this.pending;
+    this.pending = null;
+    this.socket.resume();
+    this.received(rest);
   }
 
   private stopDeadline(): void {

@@ -2,6 +2,8 @@
 // message, the upstream's protocol name and frame, and what a sender learns of one envelope. The hub's
 // relay (src/hub/relay.ts), the node's relay client, the config check, the A2A endpoint and the MCP
 // server all use these numbers, so they live here and not in any of them.
+import { createHash } from 'node:crypto';
+
 export const MIB = 1024 * 1024;
 
 /**
@@ -58,3 +60,15 @@ export function frame(bytes: Uint8Array): Buffer {
   head.writeUInt32BE(bytes.length);
   return Buffer.concat([head, bytes]);
 }
+
+/**
+ * An envelope's mail id: the hex sha256 of its bytes. The hub keeps an envelope under it until the
+ * recipient acknowledges it (POST /relay/v2/ack), and the recipient computes it from the frame it got.
+ */
+export const mailId = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/** A stream opened with this request header set to `1` keeps its envelopes at the hub until acknowledged. */
+export const ACK_HEADER = 'x-anet-ack';
+
+/** The ids one acknowledgement may name. */
+export const MAX_ACK_IDS = 1000;
