@@ -159,6 +159,35 @@ function contract(backend: Backend): void {
     t.deepEqual(plain(await s.agents.get('aid-2')), noKeys);
   });
 
+  test(title('agents: every write, put or admit, keeps the directory index; a withdrawn card leaves it'), async (t) => {
+    const { storage: s } = await backend.open(t);
+    const card = (name: string, description: string) =>
+      JSON.stringify({ name, description, skills: [{ id: `${name}-skill`, name, tags: ['demo'] }] });
+    const query = (words: string[], cursor: string | null = null, limit = 20) => ({ words, skill: null, tag: null, limit, cursor });
+    const aids = async (words: string[]) => (await s.agents.search(query(words))).agents.map((a) => a.aid);
+    await s.agents.put(agent('aid-b', { name: 'helper', card: card('helper', 'I can translate a letter now and then') }));
+    await s.agents.invite('inv', { createdAt: 1, usedBy: null, usedAt: null });
+    t.is(await s.agents.admit(agent('aid-t', { name: 'translator', card: card('translator', 'words') }), 'inv', 2), 'ok');
+    await s.agents.put(agent('aid-c', { name: 'cook', card: card('cook', 'recipes') }));
+    await s.agents.put(agent('aid-n', { name: 'translate-nocard' }));
+    t.deepEqual(await aids(['transl']), ['aid-t', 'aid-b'], 'the name first, the description after; no card, not listed');
+    t.deepEqual(await aids(['cook', 'recipes']), ['aid-c']);
+    t.deepEqual(await aids(['cook', 'letter']), [], 'every word must match');
+    const first = await s.agents.search(query(['transl'], null, 1));
+    t.deepEqual(
+      first.agents.map((a) => a.aid),
+      ['aid-t'],
+    );
+    t.deepEqual(plain(first.agents[0]), agent('aid-t', { name: 'translator', card: card('translator', 'words') }));
+    const second = await s.agents.search(query(['transl'], first.next, 1));
+    t.deepEqual(
+      second.agents.map((a) => a.aid),
+      ['aid-b'],
+    );
+    await s.agents.put(agent('aid-t', { name: 'translator', card: null, seq: '2', digest: 'd' }));
+    t.deepEqual(await aids(['transl']), ['aid-b']);
+  });
+
   test(title('agents: isRecipient only for a registered AID with keys'), async (t) => {
     const { storage: s } = await backend.open(t);
     await s.agents.put(agent('no-keys'));

@@ -9,7 +9,8 @@
 // - a mailbox write holds the row locks of its counters (see `keepMail`).
 // Commits are synchronous (the server's synchronous_commit, on by default): an acknowledged write survives
 // a crash of the database server.
-import postgres, { type Fragment, type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
+import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
+import { searchAgents, searchVector } from '../search/postgres.js';
 import { migrate } from './migrations.js';
 import {
   WrongHubError,
@@ -53,11 +54,10 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     await sql.end({ timeout: 5 }).catch(() => {});
     throw opening(err, where);
   }
-  const search = await loadSearch();
   return {
     kind: 'postgres',
     where,
-    agents: new PgAgents(sql, search),
+    agents: new PgAgents(sql),
     nonces: new PgNonces(sql),
     ledger: new PgLedger(sql),
     mailbox: new PgMailbox(sql),
@@ -105,25 +105,6 @@ const numOrNull = (v: string | number | null) => (v === null ? null : Number(v))
 
 // ---- The directory ----
 
-interface SearchModule {
-  searchVector(sql: Sql, rec: AgentRecord): Fragment | PendingQuery<never[]> | null;
-  searchAgents(sql: Sql, query: SearchQuery): Promise<SearchPage>;
-}
-
-/**
- * The directory's ranking (src/hub/search/postgres.ts), when it is there: its absence leaves the search
- * column empty and search() refusing, so the rest of the store works without it.
- */
-async function loadSearch(): Promise<SearchModule | null> {
-  const path = '../search/postgres.js';
-  try {
-    return (await import(path)) as SearchModule;
-  } catch (err) {
-    if ((err as { code?: string }).code === 'ERR_MODULE_NOT_FOUND') return null;
-    throw err;
-  }
-}
-
 interface AgentRow {
   aid: string;
   name: string;
@@ -155,10 +136,7 @@ const RECIPIENT_CACHE = 100_000;
 class PgAgents implements AgentStore {
   private readonly recipients = new Set<string>();
 
-  constructor(
-    private readonly sql: Sql,
-    private readonly searching: SearchModule | null,
-  ) {}
+  constructor(private readonly sql: Sql) {}
 
   async get(aid: string): Promise<AgentRecord | undefined> {
     const [row] = await this.sql<AgentRow[]>`
@@ -192,9 +170,9 @@ class PgAgents implements AgentStore {
       on conflict (key) do update set created_at = excluded.created_at, used_by = excluded.used_by, used_at = excluded.used_at`;
   }
 
+  /** Ranked by src/hub/search (the same rules as the embedded index), over the `search` column. */
   search(query: SearchQuery): Promise<SearchPage> {
-    if (!this.searching) throw new Error('directory search on PostgreSQL is not yet available: src/hub/search/postgres.ts is missing');
-    return this.searching.searchAgents(this.sql, query);
+    return searchAgents(this.sql, query);
   }
 
   async isRecipient(aid: string): Promise<boolean> {
@@ -207,11 +185,10 @@ class PgAgents implements AgentStore {
   }
 
   private async write(sql: Sql | TransactionSql, rec: AgentRecord): Promise<void> {
-    const vector = rec.card === null ? null : (this.searching?.searchVector(sql as Sql, rec) ?? null);
     await sql`
       insert into agents (aid, name, kel, card, seq, digest, keys, updated_at, search)
       values (${rec.aid}, ${rec.name}, ${buf(rec.kel)}, ${rec.card}, ${rec.seq}, ${rec.digest},
-              ${rec.keys ? buf(rec.keys) : null}, ${rec.updatedAt}, ${vector ?? null})
+              ${rec.keys ? buf(rec.keys) : null}, ${rec.updatedAt}, ${searchVector(sql as Sql, rec)})
       on conflict (aid) do update set
         name = excluded.name, kel = excluded.kel, card = excluded.card, seq = excluded.seq, digest = excluded.digest,
         keys = excluded.keys, updated_at = excluded.updated_at, search = excluded.search`;
