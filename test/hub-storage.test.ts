@@ -336,6 +336,33 @@ function contract(backend: Backend): void {
     t.is(await s.ledger.heldTotal(), 9n);
   });
 
+  test(title('ledger: history and accounts stream in order past one batch; a reader stopping early frees the store'), async (t) => {
+    const { storage: s } = await backend.open(t);
+    const n = 2500;
+    await s.ledger.transact(async () => {
+      const w = noWrites();
+      w.accounts.set('long', { balance: '0', held: '0', seq: n });
+      for (let seq = 1; seq <= n; seq++) w.entries.push({ aid: 'long', seq, bytes: new TextEncoder().encode(`entry ${seq}`) });
+      for (let i = 0; i < 30; i++) w.accounts.set(`acct-${String(i).padStart(2, '0')}`, { balance: String(i), held: '0', seq: 0 });
+      return { answer: null, writes: w };
+    });
+    const history = await collect(s.ledger.history());
+    t.is(history.length, n);
+    t.true(history.every((h, i) => h.seq === i + 1 && new TextDecoder().decode(h.bytes) === `entry ${i + 1}`));
+    const accounts = await collect(s.ledger.accounts());
+    t.deepEqual(
+      accounts.map(([aid]) => aid),
+      [...Array.from({ length: 30 }, (_, i) => `acct-${String(i).padStart(2, '0')}`), 'long'],
+    );
+    // More early stops than a pool has connections: each must give its connection back.
+    for (let i = 0; i < 25; i++) {
+      for await (const _ of s.ledger.history()) break;
+      for await (const _ of s.ledger.accounts()) break;
+    }
+    t.is(await s.ledger.minted(), '0');
+    t.is((await s.ledger.recent('long', 2)).length, 2);
+  });
+
   const limits: MailboxLimits = { perRecipient: 3, perRecipientBytes: 100, totalBytes: 250 };
   const env = (n: number, fill: number) => new Uint8Array(n).fill(fill);
 
