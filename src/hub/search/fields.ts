@@ -9,7 +9,8 @@
 // `translation` through the word as written.
 //
 // A query: every word must match (AND); a query word matches a field word that it equals or begins
-// (`transl` finds `translator`), in its written or stemmed form. Each query word scores by the best place
+// (`transl` finds `translator`; words under three letters match whole words only), in its written or
+// stemmed form. Each query word scores by the best place
 // it matched: exact A 6, prefix A 5, exact B 4, prefix B 3, exact C 2, prefix C 1; an agent's score is the
 // sum over the query words. How often a word occurs does not count, so an agent named "translator" outranks
 // any number of mentions in a description. Order: score descending, then AID ascending (code-unit order,
@@ -34,6 +35,12 @@ export const MAX_WORDS = 16;
 
 /** Longer words are not indexed (nobody searches for them; PostgreSQL caps a lexeme at 2 KiB). */
 const MAX_WORD = 64;
+
+/**
+ * Shorter query words match whole words only: a prefix of one or two letters would expand to a good part of
+ * the vocabulary and cost a search every posting of it.
+ */
+export const MIN_PREFIX = 3;
 
 /** A search the hub refuses to run (the HTTP layer answers 400). */
 export class BadSearch extends Error {
@@ -70,13 +77,28 @@ export function split(text: string): string[] {
     .filter((w) => w.length > 0 && w.length <= MAX_WORD);
 }
 
+/** Stems already computed: stemming costs microseconds a word, and cards repeat their vocabulary. */
+const stems = new Map<string, string>();
+const STEMS_KEPT = 200_000;
+
+/** The Porter stem of a lowercased word. */
+export function stem(word: string): string {
+  let s = stems.get(word);
+  if (s === undefined) {
+    if (stems.size >= STEMS_KEPT) stems.clear();
+    s = stemmer(word);
+    stems.set(word, s);
+  }
+  return s;
+}
+
 /** Every word of `texts`, as written and stemmed, without repeats. */
 export function lexemes(texts: string[]): string[] {
   const out = new Set<string>();
   for (const text of texts) {
     for (const word of split(text)) {
       out.add(word);
-      out.add(stemmer(word));
+      out.add(stem(word));
     }
   }
   return [...out];
@@ -126,21 +148,22 @@ export function queryWords(words: string[]): QueryWord[] | null {
   for (const word of words) {
     const parts = split(word);
     if (parts.length === 0) return null;
-    for (const part of parts) out.push({ forms: [...new Set([part, stemmer(part)])] });
+    for (const part of parts) out.push({ forms: [...new Set([part, stem(part)])] });
   }
   if (out.length > MAX_WORDS) throw new BadSearch(`a search takes at most ${MAX_WORDS} words, not ${out.length}`);
   return out;
 }
 
-/** How `word` matches one field word: 'exact', 'prefix', or null. */
-export function matchOf(word: QueryWord, fieldWord: string): 'exact' | 'prefix' | null {
-  let found: 'prefix' | null = null;
-  for (const form of word.forms) {
-    if (fieldWord === form) return 'exact';
-    if (fieldWord.startsWith(form)) found = 'prefix';
-  }
-  return found;
+/** Whether a query word's form also matches as a prefix. */
+export const prefixes = (form: string): boolean => form.length >= MIN_PREFIX;
+
+/** What a word scores matching a field word present under the weights `bits` (A 1, B 2, C 4). */
+export function levelOf(bits: number, exact: boolean): number {
+  const w: Weight = bits & 1 ? 'A' : bits & 2 ? 'B' : 'C';
+  return exact ? SCORE[w].exact : SCORE[w].prefix;
 }
+
+export const BIT: Record<Weight, number> = { A: 1, B: 2, C: 4 };
 
 /** A stable label for a skill id or tag in an index (PostgreSQL keeps it as a lexeme no query word can reach). */
 export function filterKey(kind: 'skill' | 'tag', value: string): string {

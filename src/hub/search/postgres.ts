@@ -10,7 +10,18 @@
 // `'w':A` exact, `'w':*A` prefix, …), summed: an integer, so the keyset cursor compares exactly.
 import type { Fragment, Sql } from 'postgres';
 import type { AgentRecord, SearchPage, SearchQuery } from '../storage/types.js';
-import { agentFields, decodeCursor, encodeCursor, filterKey, type Position, type QueryWord, queryWords, SCORE, WEIGHTS } from './fields.js';
+import {
+  agentFields,
+  decodeCursor,
+  encodeCursor,
+  filterKey,
+  prefixes,
+  type Position,
+  type QueryWord,
+  queryWords,
+  SCORE,
+  WEIGHTS,
+} from './fields.js';
 
 export { BadCursor, BadSearch } from './fields.js';
 
@@ -83,7 +94,7 @@ function listed(sql: Sql, filters: string | null, after: Position | null, n: num
 
 /** Agents matching every word, by score then AID: scored on (aid, score) alone, records read for the page. */
 function ranked(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Row[]> {
-  const match = words.map((w) => group(w, '*')).join(' & ');
+  const match = words.map((w) => group(w, true, '')).join(' & ');
   const where = filters === null ? match : `${match} & ${filters}`;
   const score = words.map((w) => sql`(${wordScore(sql, w)})`).reduce((x, y) => sql`${x} + ${y}`);
   return sql<Row[]>`
@@ -103,8 +114,8 @@ function ranked(sql: Sql, words: QueryWord[], filters: string | null, after: Pos
 function wordScore(sql: Sql, w: QueryWord): Fragment {
   const levels: [string, number][] = [];
   for (const weight of WEIGHTS) {
-    levels.push([group(w, weight), SCORE[weight].exact]);
-    levels.push([group(w, `*${weight}`), SCORE[weight].prefix]);
+    levels.push([group(w, false, weight), SCORE[weight].exact]);
+    if (w.forms.some(prefixes)) levels.push([group(w, true, weight), SCORE[weight].prefix]);
   }
   // The last level needs no test: the row matched the word somewhere (A, B or C: every word has a weight).
   const last = levels.pop()!;
@@ -112,9 +123,9 @@ function wordScore(sql: Sql, w: QueryWord): Fragment {
   return sql`case ${cases} else ${last[1]}::int end`;
 }
 
-/** A word's forms as tsquery alternatives with a label (`*` prefix, `A` weight A, `*A` both). */
-function group(w: QueryWord, label: string): string {
-  return `(${w.forms.map((f) => `'${f}':${label}`).join(' | ')})`;
+/** A word's forms as tsquery alternatives (`'f':*A`: prefix, weight A), prefixes only where fields.ts allows. */
+function group(w: QueryWord, prefix: boolean, weight: string): string {
+  return `(${w.forms.map((f) => `'${f}':${prefix && prefixes(f) ? '*' : ''}${weight}`).join(' | ')})`;
 }
 
 /** The filters as tsquery terms (their hashed lexemes), or null without any. */
