@@ -7,8 +7,8 @@
 //   again whole when it loses a race (23505, or a deadlock 40P01): an op key is a primary key, so two
 //   replicas racing on one op cannot both commit (see LockingReads);
 // - a mailbox write holds the row locks of its counters (see `keepMail`).
-// Commits are synchronous (the server's synchronous_commit, on by default): an acknowledged write survives
-// a crash of the database server.
+// Commits are synchronous (synchronous_commit on, whatever the server's default): an acknowledged write
+// survives a crash of the database server.
 import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
 import { searchAgents, searchVector } from '../search/postgres.js';
 import { migrate } from './migrations.js';
@@ -42,14 +42,16 @@ export interface PostgresStorageOptions {
 /** Opens (and migrates) the hub store at `url`, a `postgres://` URL. */
 export async function openPostgresStorage(url: string, opts: PostgresStorageOptions = {}): Promise<HubStorage> {
   const where = withoutPassword(url);
-  const sql = postgres(url, {
-    max: opts.max ?? 20,
-    onnotice: () => {},
-    // int8 and numeric come back as strings (the client's default): amounts and counters never pass through a float.
-    connection: { application_name: 'anet-hub' },
-  });
+  let sql = connect(url, opts, {});
   try {
     await migrate(sql, where, opts.now);
+    // An acknowledged payment or kept envelope must survive a crash of the database server: a server
+    // set to synchronous_commit=off gets `on` for this hub's sessions (any stronger setting is kept).
+    const [row] = await sql<{ synchronous_commit: string }[]>`show synchronous_commit`;
+    if (row?.synchronous_commit === 'off') {
+      await sql.end({ timeout: 5 });
+      sql = connect(url, opts, { synchronous_commit: 'on' });
+    }
   } catch (err) {
     await sql.end({ timeout: 5 }).catch(() => {});
     throw opening(err, where);
@@ -64,6 +66,15 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     bind: (hubAid) => bind(sql, where, hubAid),
     close: () => sql.end({ timeout: 5 }),
   };
+}
+
+function connect(url: string, opts: PostgresStorageOptions, settings: Record<string, string>): Sql {
+  return postgres(url, {
+    max: opts.max ?? 20,
+    onnotice: () => {},
+    // int8 and numeric come back as strings (the client's default): amounts and counters never pass through a float.
+    connection: { application_name: 'anet-hub', ...settings },
+  });
 }
 
 /** The URL without its password, for messages. */
