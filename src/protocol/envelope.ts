@@ -11,8 +11,18 @@ const INFO_LABEL = 'anet-relay/v1';
 /** Inner map keys WIRE §4 defines; unknown keys below 64 are refused, 64 and above are extensions. */
 const KNOWN_INNER = new Set([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 20, 21]);
 const MIN_PADDED = 256;
-/** The longest lifetime a receiver accepts (the hub queues for 10 minutes), so remembered mids stay few. */
-export const MAX_MESSAGE_TTL_MS = 15 * 60_000;
+/**
+ * The longest lifetime a receiver accepts: the hub's default mailbox TTL (7 days, `--mailbox-ttl`), so
+ * mail kept for a node that was offline is still taken when it comes back. The replay guard keeps each
+ * mid until its message's `exp`, within a bound of its own (src/relay/replay-guard.ts).
+ */
+export const MAX_MESSAGE_TTL_MS = 7 * 24 * 3_600_000;
+/**
+ * The lifetime of a message whose sender waits for an answer (a call, a payment, a card request, their
+ * replies): past it the sender has moved on, so keeping it longer would only fill mailboxes and the
+ * receivers' replay guards. Text tasks, answered when their operator gets to them, use the long one.
+ */
+export const PROMPT_MESSAGE_TTL_MS = 15 * 60_000;
 /** How far ahead of the receiver's clock a sender's `ts` may be. */
 export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
 
@@ -189,8 +199,8 @@ export interface OpenContext {
   /** Our encryption keys by hex kid. */
   keys: Map<string, X25519KeyPair>;
   now: number;
-  /** True when this mid was seen before; records it (until `exp`) otherwise. */
-  seen(mid: Uint8Array, exp: number): boolean | Promise<boolean>;
+  /** True when this mid was seen before (or may have been: `ts` is the send time); records it (until `exp`) otherwise. */
+  seen(mid: Uint8Array, exp: number, ts: number): boolean | Promise<boolean>;
   /** The sender's KEL, extended by the tail it sent when that is valid; null when unknown. */
   kelOf(aid: string, tail: Uint8Array | undefined): KelState | null | Promise<KelState | null>;
 }
@@ -249,7 +259,7 @@ export async function openEnvelope(bytes: Uint8Array, ctx: OpenContext): Promise
     throw new EnvelopeRefused('BAD_SIGNATURE', "not signed by the sender's current key");
   }
   // Replay is checked last, so a forged copy cannot burn a genuine message's mid.
-  if (await ctx.seen(m.mid, m.exp)) throw new EnvelopeRefused('REPLAYED', 'this message was already received');
+  if (await ctx.seen(m.mid, m.exp, m.ts)) throw new EnvelopeRefused('REPLAYED', 'this message was already received');
   return m;
 }
 

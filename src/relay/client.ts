@@ -1,11 +1,25 @@
 // A node's connection to its hub relay: one signed push stream for incoming envelopes, and anonymous
-// sends on one upstream connection (POSTs for large envelopes and for hubs that do not upgrade).
+// sends on one upstream connection (POSTs for large envelopes and for hubs that do not upgrade). The hub
+// keeps what it pushes until the node acknowledges it (issue 19): the stream asks for that with
+// `x-anet-ack: 1`, each frame is handed on with its mail id, and the owner acknowledges an id (ack())
+// once the message's handling is journaled; acks go in batches, signed, to POST /relay/v2/ack.
 import { request, Agent, type ClientRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { signRequest } from '../protocol/hub-auth.js';
 import type { Identity } from '../identity/store.js';
 import { HubRefusedError, HubUnreachableError } from '../hub-client/client.js';
-import { MAX_ENVELOPE, MAX_MESSAGE, UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame, mib, type RelayAnswer } from '../protocol/relay.js';
+import {
+  ACK_HEADER,
+  MAX_ACK_IDS,
+  MAX_ENVELOPE,
+  MAX_MESSAGE,
+  UPSTREAM_MAX,
+  UPSTREAM_PROTOCOL,
+  frame,
+  mailId,
+  mib,
+  type RelayAnswer,
+} from '../protocol/relay.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const KEEPALIVE_MS = 30_000;
@@ -13,6 +27,15 @@ const KEEPALIVE_MS = 30_000;
 const UPSTREAM_RETRY_MS = 60_000;
 /** Sends waiting on the upstream fail as unreachable when the hub has answered nothing for this long. */
 const ANSWER_TIMEOUT_MS = 30_000;
+/** Acks go at most this long after the first of a batch was asked for, or at once when this many wait. */
+const ACK_DELAY_MS = 100;
+const ACK_BATCH = 256;
+/**
+ * Ids waiting for an ack that could not be sent (hub unreachable) are kept up to this many; past it they
+ * are dropped: the hub pushes those envelopes again, the replay guard refuses them and they are acked then.
+ */
+const ACK_BACKLOG = 10_000;
+const ACK_PATH = '/relay/v2/ack';
 
 /** A sealed message larger than the relay carries: the hub would refuse it, so it is never sent. */
 export class MessageTooLargeError extends Error {
@@ -174,10 +197,104 @@ export class RelayClient {
   constructor(
     hub: string,
     private readonly identity: Identity,
-    private readonly onEnvelope: (bytes: Uint8Array) => void,
+    private readonly onEnvelope: (bytes: Uint8Array, id: string) => void,
     private readonly now: () => number = Date.now,
   ) {
     this.base = new URL(hub);
+  }
+
+  /**
+   * Called before each batch of acks is sent: the owner makes what it did with those messages durable
+   * (the messenger syncs its store). An ack sent says the hub may forget the envelope.
+   */
+  beforeAck: () => Promise<void> = async () => {};
+  /** Ids to acknowledge, the timer that sends them, the batch being sent, and whether the hub takes acks. */
+  private acks: string[] = [];
+  private ackTimer: NodeJS.Timeout | undefined;
+  private acking: Promise<void> | null = null;
+  private acksTaken = true;
+  /** A line for the node's log (an ack the hub refused); quiet by default. */
+  log: (line: string) => void = () => {};
+
+  /** Acknowledges one envelope (by its mail id): the hub deletes it once the batch carrying it arrives. */
+  ack(id: string): void {
+    if (!this.acksTaken) return;
+    this.acks.push(id);
+    if (this.acks.length >= ACK_BATCH) void this.flushAcks();
+    else if (!this.ackTimer) {
+      this.ackTimer = setTimeout(() => void this.flushAcks(), ACK_DELAY_MS);
+      this.ackTimer.unref();
+    }
+  }
+
+  /** Sends the acks asked for so far (one batch at a time); resolves when they were sent or given up. */
+  flushAcks(): Promise<void> {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    if (this.acking) return this.acking.then(() => (this.acks.length ? this.flushAcks() : undefined));
+    if (this.acks.length === 0 || !this.acksTaken) return Promise.resolve();
+    const ids = this.acks.splice(0, MAX_ACK_IDS);
+    this.acking = this.sendAcks(ids)
+      .catch((err: Error) => {
+        // Not sent (hub unreachable, store closing): kept for the next batch, within the backlog.
+        if (this.acks.length + ids.length <= ACK_BACKLOG) this.acks.unshift(...ids);
+        this.log(`acknowledging ${ids.length} message(s) to the hub: ${err.message}`);
+      })
+      .finally(() => {
+        this.acking = null;
+        if (this.acks.length && !this.closed && !this.ackTimer) {
+          this.ackTimer = setTimeout(() => void this.flushAcks(), ACK_DELAY_MS);
+          this.ackTimer.unref();
+        }
+      });
+    return this.acking;
+  }
+
+  private async sendAcks(ids: string[]): Promise<void> {
+    await this.beforeAck();
+    const body = Buffer.from(JSON.stringify({ ids }));
+    const headers = signRequest(this.identity.signer, this.identity.aid, 'POST', ACK_PATH, body, this.now());
+    const { status, text } = await this.request('POST', ACK_PATH, body, { ...headers, 'content-type': 'application/json' });
+    if (status === 200) return;
+    const refused = refusal(status, text);
+    // A hub from before acks has no such route (and deletes what it pushes): stop asking, quietly.
+    if (status === 404 && refused.code === 'NOT_FOUND') {
+      this.acksTaken = false;
+      this.acks = [];
+      return;
+    }
+    // Refused (not retried: the envelopes come again, and are acked then).
+    this.log(`the hub refused an ack: ${refused.message}`);
+  }
+
+  /** One request to the hub on the keep-alive agent: its status and body text. */
+  private request(
+    method: string,
+    path: string,
+    body: Buffer,
+    headers: Record<string, string | number>,
+  ): Promise<{ status: number; text: string }> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          host: this.base.hostname,
+          port: this.base.port,
+          path,
+          method,
+          agent: this.agent,
+          headers: { ...headers, 'content-length': body.length },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+          res.on('error', reject);
+        },
+      );
+      req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
+      req.on('error', (err) => reject(new HubUnreachableError(this.base.origin, err)));
+      req.end(body);
+    });
   }
 
   /** Opens the push stream; resolves once the hub has accepted it. */
@@ -201,31 +318,34 @@ export class RelayClient {
           if (!this.closed) this.onClose();
         }
       };
-      const req = request({ host: this.base.hostname, port: this.base.port, path, method: 'GET', headers: { ...headers } }, (res) => {
-        if (res.statusCode !== 200) {
-          const chunks: Buffer[] = [];
-          res.on('data', (c) => chunks.push(c));
-          res.on('end', () => reject(refusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
-          return;
-        }
-        // A close() while the hub was answering: this stream must not outlive its client.
-        if (this.closed) {
-          req.destroy();
-          return reject(new Error('the relay client is closed'));
-        }
-        req.setTimeout(0);
-        res.socket.setNoDelay(true);
-        // Find a silently dead connection (no FIN from a vanished hub) and reconnect.
-        res.socket.setKeepAlive(true, KEEPALIVE_MS);
-        opened = true;
-        this.stream = req;
-        res.on('end', end);
-        res.on('close', end);
-        res.on('error', end);
-        const frames = new FrameReader((bytes) => this.onEnvelope(bytes), end);
-        res.on('data', (chunk: Buffer) => frames.push(chunk));
-        resolve();
-      });
+      const req = request(
+        { host: this.base.hostname, port: this.base.port, path, method: 'GET', headers: { ...headers, [ACK_HEADER]: '1' } },
+        (res) => {
+          if (res.statusCode !== 200) {
+            const chunks: Buffer[] = [];
+            res.on('data', (c) => chunks.push(c));
+            res.on('end', () => reject(refusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
+            return;
+          }
+          // A close() while the hub was answering: this stream must not outlive its client.
+          if (this.closed) {
+            req.destroy();
+            return reject(new Error('the relay client is closed'));
+          }
+          req.setTimeout(0);
+          res.socket.setNoDelay(true);
+          // Find a silently dead connection (no FIN from a vanished hub) and reconnect.
+          res.socket.setKeepAlive(true, KEEPALIVE_MS);
+          opened = true;
+          this.stream = req;
+          res.on('end', end);
+          res.on('close', end);
+          res.on('error', end);
+          const frames = new FrameReader((bytes) => this.onEnvelope(bytes, mailId(bytes)), end);
+          res.on('data', (chunk: Buffer) => frames.push(chunk));
+          resolve();
+        },
+      );
       this.connecting = req;
       req.setTimeout(CONNECT_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)));
       req.on('error', (err) =>
@@ -339,7 +459,8 @@ export class RelayClient {
     return this.stream !== null;
   }
 
-  close(): void {
+  /** Closes the stream and the upstream; the acks asked for so far are sent first (resolves when done). */
+  async close(): Promise<void> {
     this.closed = true;
     const stream = this.stream;
     this.stream = null;
@@ -348,6 +469,7 @@ export class RelayClient {
     this.connecting = null;
     this.upgrading?.destroy();
     this.upstream?.socket.destroy();
+    await this.flushAcks().catch(() => {});
     this.agent.destroy();
   }
 }

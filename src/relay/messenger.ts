@@ -2,6 +2,13 @@
 // keeps one push stream open (reconnecting), opens each arriving envelope (signature under the sender's
 // KEL, which the message's KEL copy may move forward; replayed and expired ones refused) and hands it to
 // the handler of its type through the RxJS bus; seals and sends messages to peers by their key sets.
+// The hub keeps each envelope until the node acknowledges it (issue 19): a message is acknowledged once
+// its handler has resolved — every handler resolves after its durable step (the provider's RECEIVED and
+// admission, the caller's task record, the card fetch's reply event; work that may take long, a service
+// call or the local agent, runs apart after that step) — and the store is synced (ReplayGuard.commit), or
+// once it was refused for good (replayed, expired, undecryptable, not for us: sending it again cannot
+// help). A handler that fails leaves its message unacknowledged and its mid forgotten, so the copy the hub
+// pushes again (at the next stream, or after a restart) is handled afresh.
 import type { CborValue } from '../identity/cbor.js';
 import { encodeKel } from '../identity/kel.js';
 import type { Identity } from '../identity/store.js';
@@ -11,7 +18,7 @@ import { HubRefusedError } from '../hub-client/client.js';
 import type { Reader } from '../reader/reader.js';
 import { Bus } from '../bus/bus.js';
 import { RelayClient, checkEnvelopeSize } from './client.js';
-import { sealEnvelope, openEnvelope, EnvelopeRefused, MAX_MESSAGE_TTL_MS, type Received } from '../protocol/envelope.js';
+import { sealEnvelope, openEnvelope, EnvelopeRefused, PROMPT_MESSAGE_TTL_MS, type Received } from '../protocol/envelope.js';
 import { currentKeys, signKeySet, verifyKeySet, type PublicEncryptionKey } from './keyset.js';
 import { ReplayGuard } from './replay-guard.js';
 import type { X25519KeyPair } from '../protocol/hpke.js';
@@ -51,7 +58,9 @@ export interface MessengerOptions {
 export class Messenger {
   private readonly relay: RelayClient;
   private readonly guard: ReplayGuard;
-  private readonly bus: Bus<{ bytes: Uint8Array; at: number }>;
+  private readonly bus: Bus<{ bytes: Uint8Array; at: number; id: string }>;
+  /** Mail ids of envelopes taken and not yet handled: a copy pushed again meanwhile waits for the first. */
+  private readonly handling = new Set<string>();
   private readonly handlers = new Map<string, MessageHandler>();
   private ownKeys = new Map<string, X25519KeyPair>();
   private keySet: Uint8Array | null = null;
@@ -67,9 +76,12 @@ export class Messenger {
   readonly stats = { received: 0, sent: 0, refused: {} as Record<string, number> };
 
   constructor(private readonly opts: MessengerOptions) {
-    this.relay = new RelayClient(opts.hub, opts.identity, (bytes) => this.arrived(bytes), opts.now);
+    this.relay = new RelayClient(opts.hub, opts.identity, (bytes, id) => this.arrived(bytes, id), opts.now);
     this.relay.onClose = () => this.scheduleReconnect();
     this.guard = new ReplayGuard(opts.store);
+    // What the acknowledged messages did is on disk before the hub may forget them.
+    this.relay.beforeAck = () => this.guard.commit();
+    this.relay.log = opts.log;
     this.bus = new Bus({
       concurrency: 32,
       maxBacklog: 10_000,
@@ -85,7 +97,12 @@ export class Messenger {
   /** Publishes our key set and opens the push stream; throws when the hub cannot be reached or refuses. */
   async start(): Promise<void> {
     await this.renewKeys(true);
-    if (!this.busStarted) this.bus.start(({ bytes, at }) => this.receive(bytes, at));
+    if (!this.busStarted) {
+      // Before the stream: mids whose handling a stop cut short are forgotten, so their mail is taken again.
+      const cut = await this.guard.recover();
+      if (cut > 0) this.opts.log(`${cut} message(s) were being handled when the node stopped: taking them again from the hub`);
+      this.bus.start(({ bytes, at, id }) => this.receive(bytes, at, id));
+    }
     this.busStarted = true;
     await this.relay.connect();
     this.renewTimer = setInterval(
@@ -108,7 +125,7 @@ export class Messenger {
     if (publish || changed) await this.opts.client.putKeys(this.keySet);
     // With a margin: a copy that waited in the backlog past its exp (it was judged by the time it arrived)
     // must still find its mid.
-    await this.guard.prune(this.opts.now() - MAX_MESSAGE_TTL_MS);
+    await this.guard.prune(this.opts.now() - PROMPT_MESSAGE_TTL_MS);
   }
 
   private scheduleReconnect(): void {
@@ -127,34 +144,61 @@ export class Messenger {
     }, delay);
   }
 
-  private arrived(bytes: Uint8Array): void {
+  private arrived(bytes: Uint8Array, id: string): void {
     if (this.closed) return;
-    if (!this.bus.publish({ bytes, at: this.opts.now() })) this.count('BACKLOG_FULL');
+    // The same envelope pushed again (a new stream) while its first copy is handled: that one acks it.
+    if (this.handling.has(id)) return;
+    this.handling.add(id);
+    if (this.bus.publish({ bytes, at: this.opts.now(), id })) return;
+    // Not taken and not acknowledged: the hub keeps it and pushes it again on the next stream.
+    this.handling.delete(id);
+    this.count('BACKLOG_FULL');
   }
 
   private count(code: string): void {
     this.stats.refused[code] = (this.stats.refused[code] ?? 0) + 1;
   }
 
-  private async receive(bytes: Uint8Array, at: number): Promise<void> {
+  private async receive(bytes: Uint8Array, at: number, id: string): Promise<void> {
+    try {
+      if (await this.handle(bytes, at)) this.relay.ack(id);
+    } finally {
+      this.handling.delete(id);
+    }
+  }
+
+  /**
+   * Opens and handles one envelope: true when it may be acknowledged (handled, or refused for good);
+   * throws when its handler failed (its mid is forgotten, so the copy the hub pushes again is taken).
+   */
+  private async handle(bytes: Uint8Array, at: number): Promise<boolean> {
     let m: Received;
     try {
       m = await openEnvelope(bytes, {
         me: this.opts.identity.aid,
         keys: this.ownKeys,
         now: at,
-        seen: (mid, exp) => this.guard.seen(mid, exp),
+        seen: (mid, exp, ts) => this.guard.seen(mid, exp, ts),
         kelOf: (aid, tail) => this.opts.reader.kel(aid, tail ?? null),
       });
     } catch (err) {
       if (!(err instanceof EnvelopeRefused)) throw err;
       this.count(err.code);
-      return;
+      return true;
     }
     this.stats.received++;
     const handler = this.handlers.get(m.type);
-    if (!handler) return this.count('UNKNOWN_TYPE');
-    await handler({ ...m, at });
+    if (!handler) this.count('UNKNOWN_TYPE');
+    else {
+      try {
+        await handler({ ...m, at });
+      } catch (err) {
+        await this.guard.release(m.mid, m.exp, m.ts).catch(() => {});
+        throw err;
+      }
+    }
+    this.guard.done(m.mid);
+    return true;
   }
 
   /** The encryption key to seal a message to `aid` with: the newest valid key of its signed set. */
@@ -245,11 +289,15 @@ export class Messenger {
     return outcome;
   }
 
-  close(): void {
+  /**
+   * Stops taking messages and closes the relay connection, after sending the acks of what was handled
+   * (resolves then; await it before closing the store, which the acks' sync writes to).
+   */
+  async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
     clearInterval(this.renewTimer);
-    this.relay.close();
     this.bus.stop();
+    await this.relay.close();
   }
 }

@@ -1,32 +1,96 @@
 // The receiver's replay guard (WIRE §4): every message id is remembered until its message expires (an
 // expired message is refused anyway), in LevelDB so a restart does not reopen the window.
-import type { Store } from '../../store/db.js';
+//
+// Mail kept at the hub (issue 19) is pushed again until the node acknowledges it, and the node
+// acknowledges a message only once its handling is journaled. So a mid taken while its handling was under
+// way is marked pending (`~p<mid>`) in the same write as the mid, and the mark goes once the handling is
+// durable (done(), written by commit() before the acknowledgement leaves). At start, recover() forgets
+// every mid still pending: the node stopped (or crashed) before that handling was journaled, the hub
+// still keeps the envelope, and the copy it pushes again is taken as new. The handlers make such a second
+// run harmless (a task id seen before is answered, never run twice).
+//
+// The bound. Messages may live 7 days (MAX_MESSAGE_TTL_MS), so the guard keeps at most `bound` mids
+// (1,000,000 by default: about 100 bytes each on disk with their indexes, ~100 MB at the bound; a node
+// receives that many only in a flood, at ~1.6 messages a second for 7 days). Past the bound the oldest-sent
+// mids are forgotten, and the newest `ts` among them becomes the floor (`~floor`, written in the same
+// batch): from then on a message sent at or before the floor is refused as a possible replay. A replay is
+// therefore never accepted; what a flood costs is that old mail (sent at or before the floor) is refused
+// and acknowledged, which its senders see as no answer. The floor never goes down; it stops mattering
+// once MAX_MESSAGE_TTL_MS has passed (every message sent before it has expired).
+import type { Store, WriteOp } from '../../store/db.js';
 import { timeKey } from '../../store/db.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
-/** Expiry index keys sort after every hex mid. */
+/** Index keys sort after every hex mid; the expiry index's digits sort before `~f`, `~p` and `~t`. */
 const INDEX = '~';
+const SENT = '~t';
+const PENDING = '~p';
+const FLOOR = '~floor';
+/** The mids the guard keeps at most (see the bound above). */
+export const MAX_MIDS = 1_000_000;
+/** Past the bound, this many more are forgotten at once, so the work is not done again for every message. */
+const FORGET_SLACK = 0.01;
 
 export class ReplayGuard {
   /** Mids taken since start (bounded), checked before LevelDB. */
   private readonly recent = new Set<string>();
   /** Mids taken whose records are not written yet (never cleared before they are). */
   private readonly unwritten = new Set<string>();
+  /** Mids whose handling is durable, their pending marks to delete in the next commit(). */
+  private done_: string[] = [];
+  /** Messages sent at or before this are refused (see the bound); -1 while nothing was forgotten. */
+  private floor = -1;
+  /** Mids kept (counted at recover(); an estimate until then, which only delays forgetting). */
+  private count = 0;
+  private forgetting: Promise<void> | null = null;
+  private readonly bound: number;
 
   private remember(key: string): void {
     if (this.recent.size >= 100_000) this.recent.clear();
     this.recent.add(key);
   }
 
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    opts: { bound?: number } = {},
+  ) {
+    this.bound = opts.bound ?? MAX_MIDS;
+  }
 
   /**
-   * True when `mid` was seen before; otherwise records it until `exp` and resolves once the record is
-   * written (unsynced: the message's own effects are later, synced writes, so whatever it did is never
-   * on disk without its mid). Messages arriving while a write is under way share the next one
-   * (Store.writeGrouped).
+   * At start, before any message is taken: reads the floor and the count, and forgets the mids whose
+   * handling never became durable (pending), so their messages pushed again are taken. Returns how many.
    */
-  async seen(mid: Uint8Array, exp: number): Promise<boolean> {
+  async recover(): Promise<number> {
+    const mids = this.store.mids;
+    this.floor = ((await mids.get(FLOOR)) as number | undefined) ?? -1;
+    const pending: string[] = [];
+    for await (const key of mids.keys({ gte: PENDING, lt: `${PENDING}~` })) pending.push(key.slice(PENDING.length));
+    const ops: WriteOp[] = [];
+    for (const mid of pending) {
+      const rec = (await mids.get(mid)) as number | undefined;
+      ops.push({ type: 'del', sublevel: mids, key: `${PENDING}${mid}` }, { type: 'del', sublevel: mids, key: mid });
+      this.recent.delete(mid);
+      if (rec === undefined) continue;
+      const sent = (await mids.get(`${INDEX}${timeKey(rec)}!${mid}`)) as number | undefined;
+      ops.push({ type: 'del', sublevel: mids, key: `${INDEX}${timeKey(rec)}!${mid}` });
+      if (typeof sent === 'number') ops.push({ type: 'del', sublevel: mids, key: `${SENT}${timeKey(sent)}!${mid}` });
+    }
+    if (ops.length) await this.store.write(ops, { sync: true });
+    let count = 0;
+    for await (const _ of mids.keys({ gte: SENT, lt: `${SENT}~` })) count++;
+    this.count = count;
+    return pending.length;
+  }
+
+  /**
+   * True when `mid` was seen before, or its message was sent (`ts`) at or before the floor; otherwise
+   * records it until `exp`, pending until done(), and resolves once the record is written (unsynced: the
+   * message's own effects are later, synced writes, so whatever it did is never on disk without its mid).
+   * Messages arriving while a write is under way share the next one (Store.writeGrouped).
+   */
+  async seen(mid: Uint8Array, exp: number, ts = exp): Promise<boolean> {
+    if (ts <= this.floor) return true;
     const key = hex(mid);
     // Memory first (a copy arriving now is caught), then the store, read synchronously: a lookup that
     // almost always misses costs microseconds, against a thread-pool round trip for the async form.
@@ -50,7 +114,9 @@ export class ReplayGuard {
     try {
       await this.store.writeGrouped([
         { type: 'put', sublevel: mids, key, value: exp },
-        { type: 'put', sublevel: mids, key: `${INDEX}${timeKey(exp)}!${key}`, value: 1 },
+        { type: 'put', sublevel: mids, key: `${INDEX}${timeKey(exp)}!${key}`, value: ts },
+        { type: 'put', sublevel: mids, key: `${SENT}${timeKey(ts)}!${key}`, value: exp },
+        { type: 'put', sublevel: mids, key: `${PENDING}${key}`, value: 1 },
       ]);
     } catch (err) {
       // Not recorded: forgotten, so a copy is checked against the store again — and this message is not
@@ -60,16 +126,101 @@ export class ReplayGuard {
     } finally {
       this.unwritten.delete(key);
     }
+    if (++this.count > this.bound) void this.forgetOldest();
     return false;
+  }
+
+  /** The handling of `mid`'s message is durable: its pending mark goes in the next commit(). */
+  done(mid: Uint8Array): void {
+    this.done_.push(hex(mid));
+  }
+
+  /**
+   * The handling of `mid`'s message failed: the mid is forgotten, so the copy the hub pushes again (it
+   * was not acknowledged) is taken as new.
+   */
+  async release(mid: Uint8Array, exp: number, ts: number): Promise<void> {
+    const key = hex(mid);
+    const mids = this.store.mids;
+    await this.store.write([
+      { type: 'del', sublevel: mids, key },
+      { type: 'del', sublevel: mids, key: `${INDEX}${timeKey(exp)}!${key}` },
+      { type: 'del', sublevel: mids, key: `${SENT}${timeKey(ts)}!${key}` },
+      { type: 'del', sublevel: mids, key: `${PENDING}${key}` },
+    ]);
+    this.recent.delete(key);
+    this.count = Math.max(0, this.count - 1);
+  }
+
+  /**
+   * Writes the pending marks of done() away, synced: the one fsync also makes every earlier unsynced
+   * write of the store durable (LevelDB appends them all to the same log), the handlers' records
+   * included. The messenger calls it before acknowledging messages to the hub.
+   */
+  async commit(): Promise<void> {
+    const done = this.done_;
+    this.done_ = [];
+    const mids = this.store.mids;
+    const ops: WriteOp[] = done.map((key) => ({ type: 'del', sublevel: mids, key: `${PENDING}${key}` }));
+    // A put, so that there is something to sync even when no mark goes.
+    ops.push({ type: 'put', sublevel: mids, key: '~synced', value: 1 });
+    try {
+      await this.store.write(ops, { sync: true });
+    } catch (err) {
+      this.done_.push(...done);
+      throw err;
+    }
+  }
+
+  /** Forgets the oldest-sent mids past the bound, raising the floor over them (one run at a time). */
+  private forgetOldest(): Promise<void> {
+    this.forgetting ??= (async () => {
+      const mids = this.store.mids;
+      const excess = this.count - this.bound + Math.ceil(this.bound * FORGET_SLACK);
+      const ops: WriteOp[] = [];
+      let floor = this.floor;
+      let n = 0;
+      for await (const [key, exp] of mids.iterator({ gte: SENT, lt: `${SENT}~`, limit: excess })) {
+        const bang = key.indexOf('!');
+        const mid = key.slice(bang + 1);
+        floor = Math.max(floor, Number(key.slice(SENT.length, bang)));
+        ops.push(
+          { type: 'del', sublevel: mids, key },
+          { type: 'del', sublevel: mids, key: mid },
+          { type: 'del', sublevel: mids, key: `${INDEX}${timeKey(exp as number)}!${mid}` },
+          { type: 'del', sublevel: mids, key: `${PENDING}${mid}` },
+        );
+        n++;
+      }
+      if (n === 0) return;
+      // The floor is written with the deletions: no moment on disk has a mid gone and its floor not there.
+      ops.push({ type: 'put', sublevel: mids, key: FLOOR, value: floor });
+      await this.store.write(ops, { sync: true });
+      this.floor = floor;
+      this.count -= n;
+    })().finally(() => (this.forgetting = null));
+    return this.forgetting;
   }
 
   /** Forgets the mids of messages expired before `now`; returns how many. */
   async prune(now: number): Promise<number> {
-    const ops: { type: 'del'; key: string }[] = [];
-    for await (const key of this.store.mids.keys({ gte: INDEX, lt: `${INDEX}${timeKey(now)}` })) {
-      ops.push({ type: 'del', key }, { type: 'del', key: key.slice(key.indexOf('!') + 1) });
+    const mids = this.store.mids;
+    const ops: WriteOp[] = [];
+    let n = 0;
+    // The expiry index: `~<16 digits>!<mid>` (below `~f…`, `~p…`, `~t…`), its value the send time (1 in
+    // records written before the bound existed: those have no send-time entry).
+    for await (const [key, ts] of mids.iterator({ gte: INDEX, lt: `${INDEX}${timeKey(now)}` })) {
+      const mid = key.slice(key.indexOf('!') + 1);
+      ops.push(
+        { type: 'del', sublevel: mids, key },
+        { type: 'del', sublevel: mids, key: mid },
+        { type: 'del', sublevel: mids, key: `${PENDING}${mid}` },
+      );
+      if (typeof ts === 'number' && ts > 1) ops.push({ type: 'del', sublevel: mids, key: `${SENT}${timeKey(ts)}!${mid}` });
+      n++;
     }
-    if (ops.length) await this.store.mids.batch(ops);
-    return ops.length / 2;
+    if (ops.length) await this.store.write(ops);
+    this.count = Math.max(0, this.count - n);
+    return n;
   }
 }

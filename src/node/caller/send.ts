@@ -3,7 +3,7 @@
 // answered it carries no request at all: it is a status poll.
 import type { Messenger } from '../../relay/messenger.js';
 import { toBody } from '../../protocol/body.js';
-import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
+import { MAX_MESSAGE_TTL_MS, PROMPT_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
 import { TASK_SEND } from '../../protocol/messages.js';
 import type { CborValue } from '../../identity/cbor.js';
 
@@ -18,8 +18,13 @@ export interface Request {
 /** What sending uses of the messenger. */
 export type TaskSender = Pick<Messenger, 'send'>;
 
-/** A minute under the relay's longest lifetime, for the clocks between us and the provider. */
-export const MESSAGE_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
+/** A call's lifetime: a minute under a prompt message's, for the clocks between us and the provider. */
+export const MESSAGE_TTL_MS = PROMPT_MESSAGE_TTL_MS - 60_000;
+/**
+ * A text task's: a minute under the longest a receiver accepts (the hub's default mailbox TTL), so a
+ * provider offline for days still gets it when it comes back (its operator answers when they can).
+ */
+export const TEXT_TASK_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 
 /** `task.send`'s body; with `resend` (the how-many-th) it is a repeat, and without a request a status poll. */
 export function wireBody(task: string, request: Request | null, resend?: number): Map<string, CborValue> {
@@ -30,5 +35,6 @@ export function wireBody(task: string, request: Request | null, resend?: number)
 
 /** One `task.send` to the provider; resolves once the relay took it. */
 export function sendTask(messenger: TaskSender, to: string, body: Map<string, CborValue>): Promise<unknown> {
-  return messenger.send(to, TASK_SEND, body, { ttlMs: MESSAGE_TTL_MS });
+  // A text task (its request carries `text`, the first send and resends alike) waits in the mailbox.
+  return messenger.send(to, TASK_SEND, body, { ttlMs: body.has('text') ? TEXT_TASK_TTL_MS : MESSAGE_TTL_MS });
 }

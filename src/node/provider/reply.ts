@@ -2,7 +2,7 @@
 // `task.result` once it ended, sealed to the caller and sent through the relay; a final answer to a peer
 // on our lists carries a fresh contact credential. Journals nothing (the credential is recorded in
 // `issued`).
-import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
+import { MAX_MESSAGE_TTL_MS, PROMPT_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
 import { toBody } from '../../protocol/body.js';
 import { TASK_RESULT, TASK_STATUS } from '../../protocol/messages.js';
 import type { CborValue } from '../../identity/cbor.js';
@@ -30,14 +30,16 @@ export type Fields = Record<string, CborValue | undefined>;
 export type Reply = (fields: Fields, after?: Promise<unknown>) => Promise<void>;
 
 const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
-/** A result waits in the hub's queue for an offline caller as long as the relay allows. */
-const RESULT_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
+/** A call's answer lives as long as the call's request: its caller waits for it. */
+const RESULT_TTL_MS = PROMPT_MESSAGE_TTL_MS - 60_000;
+/** A text task's answer waits in the hub's mailbox for an offline caller as long as a receiver accepts. */
+export const TEXT_REPLY_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 
 /** The reply to one task; `listed` is the caller's standing when the admission just read it. */
 export const replyTo =
-  (parts: ReplyParts, caller: string, task: string, listed?: boolean): Reply =>
+  (parts: ReplyParts, caller: string, task: string, listed?: boolean, ttlMs = RESULT_TTL_MS): Reply =>
   (fields, after) =>
-    answer(parts, caller, task, fields, listed, after);
+    answer(parts, caller, task, fields, listed, after, ttlMs);
 
 /** A reply to the caller, with a fresh contact credential when the caller is on our lists (SPEC §7). */
 export async function answer(
@@ -47,6 +49,7 @@ export async function answer(
   fields: Fields,
   known?: boolean,
   after?: Promise<unknown>,
+  ttlMs = RESULT_TTL_MS,
 ): Promise<void> {
   if (after) {
     // Until `after` settles, a failure here must not leave it unhandled.
@@ -61,7 +64,7 @@ export async function answer(
   const final = FINAL.includes(String(fields.state));
   const credential = listed && final ? await issueAndRecord(parts.store, parts.identity, caller, parts.now()) : undefined;
   const sealed = await parts.messenger.seal(caller, final ? TASK_RESULT : TASK_STATUS, toBody({ task, ...fields, credential }), {
-    ttlMs: RESULT_TTL_MS,
+    ttlMs,
   });
   await after;
   await parts.messenger.deliver(sealed);

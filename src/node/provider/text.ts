@@ -14,7 +14,7 @@ import type { ActorHost } from '../../runtime/host.js';
 import { bucket, quotaIds } from '../../actors/bucket.js';
 import { call, type Alongside, type Call } from '../../actors/call.js';
 import { receive, type Running } from './record.js';
-import { answer, replyTo, type ReplyParts } from './reply.js';
+import { answer, replyTo, TEXT_REPLY_TTL_MS, type ReplyParts } from './reply.js';
 
 const MAX_TEXT_BYTES = 64 * 1024;
 /** Text tasks one sender may send per minute, and how many may wait in the inbox at once. */
@@ -45,7 +45,7 @@ export async function textTask(parts: TextParts, record: Call, text: string): Pr
   if (!(await receive(record, running, bytes))) return false;
   const who = await standing(parts.dataDir, parts.config, from);
   const listed = who === 'allowed' || who === 'trusted';
-  const reply = replyTo(parts, from, task, listed);
+  const reply = replyTo(parts, from, task, listed, TEXT_REPLY_TTL_MS);
   const refusal =
     who === 'denied' || (!listed && parts.config.inbound.policy !== 'open')
       ? { reason: 'not_accepting' }
@@ -86,7 +86,7 @@ async function limits(parts: TextParts, from: string): Promise<{ reason: string;
 /** The agent's answer: COMPLETED, or FAILED / SERVICE_REJECTED, each with the running mark going. */
 async function askAgent(parts: TextParts, record: Call, text: string, agent: string, listed: boolean): Promise<void> {
   const { caller: from, task } = record;
-  const reply = replyTo(parts, from, task, listed);
+  const reply = replyTo(parts, from, task, listed, TEXT_REPLY_TTL_MS);
   try {
     const body = Buffer.from(JSON.stringify({ task_id: task, from, text }));
     const outcome = await callService(
@@ -127,7 +127,7 @@ async function finishText(parts: ReplyParts, record: Call, text: string, listed:
     kept,
   );
   crashPoint('after-completed');
-  await answer(parts, record.caller, record.task, { state: 'completed', result }, listed);
+  await answer(parts, record.caller, record.task, { state: 'completed', result }, listed, undefined, TEXT_REPLY_TTL_MS);
 }
 
 /** `anet reply <task> TEXT`: answers a text task waiting in the inbox. */
