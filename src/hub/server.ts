@@ -13,7 +13,7 @@ import { createServer, type IncomingMessage, type ServerResponse, type Server } 
 import type { Socket } from 'node:net';
 import type { HubStorage } from './storage/types.js';
 import { openStorage } from './storage/open.js';
-import { Relay, type RelayLimits } from './relay.js';
+import { Relay, type RelayBus, type RelayLimits } from './relay.js';
 import { Budget } from './budget.js';
 import { Ledger } from './ledger.js';
 import { hasIdentity, createIdentity, loadIdentity } from '../identity/store.js';
@@ -106,7 +106,11 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   }
   if (storage.kind === 'postgres')
     await writeFileAtomic(hubStoreFile(opts.dataDir), JSON.stringify({ kind: storage.kind, where: storage.where }), 0o600);
-  const relay = new Relay(now, opts.limits, storage);
+  const bus = await openBus(opts, identity.aid).catch(async (err) => {
+    await storage.close();
+    throw err;
+  });
+  const relay = new Relay(now, opts.limits, storage, bus);
   const perMinute = opts.registrationsPerMinute ?? REGISTRATIONS_PER_MINUTE;
   const ctx: HubContext = {
     storage,
@@ -157,12 +161,24 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
       clearInterval(sweeper);
       await unlink(hubRunFile(opts.dataDir)).catch(() => {});
       relay.close();
+      await bus?.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await ledger.idle();
       await storage.close();
     },
   };
+}
+
+/**
+ * The bus of a replica (`bus`: a NATS URL), loaded only when asked for. Replicas share one PostgreSQL:
+ * a bus without `db` would join replicas that each keep their own mailboxes and ledger.
+ */
+async function openBus(opts: HubOptions, hubAid: string): Promise<RelayBus | undefined> {
+  if (opts.bus === undefined) return undefined;
+  if (opts.db === undefined) throw new Error('--bus needs --db: replicas share one PostgreSQL (`--db postgres://… --bus nats://…`)');
+  const { NatsBus } = await import('./nats-bus.js');
+  return NatsBus.connect(opts.bus, `anet-hub ${hubAid.slice(0, 16)} pid ${process.pid}`);
 }
 
 const BUSY_BODIES = 'the hub is receiving too many requests at once; retry shortly';

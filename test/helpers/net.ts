@@ -33,10 +33,15 @@ export interface Net {
   log(daemon: Daemon): readonly string[];
 }
 
-export async function startNet(t: ExecutionContext): Promise<Net> {
+/** `hub`: how to start the net's hub in its data dir (default: startTestHub, on this run's backend). */
+export async function startNet(
+  t: ExecutionContext,
+  opts: { hub?: (dataDir: string, now: () => number) => Promise<Hub> } = {},
+): Promise<Net> {
   const root = await tempDir(t);
   const clock = new OffsetClock();
-  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0, now: () => clock.now() });
+  const now = () => clock.now();
+  const hub = await (opts.hub ?? ((dataDir) => startTestHub({ dataDir, port: 0, now })))(join(root, 'hub'), now);
   const daemons: Daemon[] = [];
   const logs = new WeakMap<Daemon, string[]>();
   t.teardown(async () => {
