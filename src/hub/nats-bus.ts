@@ -60,7 +60,7 @@ export class NatsBus implements RelayBus {
 
   /** This replica holds `to`'s stream: pushes and mail notices for it come here until the release. */
   hold(to: string, push: (bytes: Uint8Array) => boolean, flush: () => void = () => {}): () => void {
-    this.held.get(to)?.subs.forEach((s) => s.unsubscribe());
+    for (const s of this.held.get(to)?.subs ?? []) s.unsubscribe();
     const subs = [
       this.nc.subscribe(`${PUSH}.${to}`, {
         callback: (err, msg) => {
