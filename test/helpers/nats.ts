@@ -4,9 +4,11 @@
 // what did not run and how to install it; under CI=true a missing binary fails the test instead.
 import type { ExecutionContext } from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { freePort } from './postgres.js';
 
-const BINARY = process.env.NATS_SERVER ?? 'nats-server';
+// Debian puts it in /usr/sbin, which a user's PATH may not hold.
+const BINARY = process.env.NATS_SERVER ?? (existsSync('/usr/sbin/nats-server') ? '/usr/sbin/nats-server' : 'nats-server');
 const INSTALL = 'install it with `sudo apt-get install -y nats-server` (or set NATS_SERVER to its path)';
 
 let told = false;
