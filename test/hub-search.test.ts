@@ -132,13 +132,14 @@ function embedded(records: AgentRecord[]): Backend {
   };
 }
 
-/** The hub's `agents` table, as src/hub/storage/migrations.ts makes it. */
+/** The hub's `agents` table, as src/hub/storage/migrations.ts makes it (with the storage search/postgres.ts asks for). */
 async function createAgents(sql: Sql): Promise<void> {
   await sql`
     create table agents (
-      aid text primary key, name text not null, kel bytea not null, card text, seq text, digest text,
+      aid text collate "C" primary key, name text not null, kel bytea not null, card text, seq text, digest text,
       keys bytea, updated_at bigint not null, search tsvector)`;
   await sql`create index agents_search on agents using gin (search)`;
+  await sql`alter table agents alter column search set storage main`;
 }
 
 function upsert(sql: Sql, rec: AgentRecord) {

@@ -8,6 +8,12 @@
 // the name outrank any number of mentions in descriptions; and they would order differently from the
 // embedded index. Instead each query word scores by the best weight it matches (tsquery weight labels:
 // `'w':A` exact, `'w':*A` prefix, …), summed: an integer, so the keyset cursor compares exactly.
+//
+// What the table needs for speed (measured, 10k agents): `aid text collate "C" primary key`, so the AID
+// order (code-unit order, as the embedded index sorts) is the primary key's and a search without words
+// walks it (140 ms → 1 ms); and `alter table agents alter column search set storage main`, so the vector
+// stays in the row rather than compressed out of line, as each `@@` of a ranked search would decompress it
+// again (a common word: 450 ms → 22 ms). The queries say `collate "C"` themselves, so they are right either way.
 import type { Fragment, Sql } from 'postgres';
 import type { AgentRecord, SearchPage, SearchQuery } from '../storage/types.js';
 import {
