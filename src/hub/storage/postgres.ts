@@ -340,48 +340,84 @@ class LockingReads implements LedgerReads {
   }
 }
 
+/** How a row is written: updated (read as present), inserted (read as absent), or upserted (never read). */
+type WriteKind = 'update' | 'insert' | 'upsert';
+
+function writeKind(seen: Map<string, boolean>, key: string): WriteKind {
+  const present = seen.get(key);
+  return present === true ? 'update' : present === false ? 'insert' : 'upsert';
+}
+
+type Cell = string | number | null;
+
+/** One column of rows, as an array for unnest. */
+const col = (rows: Record<string, Cell>[], name: string): Cell[] => rows.map((r) => r[name] ?? null);
+
 /**
- * Every write of one ledger transaction, pipelined on its connection: a row read as present is updated,
- * one read as absent inserted (failing if another transaction created it meanwhile), one never read upserted.
+ * Every write of one ledger transaction as ONE statement of the same text whatever it holds (each table's
+ * rows as column arrays, unnested; an empty array writes nothing), so it is one round trip and one prepared
+ * statement: a row read as present is updated, one read as absent inserted (failing on its key if another
+ * transaction created it meanwhile), one never read upserted.
  */
 async function writeLedger(tx: TransactionSql, w: LedgerWrites, seen: LockingReads): Promise<void> {
-  const queries: PendingQuery<never[]>[] = [];
-  for (const [aid, a] of w.accounts) {
-    const v = { aid, balance: a.balance, held: a.held, seq: a.seq, head: a.head ?? null };
-    const present = seen.accountsSeen.get(aid);
-    if (present === true)
-      queries.push(tx`update accounts set balance = ${v.balance}, held = ${v.held}, seq = ${v.seq}, head = ${v.head} where aid = ${aid}`);
-    else if (present === false) queries.push(tx`insert into accounts ${tx(v, 'aid', 'balance', 'held', 'seq', 'head')}`);
-    else
-      queries.push(tx`
-        insert into accounts ${tx(v, 'aid', 'balance', 'held', 'seq', 'head')}
-        on conflict (aid) do update set balance = excluded.balance, held = excluded.held, seq = excluded.seq, head = excluded.head`);
-  }
-  const entries = w.entries.map((e) => ({ aid: e.aid, seq: e.seq, bytes: buf(e.bytes) }));
-  if (entries.length > 0) queries.push(tx`insert into history ${tx(entries, 'aid', 'seq', 'bytes')}`);
-  for (const [nonce, h] of w.holds) {
-    const v = { nonce, from_aid: h.from, to_aid: h.to, amount: h.amount, state: h.state, at: h.at, expires: h.expires, tx: h.tx };
-    const present = seen.holdsSeen.get(nonce);
-    if (present === true)
-      queries.push(tx`
-        update holds set from_aid = ${v.from_aid}, to_aid = ${v.to_aid}, amount = ${v.amount}, state = ${v.state}, at = ${v.at},
-          expires = ${v.expires}, tx = ${v.tx} where nonce = ${nonce}`);
-    else if (present === false)
-      queries.push(tx`insert into holds ${tx(v, 'nonce', 'from_aid', 'to_aid', 'amount', 'state', 'at', 'expires', 'tx')}`);
-    else
-      queries.push(tx`
-        insert into holds ${tx(v, 'nonce', 'from_aid', 'to_aid', 'amount', 'state', 'at', 'expires', 'tx')}
-        on conflict (nonce) do update set from_aid = excluded.from_aid, to_aid = excluded.to_aid, amount = excluded.amount,
-          state = excluded.state, at = excluded.at, expires = excluded.expires, tx = excluded.tx`);
-  }
-  // A plain insert: of two replicas answering one op, the second fails here (23505) and, run again, reads the record.
-  if (w.op)
-    queries.push(tx`
-      insert into ops (key, digest, answer) values (${w.op.key}, ${w.op.digest}, ${w.op.answer === undefined ? null : JSON.stringify(w.op.answer)})`);
-  if (w.minted !== null)
-    queries.push(tx`
-      insert into meta (key, value) values (${MINTED}, ${w.minted}) on conflict (key) do update set value = excluded.value`);
-  await Promise.all(queries);
+  const accounts: Record<WriteKind, Record<string, Cell>[]> = { update: [], insert: [], upsert: [] };
+  for (const [aid, a] of w.accounts)
+    accounts[writeKind(seen.accountsSeen, aid)].push({ aid, balance: a.balance, held: a.held, seq: a.seq, head: a.head ?? null });
+  const holds: Record<WriteKind, Record<string, Cell>[]> = { update: [], insert: [], upsert: [] };
+  for (const [nonce, h] of w.holds)
+    holds[writeKind(seen.holdsSeen, nonce)].push({
+      nonce,
+      from_aid: h.from,
+      to_aid: h.to,
+      amount: h.amount,
+      state: h.state,
+      at: h.at,
+      expires: h.expires,
+      tx: h.tx,
+    });
+  const acct = (kind: WriteKind) => {
+    const r = accounts[kind];
+    return tx`unnest(${col(r, 'aid')}::text[], ${col(r, 'balance')}::numeric[], ${col(r, 'held')}::numeric[], ${col(r, 'seq')}::int8[],
+      ${col(r, 'head')}::text[]) as v(aid, balance, held, seq, head)`;
+  };
+  const hold = (kind: WriteKind) => {
+    const r = holds[kind];
+    return tx`unnest(${col(r, 'nonce')}::text[], ${col(r, 'from_aid')}::text[], ${col(r, 'to_aid')}::text[], ${col(r, 'amount')}::numeric[],
+      ${col(r, 'state')}::text[], ${col(r, 'at')}::int8[], ${col(r, 'expires')}::int8[], ${col(r, 'tx')}::text[])
+      as v(nonce, from_aid, to_aid, amount, state, at, expires, tx)`;
+  };
+  const op = w.op ? [w.op] : [];
+  await tx`
+    with
+    account_updates as (
+      update accounts a set balance = v.balance, held = v.held, seq = v.seq, head = v.head from ${acct('update')} where a.aid = v.aid),
+    account_inserts as (
+      insert into accounts (aid, balance, held, seq, head) select * from ${acct('insert')}),
+    account_upserts as (
+      insert into accounts (aid, balance, held, seq, head) select * from ${acct('upsert')}
+      on conflict (aid) do update set balance = excluded.balance, held = excluded.held, seq = excluded.seq, head = excluded.head),
+    entries as (
+      insert into history (aid, seq, bytes)
+      select aid, seq, decode(bytes, 'hex')
+      from unnest(${w.entries.map((e) => e.aid)}::text[], ${w.entries.map((e) => e.seq)}::int8[], ${w.entries.map((e) => buf(e.bytes).toString('hex'))}::text[])
+        as v(aid, seq, bytes)),
+    hold_updates as (
+      update holds h set from_aid = v.from_aid, to_aid = v.to_aid, amount = v.amount, state = v.state, at = v.at, expires = v.expires, tx = v.tx
+      from ${hold('update')} where h.nonce = v.nonce),
+    hold_inserts as (
+      insert into holds (nonce, from_aid, to_aid, amount, state, at, expires, tx) select * from ${hold('insert')}),
+    hold_upserts as (
+      insert into holds (nonce, from_aid, to_aid, amount, state, at, expires, tx) select * from ${hold('upsert')}
+      on conflict (nonce) do update set from_aid = excluded.from_aid, to_aid = excluded.to_aid, amount = excluded.amount,
+        state = excluded.state, at = excluded.at, expires = excluded.expires, tx = excluded.tx),
+    -- A plain insert: of two replicas answering one op, the second fails here (23505) and, run again, reads the record.
+    op as (
+      insert into ops (key, digest, answer)
+      select * from unnest(${op.map((o) => o.key)}::text[], ${op.map((o) => o.digest)}::text[],
+        ${op.map((o) => (o.answer === undefined ? null : JSON.stringify(o.answer)))}::text[])),
+    minted as (
+      update meta set value = v.value from unnest(${w.minted === null ? [] : [w.minted]}::text[]) as v(value) where key = ${MINTED})
+    select 1`;
 }
 
 /** Rows of a streamed read per round trip. */
