@@ -344,15 +344,19 @@ function contract(backend: Backend): void {
       w.accounts.set('long', { balance: '0', held: '0', seq: n });
       for (let seq = 1; seq <= n; seq++) w.entries.push({ aid: 'long', seq, bytes: new TextEncoder().encode(`entry ${seq}`) });
       for (let i = 0; i < 30; i++) w.accounts.set(`acct-${String(i).padStart(2, '0')}`, { balance: String(i), held: '0', seq: 0 });
+      // Code-unit order ('Z' < 'a'), as LevelDB's keys sort, not a locale's.
+      w.accounts.set('Zed', { balance: '0', held: '0', seq: 1 });
+      w.entries.push({ aid: 'Zed', seq: 1, bytes: bytes(1) });
       return { answer: null, writes: w };
     });
     const history = await collect(s.ledger.history());
-    t.is(history.length, n);
-    t.true(history.every((h, i) => h.seq === i + 1 && new TextDecoder().decode(h.bytes) === `entry ${i + 1}`));
+    t.is(history.length, n + 1);
+    t.is(history[0]!.aid, 'Zed');
+    t.true(history.slice(1).every((h, i) => h.aid === 'long' && h.seq === i + 1 && new TextDecoder().decode(h.bytes) === `entry ${i + 1}`));
     const accounts = await collect(s.ledger.accounts());
     t.deepEqual(
       accounts.map(([aid]) => aid),
-      [...Array.from({ length: 30 }, (_, i) => `acct-${String(i).padStart(2, '0')}`), 'long'],
+      ['Zed', ...Array.from({ length: 30 }, (_, i) => `acct-${String(i).padStart(2, '0')}`), 'long'],
     );
     // More early stops than a pool has connections: each must give its connection back.
     for (let i = 0; i < 25; i++) {

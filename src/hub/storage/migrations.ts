@@ -24,8 +24,10 @@ export const MIGRATIONS: readonly Migration[] = [
       insert into meta (key, value) values ('ledger_minted', '0');
 
       -- search: the directory's weighted tsvector of the card (src/hub/search/postgres.ts), null without a card.
+      -- AIDs sort by code unit ("C"), as LevelDB's keys and the embedded index do, so their indexes give
+      -- the orders the hub reads in (directory pages, history in (aid, seq) order) without a sort.
       create table agents (
-        aid text primary key,
+        aid text collate "C" primary key,
         name text not null,
         kel bytea not null,
         card text,
@@ -45,13 +47,13 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Amounts are integers below 2^63 (the ledger caps what is minted); numeric keeps them exact, and the
       -- checks refuse a negative balance whatever code writes it.
       create table accounts (
-        aid text primary key,
+        aid text collate "C" primary key,
         balance numeric(20, 0) not null check (balance >= 0),
         held numeric(20, 0) not null check (held >= 0),
         seq bigint not null,
         head text
       );
-      create table history (aid text not null, seq bigint not null, bytes bytea not null, primary key (aid, seq));
+      create table history (aid text collate "C" not null, seq bigint not null, bytes bytea not null, primary key (aid, seq));
       create table holds (
         nonce text primary key,
         from_aid text,
