@@ -353,6 +353,16 @@ export class Relay {
     }
   }
 
+  /**
+   * Bytes kept for the envelopes this process accepted and still keeps (the per-client shares; the
+   * mailbox's own count, across restarts and replicas, is `storage.mailbox.size()`).
+   */
+  queuedBytes(): number {
+    let n = 0;
+    for (const bytes of this.queuedBy.values()) n += bytes;
+    return n;
+  }
+
   /** Takes `bytes` of the upload budget for `client` (see Budget): false when there is no room. */
   startUpload(bytes: number, client = ''): boolean {
     return this.uploads.take(client, bytes);
