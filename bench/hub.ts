@@ -34,12 +34,14 @@ function rates(label: string, r: Rates, unit: string, target?: number): boolean 
   const ok = target === undefined ? undefined : subject >= target;
   row(
     label,
-    `${subject.toFixed(0)} ${unit} (hub ${medianOf(r, 'cpuUs').toFixed(0)} us CPU/op)`,
-    `${(subject / base).toFixed(3)}x of ${base.toFixed(0)}/s`,
+    `${subject.toFixed(0)} ${unit}, hub ${medianOf(r, 'cpuUs').toFixed(0)} us CPU/op`,
+    `${(subject / base).toFixed(3)}x, ${(medianOf(r, 'cpuUs') / medianOf(r, 'baseCpuUs')).toFixed(0)}x CPU`,
     target === undefined ? '' : `>= ${target} ${unit}`,
     ok,
   );
-  if (r.rounds.length > 1) console.log(`    rounds: ${r.rounds.map((x) => x.subject.toFixed(0)).join(', ')} ${unit}`);
+  console.log(
+    `    baseline POST alternated with it: ${base.toFixed(0)}/s, server ${medianOf(r, 'baseCpuUs').toFixed(0)} us CPU/req${r.rounds.length > 1 ? `; rounds: ${r.rounds.map((x) => x.subject.toFixed(0)).join(', ')} ${unit}` : ''}`,
+  );
   return ok;
 }
 
@@ -55,7 +57,9 @@ function relay(f: RelayFigures): void {
     `${m.perSec.toFixed(0)} msgs/s, hub ${m.cpuUs.toFixed(0)} us CPU/msg`,
     `${(m.perSec / m.base).toFixed(3)}x / ${(m.cpuUs / m.baseCpuUs).toFixed(1)}x CPU`,
   );
-  if (f.rounds.length > 1) console.log(`    rounds: ${f.rounds.map((x) => x.perSec.toFixed(0)).join(', ')} msgs/s`);
+  console.log(
+    `    baseline POST, 32 at once, alternated with it: ${m.base.toFixed(0)}/s, server ${m.baseCpuUs.toFixed(0)} us CPU/req${f.rounds.length > 1 ? `; rounds: ${f.rounds.map((x) => x.perSec.toFixed(0)).join(', ')} msgs/s` : ''}`,
+  );
 }
 
 function idle(label: string, g: Growth, base: Growth): void {
@@ -92,52 +96,19 @@ export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
   const nats = await startNats();
   if (!nats) console.log('nats-server not found: the 2-replica relay is not measured (apt-get install -y nats-server)');
   let ok = true;
+  // ANET_BENCH_HUB=idle,relay,registration,ledger,search: only these sections (all by default).
+  const only = process.env.ANET_BENCH_HUB?.split(',');
+  const run = (section: string) => !only || only.includes(section);
   try {
     const base = await postLatencies(plain, 500);
     const sorted = [...base].sort((a, b) => a - b);
     row('baseline: plain POST, one by one', `p50 ${sorted[250]!.toFixed(2)} ms`, '1.00x');
 
-    console.log(`\n-- idle connections (${idleN} each; RSS and heap growth after full GCs, per connection) [load ${load()}]`);
-    const plainIdle = await idlePlain(idleN);
-    idle('baseline: idle keep-alive conn. to the plain server', plainIdle, plainIdle);
-    const streams = await idleStreams(root, idleN);
-    idle('idle push stream (GET /relay/v2/stream)', streams, plainIdle);
-    const upstreams = await idleUpstreams(root, idleN);
-    idle('idle upstream (anet-relay-upstream)', upstreams, plainIdle);
-    const cap = upstreamCap(upstreams);
-    console.log(
-      `    upstream cap: today ${DEFAULT_LIMITS.upstreams}; ${(CONNECTION_MEMORY / 2 ** 30).toFixed(0)} GiB holds ${Math.floor(CONNECTION_MEMORY / Math.max(upstreams.rss, 1024)).toLocaleString('en')} idle upstreams at ${kib(upstreams.rss)} each; recommended cap ${cap.toLocaleString('en')} (half of that, to a power of two: headroom for frames being read and for the streams of the same nodes, ${kib(streams.rss)} each)`,
-    );
-
-    console.log(`\n-- relay: envelopes on one upstream, 32 awaiting answers, to a push stream (${relayN.n} a round) [load ${load()}]`);
-    relay(await benchRelayLevel(root, plain, relayN.n, relayN.rounds));
-    if (pg) relay(await benchRelayPostgres(root, plain, relayN.n, relayN.rounds, await pg.database()));
-    if (pg && nats) relay(await benchRelayReplicas(root, plain, relayN.n, relayN.rounds, await pg.database(), nats.url));
-
-    console.log(`\n-- registration: POST /agents signed, new AIDs (KEL check, nonce, write) [load ${load()}]`);
-    for (const backend of pg ? ['LevelDB', 'PostgreSQL'] : ['LevelDB']) {
-      const db = backend === 'PostgreSQL' ? await pg!.database() : undefined;
-      const r = await benchRegistration(root, backend, plain, reg, db);
-      rates(`registration, ${backend}, one by one`, r.seq, 'reg/s');
-      rates(`registration, ${backend}, 32 at once`, r.par, 'reg/s');
-    }
-
-    console.log(`\n-- ledger: hold + capture of signed authorizations; an op is one hold or one capture [load ${load()}]`);
-    for (const backend of pg ? ['LevelDB', 'PostgreSQL'] : ['LevelDB']) {
-      const db = backend === 'PostgreSQL' ? await pg!.database() : undefined;
-      const r = await benchLedger(root, backend, plain, ledgerN, db);
-      rates(`ledger, ${backend}, one by one`, r.seq, 'ops/s');
-      const met = rates(`ledger, ${backend}, 32 at once, 64 payers`, r.par, 'ops/s', backend === 'PostgreSQL' ? LEDGER_PG_PAR : undefined);
-      if (met === false) ok = false;
-      rates(`ledger, ${backend}, 32 at once, one payer`, r.onePayer, 'ops/s');
-    }
-    if (!pg) ok = false;
-
-    console.log(`\n-- directory search: GET /agents?q= (rare word, "translate", two words, prefix), ${searches} a size [load ${load()}]`);
-    for (const backend of pg ? ['LevelDB', 'PostgreSQL'] : ['LevelDB']) {
-      const db = backend === 'PostgreSQL' ? await pg!.database() : undefined;
-      for (const f of await benchSearch(root, plain, sizes, searches, db)) ok = printSearch(f, SEARCH) && ok;
-    }
+    if (run('idle')) await idleSection(root, idleN);
+    if (run('relay')) await relaySection(root, plain, relayN, pg, nats);
+    if (run('registration')) await registrationSection(root, plain, reg, pg);
+    if (run('ledger')) ok = (await ledgerSection(root, plain, ledgerN, pg)) && ok;
+    if (run('search')) ok = (await searchSection(root, plain, sizes, searches, pg)) && ok;
     console.log(`\nload average at the end: ${load()}`);
   } finally {
     await plain.stop();
@@ -145,5 +116,66 @@ export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
     await pg?.stop();
     await rm(root, { recursive: true, force: true });
   }
+  return ok;
+}
+type Sizes = { seq: number; par: number; rounds: number };
+
+async function idleSection(root: string, n: number): Promise<void> {
+  console.log(`\n-- idle connections (${n} each; RSS and heap growth after full GCs, per connection) [load ${load()}]`);
+  const plainIdle = await idlePlain(n);
+  idle('baseline: idle keep-alive conn. to the plain server', plainIdle, plainIdle);
+  const streams = await idleStreams(root, n);
+  idle('idle push stream (GET /relay/v2/stream)', streams, plainIdle);
+  const upstreams = await idleUpstreams(root, n);
+  idle('idle upstream (anet-relay-upstream)', upstreams, plainIdle);
+  const cap = upstreamCap(upstreams);
+  console.log(
+    `    upstream cap: today ${DEFAULT_LIMITS.upstreams}; ${(CONNECTION_MEMORY / 2 ** 30).toFixed(0)} GiB holds ${Math.floor(CONNECTION_MEMORY / Math.max(upstreams.rss, 1024)).toLocaleString('en')} idle upstreams at ${kib(upstreams.rss)} each; recommended cap ${cap.toLocaleString('en')} (half of that, to a power of two: headroom for frames being read and for the streams of the same nodes, ${kib(streams.rss)} each)`,
+  );
+}
+
+async function relaySection(
+  root: string,
+  plain: Child,
+  n: { n: number; rounds: number },
+  pg: Postgres | null,
+  nats: { url: string } | null,
+): Promise<void> {
+  console.log(`\n-- relay: envelopes on one upstream, 32 awaiting answers, to a push stream (${n.n} a round) [load ${load()}]`);
+  relay(await benchRelayLevel(root, plain, n.n, n.rounds));
+  if (pg) relay(await benchRelayPostgres(root, plain, n.n, n.rounds, await pg.database()));
+  if (pg && nats) relay(await benchRelayReplicas(root, plain, n.n, n.rounds, await pg.database(), nats.url));
+}
+
+const backends = (pg: Postgres | null) => (pg ? ['LevelDB', 'PostgreSQL'] : ['LevelDB']);
+const databaseFor = async (backend: string, pg: Postgres | null) => (backend === 'PostgreSQL' ? await pg!.database() : undefined);
+
+async function registrationSection(root: string, plain: Child, n: Sizes, pg: Postgres | null): Promise<void> {
+  console.log(`\n-- registration: POST /agents signed, new AIDs (KEL check, nonce, write) [load ${load()}]`);
+  for (const backend of backends(pg)) {
+    const r = await benchRegistration(root, backend, plain, n, await databaseFor(backend, pg));
+    rates(`registration, ${backend}, one by one`, r.seq, 'reg/s');
+    rates(`registration, ${backend}, 32 at once`, r.par, 'reg/s');
+  }
+}
+
+async function ledgerSection(root: string, plain: Child, n: Sizes, pg: Postgres | null): Promise<boolean> {
+  console.log(`\n-- ledger: hold + capture of signed authorizations; an op is one hold or one capture [load ${load()}]`);
+  let ok = pg !== null;
+  for (const backend of backends(pg)) {
+    const r = await benchLedger(root, backend, plain, n, await databaseFor(backend, pg));
+    rates(`ledger, ${backend}, one by one`, r.seq, 'ops/s');
+    const met = rates(`ledger, ${backend}, 32 at once, 64 payers`, r.par, 'ops/s', backend === 'PostgreSQL' ? LEDGER_PG_PAR : undefined);
+    if (met === false) ok = false;
+    rates(`ledger, ${backend}, 32 at once, one payer`, r.onePayer, 'ops/s');
+  }
+  return ok;
+}
+
+async function searchSection(root: string, plain: Child, sizes: number[], searches: number, pg: Postgres | null): Promise<boolean> {
+  console.log(`\n-- directory search: GET /agents?q= (rare word, "translate", two words, prefix), ${searches} a size [load ${load()}]`);
+  let ok = pg !== null;
+  for (const backend of backends(pg))
+    for (const f of await benchSearch(root, plain, sizes, searches, await databaseFor(backend, pg))) ok = printSearch(f, SEARCH) && ok;
   return ok;
 }

@@ -149,7 +149,12 @@ function ask<T>(child: ChildProcess, cmd: string): Promise<T> {
 }
 
 async function forkChild(script: string, args: unknown): Promise<Child> {
-  const child = fork(join(HERE, script), [JSON.stringify(args)], { execArgv: ['--expose-gc'], stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  // ANET_BENCH_PROF=DIR: each child writes a CPU profile there (node --cpu-prof) when it stops.
+  const prof = process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : [];
+  const child = fork(join(HERE, script), [JSON.stringify(args)], {
+    execArgv: ['--expose-gc', ...prof],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
   let output = '';
   const collect = (c: Buffer) => {
     output += c.toString();

@@ -207,9 +207,9 @@ async function measure(hub: Child, plain: Child, counts: Counts, agents: number,
     k.latencies.push(took);
   }
   for (const [j, m] of mix.entries()) {
-    const df = (w: string) => (w.includes(' ') ? '' : `${counts.get(w) ?? '≤'}`);
-    kinds[j]!.matches =
-      m.q.length > 1 ? `${m.q.length} queries, e.g. "${m.q[0]}"${df(m.q[0]!) ? ` (${df(m.q[0]!)} agents)` : ''}` : `"${m.q[0]}"`;
+    const n = counts.get(m.q[0]!);
+    const used = n === undefined ? '' : ` (in ${n} agents)`;
+    kinds[j]!.matches = `${m.q.length > 1 ? `${m.q.length} queries, e.g. ` : ''}"${m.q[0]}"${used}`;
   }
   agent.destroy();
   return { all, base, kinds, first };
