@@ -11,7 +11,7 @@
 // A query: every word must match (AND); a query word matches a field word that it equals or begins
 // (`transl` finds `translator`; words under three letters match whole words only), in its written or
 // stemmed form. Each query word scores by the best place
-// it matched: exact A 6, prefix A 5, exact B 4, prefix B 3, exact C 2, prefix C 1; an agent's score is the
+// it matched: exact A 6, prefix A 5, exact B 4, prefix B 3, C 1 (exact or prefix); an agent's score is the
 // sum over the query words. How often a word occurs does not count, so an agent named "translator" outranks
 // any number of mentions in a description. Order: score descending, then AID ascending (code-unit order,
 // as LevelDB keys and PostgreSQL's "C" collation sort), a total order, so pages neither repeat nor skip.
@@ -27,7 +27,10 @@ export const WEIGHTS: readonly Weight[] = ['A', 'B', 'C'];
 export const SCORE: Record<Weight, { exact: number; prefix: number }> = {
   A: { exact: 6, prefix: 5 },
   B: { exact: 4, prefix: 3 },
-  C: { exact: 2, prefix: 1 },
+  // Descriptions score alike, exact or prefix: every agent matching all words in descriptions only then
+  // scores the same, so that part of a result is in AID order, which PostgreSQL walks on its primary key
+  // and stops after a page instead of scoring every mention of a common word.
+  C: { exact: 1, prefix: 1 },
 };
 
 /** A query of more words than this is refused: each word costs every candidate a few index probes. */

@@ -68,6 +68,7 @@ export class DirectoryIndex {
     }
     const old = this.entries.get(rec.aid);
     if (old) this.drop(rec.aid, old);
+    else if (this.sorted.length === 0 || this.sorted[this.sorted.length - 1]! < rec.aid) this.sorted.push(rec.aid);
     else this.sorted.splice(lower(this.sorted, rec.aid), 0, rec.aid);
     const doc = this.docs.length;
     this.docs.push(rec.aid);

@@ -1,19 +1,26 @@
 // The PostgreSQL backend's directory search (SPEC §11, issue 19), by the rules of ./fields.ts. Each agent
-// row keeps `search tsvector` (GIN-indexed): its words with the weight of their field (A, B, C), built
-// here from the words fields.ts cut and stemmed (not by to_tsvector, whose `english` stemmer and stop
-// words differ from ours), plus one unweighted lexeme per skill id and tag (`~s…`, `~t…`: a hash, which no
-// query word can begin, since query words are letters and digits) so the exact filters use the index too.
+// row keeps `search tsvector` (GIN-indexed), built here from the words fields.ts cut and stemmed (not by
+// to_tsvector, whose `english` stemmer and stop words differ from ours): every word of the card once, and
+// the weight of the names (A) and of the skill names and tags (B) as marker lexemes, `^word` for A and
+// `+word` for B; plus one lexeme per skill id and tag (`~s…`, `~t…`, a hash) for the exact filters. Query
+// words are letters and digits only, so no query word can reach a marker or a filter lexeme by prefix.
 //
-// Ranking: not ts_rank / ts_rank_cd. Both add up occurrences, so no choice of weights makes one match in
-// the name outrank any number of mentions in descriptions; and they would order differently from the
-// embedded index. Instead each query word scores by the best weight it matches (tsquery weight labels:
-// `'w':A` exact, `'w':*A` prefix, …), summed: an integer, so the keyset cursor compares exactly.
+// Why markers and not tsvector weight labels with ts_rank / ts_rank_cd: both ranks add up occurrences, so
+// no choice of weights makes one match in a name outrank any number of mentions in descriptions, and they
+// would order differently from the embedded index. And a weight label (`'w':A`) is checked only on recheck,
+// so the GIN index cannot find "the agents with `w` in a name" by it; a marker it finds directly.
+//
+// A search has two parts (fields.ts): the agents some word reaches in a name, skill id, skill name or tag
+// (few, found through the markers, scored in SQL: per word the best of `'^w'` 6, `'^w':*` 5, `'+w'` 4,
+// `'+w':*` 3, else 1), all of which outrank the rest, where every word is in descriptions only: those all
+// score one per word, so they come in AID order, which PostgreSQL walks on the primary key and stops after
+// a page, however common the word. The score is an integer, so the keyset cursor compares exactly.
 //
 // What the table needs for speed (measured, 10k agents): `aid text collate "C" primary key`, so the AID
-// order (code-unit order, as the embedded index sorts) is the primary key's and a search without words
-// walks it (140 ms → 1 ms); and `alter table agents alter column search set storage main`, so the vector
-// stays in the row rather than compressed out of line, as each `@@` of a ranked search would decompress it
-// again (a common word: 450 ms → 22 ms). The queries say `collate "C"` themselves, so they are right either way.
+// order (code-unit order, as the embedded index sorts) is the primary key's (a search without words: 140 ms
+// → 1 ms); and `alter table agents alter column search set storage main`, so the vector stays in the row
+// rather than compressed out of line, where each `@@` would decompress it again (a common word: 450 ms →
+// 22 ms). The queries say `collate "C"` themselves, so they are right either way, only slower.
 import type { Fragment, Sql } from 'postgres';
 import type { AgentRecord, SearchPage, SearchQuery } from '../storage/types.js';
 import {
@@ -21,35 +28,28 @@ import {
   decodeCursor,
   encodeCursor,
   filterKey,
-  prefixes,
   type Position,
+  prefixes,
   type QueryWord,
   queryWords,
   SCORE,
-  WEIGHTS,
 } from './fields.js';
 
 export { BadCursor, BadSearch } from './fields.js';
 
-/** Where each weight's words sit in the vector: one position per weight is all a weight label needs. */
-const POSITION = { A: 1, B: 2, C: 3 } as const;
+/** The markers of a word's weight in a vector and a query. */
+const MARK = { A: '^', B: '+' } as const;
 
-/** The tsvector text of an agent: words quoted (letters and digits only, nothing to escape). */
+/** The tsvector text of an agent: lexemes quoted (words are letters and digits; markers and hashes add `^+~`). */
 export function vectorText(rec: AgentRecord): string | null {
   const fields = agentFields(rec);
   if (!fields) return null;
-  const places = new Map<string, string[]>();
-  for (const w of WEIGHTS) {
-    for (const word of fields.words[w]) {
-      const list = places.get(word) ?? [];
-      list.push(`${POSITION[w]}${w}`);
-      places.set(word, list);
-    }
-  }
-  const parts = [...places].map(([word, at]) => `'${word}':${at.join(',')}`);
-  for (const skill of fields.skills) parts.push(`'${filterKey('skill', skill)}'`);
-  for (const tag of fields.tags) parts.push(`'${filterKey('tag', tag)}'`);
-  return parts.join(' ');
+  const lexemes = new Set<string>([...fields.words.A, ...fields.words.B, ...fields.words.C]);
+  for (const word of fields.words.A) lexemes.add(MARK.A + word);
+  for (const word of fields.words.B) lexemes.add(MARK.B + word);
+  for (const skill of fields.skills) lexemes.add(filterKey('skill', skill));
+  for (const tag of fields.tags) lexemes.add(filterKey('tag', tag));
+  return [...lexemes].map((l) => `'${l}'`).join(' ');
 }
 
 /** The `search` column's value for a record: its vector, or NULL without a card (not listed). */
@@ -67,72 +67,85 @@ interface Row {
   digest: string | null;
   keys: Uint8Array | null;
   updated_at: string | number;
-  score: number;
 }
 
 /** One page of a search, best first; `next` continues it. BadCursor / BadSearch as fields.ts says. */
 export async function searchAgents(sql: Sql, query: SearchQuery): Promise<SearchPage> {
   const after = query.cursor === null ? null : decodeCursor(query.cursor);
   const filters = filterQuery(query);
-  let rows: Row[];
+  const n = query.limit + 1;
+  let found: Position[];
   if (query.words.length === 0) {
-    rows = await listed(sql, filters, after, query.limit + 1);
+    found = await inAidOrder(sql, filters === null ? null : filters, 0, after, n);
   } else {
     const words = queryWords(query.words);
     if (!words) return { agents: [], next: null };
-    rows = await ranked(sql, words, filters, after, query.limit + 1);
+    found = await ranked(sql, words, filters, after, n);
   }
-  const page = rows.slice(0, query.limit);
-  const last = page[page.length - 1];
-  const next = rows.length > query.limit && last ? encodeCursor({ score: Number(last.score), aid: last.aid }) : null;
-  return { agents: page.map(recordOf), next };
+  const page = found.slice(0, query.limit);
+  const next = found.length > query.limit ? encodeCursor(page[page.length - 1]!) : null;
+  return { agents: await records(sql, page), next };
 }
 
-/** Agents with a card in AID order ("C" collation: code-unit order, as the embedded index sorts). */
-function listed(sql: Sql, filters: string | null, after: Position | null, n: number): Promise<Row[]> {
-  return sql<Row[]>`
-    select aid, name, kel, card, seq, digest, keys, updated_at, 0 as score from agents
-    where search is not null
-      ${filters === null ? sql`` : sql`and search @@ ${filters}::tsquery`}
+/** Up to `n` agents after the cursor: first the part some word reaches in a name, skill or tag, then the rest. */
+async function ranked(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
+  const all = and([...words.map((w) => group(w, '')), filters]);
+  const high = `(${words.map((w) => `${group(w, MARK.A)} | ${group(w, MARK.B)}`).join(' | ')})`;
+  // Descriptions only: one point a word (fields.ts); anything a marker reaches scores more.
+  const low = words.length * SCORE.C.exact;
+  // A cursor below the lowest score (another query's) has nothing after it, as in the embedded index.
+  if (after !== null && after.score < low) return [];
+  const found: Position[] = [];
+  if (after === null || after.score > low) found.push(...(await reached(sql, words, `${all} & ${high}`, after, n)));
+  if (found.length < n) {
+    const from = after !== null && after.score === low ? after : null;
+    found.push(...(await inAidOrder(sql, `${all} & !${high}`, low, from, n - found.length)));
+  }
+  return found;
+}
+
+/** The agents matching `tsquery` (all of any, when null) in AID order after `after`, each at `score`. */
+async function inAidOrder(sql: Sql, tsquery: string | null, score: number, after: Position | null, n: number): Promise<Position[]> {
+  const rows = await sql<{ aid: string }[]>`
+    select aid from agents
+    where search ${tsquery === null ? sql`is not null` : sql`@@ ${tsquery}::tsquery`}
       ${after === null ? sql`` : sql`and aid collate "C" > ${after.aid}`}
     order by aid collate "C" limit ${n}`;
+  return rows.map((r) => ({ score, aid: r.aid }));
 }
 
-/** Agents matching every word, by score then AID: scored on (aid, score) alone, records read for the page. */
-function ranked(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Row[]> {
-  const match = words.map((w) => group(w, true, '')).join(' & ');
-  const where = filters === null ? match : `${match} & ${filters}`;
+/** The agents matching `tsquery`, scored, by score then AID, after `after`. */
+async function reached(sql: Sql, words: QueryWord[], tsquery: string, after: Position | null, n: number): Promise<Position[]> {
   const score = words.map((w) => sql`(${wordScore(sql, w)})`).reduce((x, y) => sql`${x} + ${y}`);
-  return sql<Row[]>`
-    with scored as (
-      select aid, ${score} as score from agents where search @@ ${where}::tsquery
-    ), page as (
-      select aid, score from scored
-      ${after === null ? sql`` : sql`where score < ${after.score} or (score = ${after.score} and aid collate "C" > ${after.aid})`}
-      order by score desc, aid collate "C" limit ${n}
-    )
-    select a.aid, a.name, a.kel, a.card, a.seq, a.digest, a.keys, a.updated_at, page.score
-    from page join agents a using (aid)
-    order by page.score desc, a.aid collate "C"`;
+  const rows = await sql<{ aid: string; score: number }[]>`
+    select aid, score from (select aid, ${score} as score from agents where search @@ ${tsquery}::tsquery) scored
+    ${after === null ? sql`` : sql`where score < ${after.score} or (score = ${after.score} and aid collate "C" > ${after.aid})`}
+    order by score desc, aid collate "C" limit ${n}`;
+  return rows.map((r) => ({ score: r.score, aid: r.aid }));
 }
 
-/** A word's score: the first weight label (best first) its exact or prefix forms match under. */
+/** A word's score where it reaches a marker: the best of exact A, prefix A, exact B, prefix B; else C. */
 function wordScore(sql: Sql, w: QueryWord): Fragment {
   const levels: [string, number][] = [];
-  for (const weight of WEIGHTS) {
-    levels.push([group(w, false, weight), SCORE[weight].exact]);
-    if (w.forms.some(prefixes)) levels.push([group(w, true, weight), SCORE[weight].prefix]);
+  for (const weight of ['A', 'B'] as const) {
+    levels.push([exact(w, MARK[weight]), SCORE[weight].exact]);
+    if (w.forms.some(prefixes)) levels.push([group(w, MARK[weight]), SCORE[weight].prefix]);
   }
-  // The last level needs no test: the row matched the word somewhere (A, B or C: every word has a weight).
-  const last = levels.pop()!;
   const cases = levels.map(([q, s]) => sql`when search @@ ${q}::tsquery then ${s}::int`);
-  return sql`case ${cases} else ${last[1]}::int end`;
+  return sql`case ${cases} else ${SCORE.C.exact}::int end`;
 }
 
-/** A word's forms as tsquery alternatives (`'f':*A`: prefix, weight A), prefixes only where fields.ts allows. */
-function group(w: QueryWord, prefix: boolean, weight: string): string {
-  return `(${w.forms.map((f) => `'${f}':${prefix && prefixes(f) ? '*' : ''}${weight}`).join(' | ')})`;
+/** A word's forms as tsquery alternatives behind `mark`, as prefixes where fields.ts allows. */
+function group(w: QueryWord, mark: string): string {
+  return `(${w.forms.map((f) => `'${mark}${f}'${prefixes(f) ? ':*' : ''}`).join(' | ')})`;
 }
+
+/** A word's forms behind `mark`, whole. */
+function exact(w: QueryWord, mark: string): string {
+  return `(${w.forms.map((f) => `'${mark}${f}'`).join(' | ')})`;
+}
+
+const and = (terms: (string | null)[]) => terms.filter((x): x is string => x !== null).join(' & ');
 
 /** The filters as tsquery terms (their hashed lexemes), or null without any. */
 function filterQuery(query: SearchQuery): string | null {
@@ -140,6 +153,19 @@ function filterQuery(query: SearchQuery): string | null {
   if (query.skill !== null) terms.push(`'${filterKey('skill', query.skill)}'`);
   if (query.tag !== null) terms.push(`'${filterKey('tag', query.tag)}'`);
   return terms.length === 0 ? null : terms.join(' & ');
+}
+
+/** The records of a page, in its order. */
+async function records(sql: Sql, page: Position[]): Promise<AgentRecord[]> {
+  if (page.length === 0) return [];
+  const rows = await sql<Row[]>`
+    select aid, name, kel, card, seq, digest, keys, updated_at from agents
+    where aid in ${sql(page.map((p) => p.aid))} and search is not null`;
+  const byAid = new Map(rows.map((r) => [r.aid, r]));
+  return page.flatMap((p) => {
+    const row = byAid.get(p.aid);
+    return row ? [recordOf(row)] : [];
+  });
 }
 
 function recordOf(row: Row): AgentRecord {
