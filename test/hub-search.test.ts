@@ -6,7 +6,7 @@
 // gone, malformed cursors refused.
 import test, { type ExecutionContext } from 'ava';
 import postgres, { type Sql } from 'postgres';
-import { BadCursor, BadSearch } from '../src/hub/search/fields.js';
+import { BadCursor, BadSearch, encodeCursor } from '../src/hub/search/fields.js';
 import { DirectoryIndex } from '../src/hub/search/index.js';
 import { searchAgents, searchVector } from '../src/hub/search/postgres.js';
 import type { AgentRecord, SearchPage, SearchQuery } from '../src/hub/storage/types.js';
@@ -284,4 +284,22 @@ test('SPEC §11 ranked search: both backends give the same pages for the same qu
     { words: ['t'] },
   ];
   for (const q of queries) t.deepEqual(await all(p, q, 37), await all(e, q, 37), JSON.stringify(q));
+  // A cursor of another query, below every score of this one: nothing follows it, on either.
+  const low = { words: ['translate'], cursor: encodeCursor({ score: 0, aid: 'E' }) };
+  t.deepEqual((await p.search(low)).agents, []);
+  t.deepEqual((await e.search(low)).agents, []);
+});
+
+test('SPEC §11 ranked search (embedded): cards rewritten many times leave the index exact', async (t) => {
+  const b = embedded(fixture.records);
+  // Every agent rewritten three times: the postings of old versions pile up and are compacted away.
+  for (let round = 0; round < 3; round++) {
+    for (const rec of fixture.records) await b.set({ ...rec, updatedAt: rec.updatedAt + round + 1 });
+  }
+  t.deepEqual(await all(b, { words: ['translate'] }, 50), [fixture.translator, ...byAid(fixture.tagged), ...byAid(fixture.mentioning)]);
+  // The translator renamed: it leaves the name part, and its old words no longer find it.
+  const translator = fixture.records.find((r) => r.aid === fixture.translator)!;
+  await b.set({ ...translator, name: 'cook', card: JSON.stringify({ name: 'Cook', description: 'recipes', skills: [] }) });
+  t.false((await all(b, { words: ['translate'] }, 100)).includes(fixture.translator));
+  t.deepEqual(await all(b, { words: ['recipes'] }, 10), [fixture.translator]);
 });
