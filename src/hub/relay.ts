@@ -98,6 +98,8 @@ interface Stream {
   /** A flush under way, and whether another was asked for meanwhile. */
   flushing: Promise<void> | null;
   again: boolean;
+  /** A write was held back (the node was not reading): the next drain flushes. */
+  behind: boolean;
   release: () => void;
 }
 
@@ -217,7 +219,10 @@ export class Relay {
     const { res } = stream;
     if (res.writableEnded || res.destroyed) return false;
     if (stream.pushed.has(id)) return true;
-    if (res.writableLength + bytes.length > this.limits.perRecipientBytes) return false;
+    if (res.writableLength + bytes.length > this.limits.perRecipientBytes) {
+      stream.behind = true;
+      return false;
+    }
     res.write(frame(bytes));
     // Remembered until a flush finds it no longer kept (acked, perhaps through another replica, or
     // deleted once pushed): a flush that listed the mailbox before then does not push it again.
@@ -381,7 +386,7 @@ export class Relay {
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'cache-control': 'no-store' });
     res.flushHeaders();
     res.socket?.setNoDelay(true);
-    const stream: Stream = { res, acks, pushed: new Map(), pushes: 0, flushing: null, again: false, release: () => {} };
+    const stream: Stream = { res, acks, pushed: new Map(), pushes: 0, flushing: null, again: false, behind: false, release: () => {} };
     this.streams.set(aid, stream);
     stream.release = this.bus?.hold(aid, (bytes) => this.pushLocal(aid, bytes)) ?? (() => {});
     const detach = () => {
@@ -391,7 +396,11 @@ export class Relay {
     };
     req.once('close', detach);
     res.once('close', detach);
-    res.on('drain', () => void this.flush(aid));
+    res.on('drain', () => {
+      if (!stream.behind) return;
+      stream.behind = false;
+      void this.flush(aid);
+    });
     void this.flush(aid);
   }
 

@@ -1,25 +1,30 @@
 // The embedded backend's mailboxes (src/hub/storage/types.ts MailboxStore, issue 19): sealed envelopes
 // kept in the hub's LevelDB for their recipient until it acknowledges them or they expire. Three
 // sublevels: `mail` (`<to>!<seq>` → {id, bytes, expires}: a recipient's envelopes, oldest first),
-// `mail-ids` (`<to>!<id>` → {seq, n, expires}: acks and duplicates find an envelope by its id) and
-// `mail-exp` (`<expires>!<to>!<seq>` → id: the sweep finds expired ones without reading any envelope).
-// What is kept is what the hub was given: the recipient and the ciphertext, never who sent it (WIRE §4).
+// `mail-ids` (`<to>!<id>` → {seq, n, expires}: what the index in memory is rebuilt from) and `mail-exp`
+// (`<expires>!<to>!<seq>` → id: the sweep finds expired ones without reading any envelope). What is
+// kept is what the hub was given: the recipient and the ciphertext, never who sent it (WIRE §4).
 //
-// This backend serves one process (LevelDB allows no other), so the bounds are checked against counters
-// in memory, built from `mail-ids` at first use, and each recipient's changes run one at a time (a
-// KeyedSerial): a put checks and reserves its room before its first await, so no two puts pass a bound
-// together. Writes are unsynced: a crash of the hub's process loses nothing (LevelDB has written the
-// batch to its log before the put resolves), but a power loss may lose the last moments of accepted mail.
-// That is the same promise as any relay that answers before an fsync; a synced write per envelope would
-// cost the relay most of its throughput.
+// This backend serves one process (LevelDB allows no other), so what is kept is also indexed in memory
+// (per recipient: id → seq, size, expiry; ~150 bytes an envelope), read from `mail-ids` at first use: a
+// put decides (a duplicate? room under the bounds?) and reserves before its first await, so no two puts
+// pass a bound together, and neither a put nor an ack reads the disk. Writes arriving while one is under
+// way share the next batch (as the node's Store.writeGrouped), in their stored form on the root database
+// (abstract-level's per-op sublevel handling cost more than LevelDB's write). They are unsynced: a crash
+// of the hub's process loses nothing (LevelDB has handed the batch to the OS before the put resolves),
+// but a power loss may lose the last moments of accepted mail — the promise of any relay that answers
+// before an fsync; a synced write per envelope would cost the relay most of its throughput.
 import type { AbstractSublevel } from 'abstract-level';
 import type { Level } from 'level';
-import { msgpack } from '../../../store/codec.js';
+import { msgpack, pack } from '../../../store/codec.js';
 import { timeKey } from '../../../store/db.js';
-import { KeyedSerial } from '../../runtime/serial.js';
 import type { Mail, MailboxLimits, MailboxStore } from './types.js';
 
 type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
+
+type RawOp =
+  | { type: 'put'; key: string; value: Buffer; keyEncoding: 'utf8'; valueEncoding: 'buffer' }
+  | { type: 'del'; key: string; keyEncoding: 'utf8' };
 
 interface Kept {
   id: string;
@@ -27,15 +32,18 @@ interface Kept {
   expires: number;
 }
 
-interface IdRecord {
+/** One kept envelope in the index: where it is, its size and expiry, and its write while under way. */
+interface Entry {
   seq: string;
-  /** The envelope's size in bytes. */
   n: number;
   expires: number;
+  written: Promise<void> | null;
+  /** Being deleted (an ack or the sweep took it): not deleted twice. */
+  leaving: boolean;
 }
 
-interface Count {
-  envelopes: number;
+interface Box {
+  entries: Map<string, Entry>;
   bytes: number;
 }
 
@@ -43,6 +51,8 @@ const SEQ_WIDTH = 16;
 const seqKey = (seq: number) => seq.toString().padStart(SEQ_WIDTH, '0');
 /** Expired envelopes deleted per batch by the sweep. */
 const SWEEP_BATCH = 1000;
+/** batch()'s options without own properties (see store/db.ts UNSYNCED: abstract-level copies them into every op). */
+const UNSYNCED: { sync: boolean } = Object.create({ sync: false });
 
 const asBytes = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 
@@ -50,13 +60,11 @@ export class LevelMailbox implements MailboxStore {
   private readonly mail: Sub;
   private readonly ids: Sub;
   private readonly expiries: Sub;
-  /** Each recipient's puts and deletes, one at a time (read, check the bounds, write). */
-  private readonly serial = new KeyedSerial();
-  /** Per recipient and in all: what is kept, and room reserved by puts being written. */
-  private readonly counts = new Map<string, Count>();
-  private readonly total: Count = { envelopes: 0, bytes: 0 };
+  private readonly boxes = new Map<string, Box>();
+  private readonly total = { envelopes: 0, bytes: 0 };
   private lastSeq = 0;
-  private loaded: Promise<void> | null = null;
+  private loaded = false;
+  private loading: Promise<void> | null = null;
 
   constructor(private readonly db: Level<string, unknown>) {
     const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
@@ -65,71 +73,93 @@ export class LevelMailbox implements MailboxStore {
     this.expiries = sub('mail-exp');
   }
 
-  /** The counters and the last seq, from `mail-ids` (small records: no envelope is read). */
+  /** The index, the counters and the last seq, from `mail-ids` (small records: no envelope is read). */
   private load(): Promise<void> {
-    this.loaded ??= (async () => {
+    this.loading ??= (async () => {
       for await (const [key, value] of this.ids.iterator()) {
-        const rec = value as IdRecord;
-        this.count(key.slice(0, key.lastIndexOf('!')), 1, rec.n);
+        const rec = value as { seq: string; n: number; expires: number };
+        const bang = key.lastIndexOf('!');
+        this.index(key.slice(0, bang), key.slice(bang + 1), { ...rec, written: null, leaving: false });
         this.lastSeq = Math.max(this.lastSeq, Number(rec.seq));
       }
+      this.loaded = true;
     })();
-    return this.loaded;
+    return this.loading;
   }
 
-  private count(to: string, envelopes: number, bytes: number): void {
-    const c = this.counts.get(to) ?? { envelopes: 0, bytes: 0 };
-    c.envelopes += envelopes;
-    c.bytes += bytes;
-    if (c.envelopes <= 0) this.counts.delete(to);
-    else this.counts.set(to, c);
-    this.total.envelopes += envelopes;
-    this.total.bytes += bytes;
+  private index(to: string, id: string, e: Entry): void {
+    let box = this.boxes.get(to);
+    if (!box) {
+      box = { entries: new Map(), bytes: 0 };
+      this.boxes.set(to, box);
+    }
+    box.entries.set(id, e);
+    box.bytes += e.n;
+    this.total.envelopes++;
+    this.total.bytes += e.n;
   }
 
-  private room(to: string, n: number, limits: MailboxLimits): boolean {
-    const c = this.counts.get(to) ?? { envelopes: 0, bytes: 0 };
-    return c.envelopes + 1 <= limits.perRecipient && c.bytes + n <= limits.perRecipientBytes && this.total.bytes + n <= limits.totalBytes;
+  private unindex(to: string, id: string): void {
+    const box = this.boxes.get(to);
+    const e = box?.entries.get(id);
+    if (!(box && e)) return;
+    box.entries.delete(id);
+    box.bytes -= e.n;
+    if (box.entries.size === 0) this.boxes.delete(to);
+    this.total.envelopes--;
+    this.total.bytes -= e.n;
   }
 
   async put(to: string, id: string, bytes: Uint8Array, expires: number, limits: MailboxLimits): Promise<'kept' | 'full'> {
-    await this.load();
-    return this.serial.run(to, async () => {
-      const known = (await this.ids.get(`${to}!${id}`)) as IdRecord | undefined;
-      if (known) {
-        // The same envelope (its id is its bytes' hash) is kept already: kept as long as either copy asks.
-        if (expires > known.expires) await this.extend(to, id, known, expires);
-        return 'kept';
-      }
-      const n = bytes.byteLength;
-      if (!this.room(to, n, limits)) return 'full';
-      // Reserved before the write's await: another recipient's put checks the total against it.
-      this.count(to, 1, n);
-      const seq = seqKey(++this.lastSeq);
-      try {
-        await this.db.batch([
-          { type: 'put', sublevel: this.mail, key: `${to}!${seq}`, value: { id, bytes: Buffer.from(bytes), expires } },
-          { type: 'put', sublevel: this.ids, key: `${to}!${id}`, value: { seq, n, expires } },
-          { type: 'put', sublevel: this.expiries, key: `${timeKey(expires)}!${to}!${seq}`, value: id },
-        ] as never);
-      } catch (err) {
-        this.count(to, -1, -n);
-        throw err;
-      }
+    if (!this.loaded) await this.load();
+    const known = this.boxes.get(to)?.entries.get(id);
+    // Being deleted: its recipient acknowledged these very bytes, so a copy would be refused as a replay.
+    if (known?.leaving) return 'kept';
+    if (known) {
+      // The same envelope (its id is its bytes' hash) is kept already: kept as long as either copy asks.
+      if (known.written) await known.written;
+      if (expires > known.expires) await this.extend(to, id, known, expires);
       return 'kept';
-    });
+    }
+    const n = bytes.byteLength;
+    const box = this.boxes.get(to);
+    const room =
+      (box?.entries.size ?? 0) + 1 <= limits.perRecipient &&
+      (box?.bytes ?? 0) + n <= limits.perRecipientBytes &&
+      this.total.bytes + n <= limits.totalBytes;
+    if (!room) return 'full';
+    // Indexed (so counted) before the write's await: the next put checks the bounds against it.
+    const seq = seqKey(++this.lastSeq);
+    const entry: Entry = { seq, n, expires, written: null, leaving: false };
+    this.index(to, id, entry);
+    entry.written = this.write([
+      this.put_(this.mail, `${to}!${seq}`, { id, bytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), expires }),
+      this.put_(this.ids, `${to}!${id}`, { seq, n, expires }),
+      this.put_(this.expiries, `${timeKey(expires)}!${to}!${seq}`, id),
+    ]);
+    try {
+      await entry.written;
+    } catch (err) {
+      this.unindex(to, id);
+      throw err;
+    } finally {
+      entry.written = null;
+    }
+    return 'kept';
   }
 
   /** A kept envelope's expiry moved later (its index entry with it). */
-  private async extend(to: string, id: string, rec: IdRecord, expires: number): Promise<void> {
-    const kept = (await this.mail.get(`${to}!${rec.seq}`)) as Kept | undefined;
-    if (!kept) return;
-    await this.db.batch([
-      { type: 'put', sublevel: this.mail, key: `${to}!${rec.seq}`, value: { ...kept, expires } },
-      { type: 'put', sublevel: this.ids, key: `${to}!${id}`, value: { ...rec, expires } },
-      { type: 'del', sublevel: this.expiries, key: `${timeKey(rec.expires)}!${to}!${rec.seq}` },
-      { type: 'put', sublevel: this.expiries, key: `${timeKey(expires)}!${to}!${rec.seq}`, value: id },
-    ] as never);
+  private async extend(to: string, id: string, e: Entry, expires: number): Promise<void> {
+    const kept = (await this.mail.get(`${to}!${e.seq}`)) as Kept | undefined;
+    if (!kept || e.leaving) return;
+    const before = e.expires;
+    e.expires = expires;
+    await this.write([
+      this.put_(this.mail, `${to}!${e.seq}`, { ...kept, expires }),
+      this.put_(this.ids, `${to}!${id}`, { seq: e.seq, n: e.n, expires }),
+      this.del_(this.expiries, `${timeKey(before)}!${to}!${e.seq}`),
+      this.put_(this.expiries, `${timeKey(expires)}!${to}!${e.seq}`, id),
+    ]);
   }
 
   async list(to: string, now: number): Promise<Mail[]> {
@@ -144,37 +174,46 @@ export class LevelMailbox implements MailboxStore {
 
   async ack(to: string, ids: string[]): Promise<number> {
     if (ids.length === 0) return 0;
-    await this.load();
-    return this.serial.run(to, () => this.remove(to, [...new Set(ids)]));
+    if (!this.loaded) await this.load();
+    return this.remove(to, [...new Set(ids)]);
   }
 
   /**
-   * Deletes the named envelopes of `to` that are kept (run inside `to`'s turn), with `expiredAt` only those
-   * expired then (a copy sent again may have moved an expiry later since the sweep read it); how many went.
+   * Deletes the named envelopes of `to` that are kept, with `expiredAt` only those expired then (a copy
+   * sent again may have moved an expiry later since the sweep read it); how many went.
    */
   private async remove(to: string, ids: string[], expiredAt = Number.POSITIVE_INFINITY): Promise<number> {
-    const recs = (await this.ids.getMany(ids.map((id) => `${to}!${id}`))) as (IdRecord | undefined)[];
-    const ops: unknown[] = [];
-    let bytes = 0;
-    let gone = 0;
-    recs.forEach((rec, i) => {
-      if (!rec || rec.expires > expiredAt) return;
+    const box = this.boxes.get(to);
+    if (!box) return 0;
+    const going: [string, Entry][] = [];
+    for (const id of ids) {
+      const e = box.entries.get(id);
+      if (!e || e.leaving || e.expires > expiredAt) continue;
+      e.leaving = true;
+      going.push([id, e]);
+    }
+    if (going.length === 0) return 0;
+    // A put still being written lands first (its batch is queued before ours or is ours).
+    await Promise.all(going.map(([, e]) => e.written));
+    const ops: RawOp[] = [];
+    for (const [id, e] of going)
       ops.push(
-        { type: 'del', sublevel: this.mail, key: `${to}!${rec.seq}` },
-        { type: 'del', sublevel: this.ids, key: `${to}!${ids[i]}` },
-        { type: 'del', sublevel: this.expiries, key: `${timeKey(rec.expires)}!${to}!${rec.seq}` },
+        this.del_(this.mail, `${to}!${e.seq}`),
+        this.del_(this.ids, `${to}!${id}`),
+        this.del_(this.expiries, `${timeKey(e.expires)}!${to}!${e.seq}`),
       );
-      bytes += rec.n;
-      gone++;
-    });
-    if (gone === 0) return 0;
-    await this.db.batch(ops as never);
-    this.count(to, -gone, -bytes);
-    return gone;
+    try {
+      await this.write(ops);
+    } catch (err) {
+      for (const [, e] of going) e.leaving = false;
+      throw err;
+    }
+    for (const [id] of going) this.unindex(to, id);
+    return going.length;
   }
 
   async sweep(now: number): Promise<number> {
-    await this.load();
+    if (!this.loaded) await this.load();
     let swept = 0;
     for (;;) {
       // Expired at `now`: expires <= now, so every key below the next millisecond's.
@@ -186,17 +225,60 @@ export class LevelMailbox implements MailboxStore {
         due.set(to, [...(due.get(to) ?? []), id as string]);
         keys.push(key);
       }
-      // Each recipient's in its turn: an ack racing with the sweep deletes (and uncounts) once.
-      for (const [to, ids] of due) swept += await this.serial.run(to, () => this.remove(to, ids, now));
+      for (const [to, ids] of due) swept += await this.remove(to, ids, now);
       // An index entry whose envelope an ack took meanwhile is gone already; any left over goes now, so
       // the next round cannot find it again.
-      if (keys.length) await this.expiries.batch(keys.map((key) => ({ type: 'del' as const, key })));
+      if (keys.length) await this.write(keys.map((key) => this.del_(this.expiries, key)));
       if (keys.length < SWEEP_BATCH) return swept;
     }
   }
 
   async size(): Promise<{ envelopes: number; bytes: number }> {
-    await this.load();
+    if (!this.loaded) await this.load();
     return { ...this.total };
+  }
+
+  // ---- Grouped writes, in their stored form ----
+
+  private put_(sub: Sub, key: string, value: unknown): RawOp {
+    return { type: 'put', key: sub.prefixKey(key, 'utf8'), value: pack(value), keyEncoding: 'utf8', valueEncoding: 'buffer' };
+  }
+
+  private del_(sub: Sub, key: string): RawOp {
+    return { type: 'del', key: sub.prefixKey(key, 'utf8'), keyEncoding: 'utf8' };
+  }
+
+  /** Ops queued for the next batch, the batch under way (settles, never rejects), and the next one. */
+  private grouped: RawOp[] = [];
+  private writing: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  /** Writes `ops` in one batch with the ops queued meanwhile: at once when none is under way, else next. */
+  private write(ops: RawOp[]): Promise<void> {
+    for (const op of ops) this.grouped.push(op);
+    if (this.queued) return this.queued;
+    if (!this.writing) return this.issue();
+    const queued = this.writing.then(() => {
+      this.queued = null;
+      return this.issue();
+    });
+    this.queued = queued;
+    return queued;
+  }
+
+  private issue(): Promise<void> {
+    const ops = this.grouped;
+    this.grouped = [];
+    const write = this.db.batch(ops as never, UNSYNCED);
+    const settled: Promise<void> = write.then(
+      () => this.landed(settled),
+      () => this.landed(settled),
+    );
+    this.writing = settled;
+    return write;
+  }
+
+  private landed(settled: Promise<void>): void {
+    if (this.writing === settled) this.writing = null;
   }
 }
