@@ -68,7 +68,7 @@ export const MIGRATIONS: readonly Migration[] = [
         tx text not null
       );
       create index holds_due on holds (expires) where state = 'held';
-      -- Keeps the predicate locks of one payer's dueOf on that payer's keys (SERIALIZABLE transactions).
+      -- One payer's due holds (dueOf), read and locked through this index without touching other payers'.
       create index holds_payer_due on holds (from_aid, expires) where state = 'held';
       -- answer: the op's answer as JSON text, exactly as the ledger gave it.
       create table ops (key text primary key, digest text not null, answer text);
