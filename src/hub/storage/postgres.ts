@@ -11,7 +11,7 @@
 // survives a crash of the database server.
 import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
 import { searchAgents, searchVector } from '../search/postgres.js';
-import { migrate } from './migrations.js';
+import { migrate, SchemaTooNewError } from './migrations.js';
 import {
   WrongHubError,
   type AccountRecord,
@@ -90,7 +90,7 @@ export function withoutPassword(url: string): string {
 
 /** A failure to reach or migrate the database, as one line naming it. */
 function opening(err: unknown, where: string): Error {
-  if (err instanceof Error && err.name === 'SchemaTooNewError') return err;
+  if (err instanceof SchemaTooNewError) return err;
   const e = err as { code?: string; message?: string };
   return new Error(
     `cannot open the hub database at ${where}: ${e.code ? `${e.code} ` : ''}${e.message ?? String(err)} (check the URL, that PostgreSQL runs and that the user may create tables)`,
@@ -127,7 +127,7 @@ interface AgentRow {
   updated_at: string;
 }
 
-export function agentFromRow(row: AgentRow): AgentRecord {
+function agentFromRow(row: AgentRow): AgentRecord {
   const rec: AgentRecord = {
     aid: row.aid,
     name: row.name,
