@@ -282,6 +282,9 @@ test('SPEC §11 ranked search: both backends give the same pages for the same qu
     { words: ['image'] },
     { words: ['card'], tag: 'vision' },
     { words: ['t'] },
+    { words: ['card', 'skill', 'data'] },
+    { words: ['translate', 'again', 'agent'] },
+    { words: ['transl', 'kinds', 'we', 'card'], tag: 'translation' },
   ];
   for (const q of queries) t.deepEqual(await all(p, q, 37), await all(e, q, 37), JSON.stringify(q));
   // A cursor of another query, below every score of this one: nothing follows it, on either.

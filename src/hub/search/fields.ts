@@ -10,11 +10,14 @@
 //
 // A query: every word must match (AND); a query word matches a field word that it equals or begins
 // (`transl` finds `translator`; words under three letters match whole words only), in its written or
-// stemmed form. Each query word scores by the best place
-// it matched: exact A 6, prefix A 5, exact B 4, prefix B 3, C 1 (exact or prefix); an agent's score is the
-// sum over the query words. How often a word occurs does not count, so an agent named "translator" outranks
-// any number of mentions in a description. Order: score descending, then AID ascending (code-unit order,
-// as LevelDB keys and PostgreSQL's "C" collation sort), a total order, so pages neither repeat nor skip.
+// stemmed form. Each query word scores by the best weight it matched under: A 4, B 2, C 1; an agent's score
+// is the sum over the query words. How often a word occurs does not count, so an agent named "translator"
+// outranks any number of mentions in a description. Order: score descending, then AID ascending (code-unit
+// order, as LevelDB keys and PostgreSQL's "C" collation sort), a total order, so pages neither repeat nor
+// skip. Exact and prefix matches score alike on purpose: the score then depends only on which weight each
+// word reached, so every agent of one such combination has the same score and they come in AID order,
+// which PostgreSQL walks on its primary key and stops after a page, however common the words (scoring
+// every match of a common word costs 150+ ms at 100k agents).
 import { createHash } from 'node:crypto';
 import { stemmer } from 'stemmer';
 import type { AgentCard } from '../../protocol/card/types.js';
@@ -23,15 +26,8 @@ import type { AgentRecord } from '../storage/types.js';
 export type Weight = 'A' | 'B' | 'C';
 export const WEIGHTS: readonly Weight[] = ['A', 'B', 'C'];
 
-/** What a word scores by the best place it matched, exact or as a prefix. */
-export const SCORE: Record<Weight, { exact: number; prefix: number }> = {
-  A: { exact: 6, prefix: 5 },
-  B: { exact: 4, prefix: 3 },
-  // Descriptions score alike, exact or prefix: every agent matching all words in descriptions only then
-  // scores the same, so that part of a result is in AID order, which PostgreSQL walks on its primary key
-  // and stops after a page instead of scoring every mention of a common word.
-  C: { exact: 1, prefix: 1 },
-};
+/** What a word scores by the best weight it matched under. */
+export const SCORE: Record<Weight, number> = { A: 4, B: 2, C: 1 };
 
 /** A query of more words than this is refused: each word costs every candidate a few index probes. */
 export const MAX_WORDS = 16;
@@ -161,9 +157,8 @@ export function queryWords(words: string[]): QueryWord[] | null {
 export const prefixes = (form: string): boolean => form.length >= MIN_PREFIX;
 
 /** What a word scores matching a field word present under the weights `bits` (A 1, B 2, C 4). */
-export function levelOf(bits: number, exact: boolean): number {
-  const w: Weight = bits & 1 ? 'A' : bits & 2 ? 'B' : 'C';
-  return exact ? SCORE[w].exact : SCORE[w].prefix;
+export function levelOf(bits: number): number {
+  return bits & 1 ? SCORE.A : bits & 2 ? SCORE.B : SCORE.C;
 }
 
 export const BIT: Record<Weight, number> = { A: 1, B: 2, C: 4 };

@@ -165,11 +165,10 @@ export class DirectoryIndex {
       for (const [term, list] of found) {
         if (seen.has(term)) continue;
         seen.add(term);
-        const exact = word.forms.includes(term);
         for (const p of list) {
           const d = p >>> SHIFT;
           if (this.docs[d] === null) continue;
-          const l = levelOf(p & 7, exact);
+          const l = levelOf(p & 7);
           if (l > level[d]!) level[d] = l;
         }
       }

@@ -10,11 +10,12 @@
 // would order differently from the embedded index. And a weight label (`'w':A`) is checked only on recheck,
 // so the GIN index cannot find "the agents with `w` in a name" by it; a marker it finds directly.
 //
-// A search has two parts (fields.ts): the agents some word reaches in a name, skill id, skill name or tag
-// (few, found through the markers, scored in SQL: per word the best of `'^w'` 6, `'^w':*` 5, `'+w'` 4,
-// `'+w':*` 3, else 1), all of which outrank the rest, where every word is in descriptions only: those all
-// score one per word, so they come in AID order, which PostgreSQL walks on the primary key and stops after
-// a page, however common the word. The score is an integer, so the keyset cursor compares exactly.
+// Scores (fields.ts) depend only on the weight each word reached, so a query of one or two words runs as
+// one AID-ordered part per combination of weights (A, B, C per word: `'^w':*`, `'+w':* & !'^w':*`,
+// `'w':* & !'^w':* & !'+w':*`): PostgreSQL walks the primary key for a common part and stops after a page,
+// or takes the GIN index for a rare one, and the page is the best of the parts' first rows. Longer queries
+// (few matches as a rule) score the agents some word reaches by a marker in SQL, then list the rest, all
+// at the lowest score, in AID order. Scores are integers, so the keyset cursor compares exactly.
 //
 // What the table needs for speed (measured, 10k agents): `aid text collate "C" primary key`, so the AID
 // order (code-unit order, as the embedded index sorts) is the primary key's (a search without words: 140 ms
@@ -25,6 +26,7 @@ import type { Fragment, Sql } from 'postgres';
 import type { AgentRecord, SearchPage, SearchQuery } from '../storage/types.js';
 import {
   agentFields,
+  compare,
   decodeCursor,
   encodeCursor,
   filterKey,
@@ -87,14 +89,68 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
   return { agents: await records(sql, page), next };
 }
 
-/** Up to `n` agents after the cursor: first the part some word reaches in a name, skill or tag, then the rest. */
+/** Queries of at most this many words run one AID-ordered query per combination of weights (3 ** words). */
+const COMBINE_AT_MOST = 2;
+
+/** Up to `n` agents after the cursor, best first. */
 async function ranked(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
-  const all = and([...words.map((w) => group(w, '')), filters]);
-  const high = `(${words.map((w) => `${group(w, MARK.A)} | ${group(w, MARK.B)}`).join(' | ')})`;
-  // Descriptions only: one point a word (fields.ts); anything a marker reaches scores more.
-  const low = words.length * SCORE.C.exact;
+  const low = words.length * SCORE.C;
   // A cursor below the lowest score (another query's) has nothing after it, as in the embedded index.
   if (after !== null && after.score < low) return [];
+  if (words.length <= COMBINE_AT_MOST) return combined(sql, words, filters, after, n);
+  return split(sql, words, filters, after, n, low);
+}
+
+/**
+ * One query per combination of the weights the words reach (A, B or C each): all agents of one combination
+ * score the same, so each part is in AID order and PostgreSQL picks, per part, a walk of the primary key
+ * that stops after `n` (a common word) or the GIN index (a rare one). The parts' first `n` hold the page.
+ */
+async function combined(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
+  let combos: { score: number; terms: string[] }[] = [{ score: 0, terms: filters === null ? [] : [filters] }];
+  for (const w of words) {
+    combos = combos.flatMap((c) => weighted(w).map((x) => ({ score: c.score + x.score, terms: [...c.terms, x.tsquery] })));
+  }
+  const parts = combos
+    .filter((c) => after === null || c.score <= after.score)
+    .map(
+      (c) => sql`(select aid, ${c.score}::int as score from agents where search @@ ${c.terms.join(' & ')}::tsquery
+        ${after !== null && c.score === after.score ? sql`and aid collate "C" > ${after.aid}` : sql``}
+        order by aid collate "C" limit ${n})`,
+    );
+  if (parts.length === 0) return [];
+  const rows = await sql<{ aid: string; score: number }[]>`${parts.reduce((x, y) => sql`${x} union all ${y}`)}`;
+  return rows
+    .map((r) => ({ score: r.score, aid: r.aid }))
+    .sort(compare)
+    .slice(0, n);
+}
+
+/** Where a word can match, as disjoint tsqueries: its best weight A, B, or C (descriptions only). */
+function weighted(w: QueryWord): { score: number; tsquery: string }[] {
+  const a = group(w, MARK.A);
+  const b = group(w, MARK.B);
+  return [
+    { score: SCORE.A, tsquery: a },
+    { score: SCORE.B, tsquery: `${b} & !${a}` },
+    { score: SCORE.C, tsquery: `${group(w, '')} & !${a} & !${b}` },
+  ];
+}
+
+/**
+ * Longer queries (their matches are few, as a rule): the agents some word reaches in a name, skill or tag,
+ * scored in SQL, then those matching in descriptions only, all at the lowest score, in AID order.
+ */
+async function split(
+  sql: Sql,
+  words: QueryWord[],
+  filters: string | null,
+  after: Position | null,
+  n: number,
+  low: number,
+): Promise<Position[]> {
+  const all = and([...words.map((w) => group(w, '')), filters]);
+  const high = `(${words.map((w) => `${group(w, MARK.A)} | ${group(w, MARK.B)}`).join(' | ')})`;
   const found: Position[] = [];
   if (after === null || after.score > low) found.push(...(await reached(sql, words, `${all} & ${high}`, after, n)));
   if (found.length < n) {
@@ -124,25 +180,15 @@ async function reached(sql: Sql, words: QueryWord[], tsquery: string, after: Pos
   return rows.map((r) => ({ score: r.score, aid: r.aid }));
 }
 
-/** A word's score where it reaches a marker: the best of exact A, prefix A, exact B, prefix B; else C. */
+/** A word's score: A where it reaches an A marker, else B where a B marker, else C. */
 function wordScore(sql: Sql, w: QueryWord): Fragment {
-  const levels: [string, number][] = [];
-  for (const weight of ['A', 'B'] as const) {
-    levels.push([exact(w, MARK[weight]), SCORE[weight].exact]);
-    if (w.forms.some(prefixes)) levels.push([group(w, MARK[weight]), SCORE[weight].prefix]);
-  }
-  const cases = levels.map(([q, s]) => sql`when search @@ ${q}::tsquery then ${s}::int`);
-  return sql`case ${cases} else ${SCORE.C.exact}::int end`;
+  return sql`case when search @@ ${group(w, MARK.A)}::tsquery then ${SCORE.A}::int
+    when search @@ ${group(w, MARK.B)}::tsquery then ${SCORE.B}::int else ${SCORE.C}::int end`;
 }
 
 /** A word's forms as tsquery alternatives behind `mark`, as prefixes where fields.ts allows. */
 function group(w: QueryWord, mark: string): string {
   return `(${w.forms.map((f) => `'${mark}${f}'${prefixes(f) ? ':*' : ''}`).join(' | ')})`;
-}
-
-/** A word's forms behind `mark`, whole. */
-function exact(w: QueryWord, mark: string): string {
-  return `(${w.forms.map((f) => `'${mark}${f}'`).join(' | ')})`;
 }
 
 const and = (terms: (string | null)[]) => terms.filter((x): x is string => x !== null).join(' & ');
