@@ -115,6 +115,11 @@ const SWEEP_EVERY_MS = 60_000;
 
 export class Relay {
   private readonly streams = new Map<string, Stream>();
+  /**
+   * Per recipient, the last accept still pushing: pushes go out in the order envelopes were accepted
+   * (a backend may finish concurrent writes in another order), so one upstream's envelopes arrive in order.
+   */
+  private readonly pushing = new Map<string, Promise<void>>();
   /** `<to>!<id>` → the client that sent it (memory only). */
   private readonly shares = new Map<string, Share>();
   /** Kept bytes per client, of the shares above. */
@@ -154,11 +159,21 @@ export class Relay {
    */
   async accept(bytes: Uint8Array, client = ''): Promise<'delivered' | 'queued' | 'full' | 'unknown'> {
     const to = envelopeRecipient(bytes);
+    // Its place in `to`'s order is taken before the first await.
+    const turn = this.turn(to);
+    try {
+      return await this.keepAndPush(to, bytes, client, turn.before);
+    } finally {
+      turn.done();
+    }
+  }
+
+  private async keepAndPush(to: string, bytes: Uint8Array, client: string, before: Promise<void>) {
     // A stream open here is signed by a registered AID: it gets mail even before it published its keys.
     if (!this.streams.has(to) && !(await this.storage.agents.isRecipient(to))) return 'unknown';
     const id = mailId(bytes);
     const n = bytes.length;
-    // The client's share is taken before the first await, so its racing sends cannot pass it together.
+    // The client's share is taken before the next await, so its racing sends cannot pass it together.
     const key = `${to}!${id}`;
     const mine = this.queuedBy.get(client) ?? 0;
     if (mine + n > this.limits.queuedBytesPerClient) return this.drop();
@@ -175,12 +190,28 @@ export class Relay {
       this.unshare(client, n);
       if (kept === 'full') return this.drop();
     } else this.shares.set(key, { client, n, expires: this.now() + this.limits.ttlMs });
+    await before;
     if (await this.push(to, id, bytes)) {
       this.stats.delivered++;
       return 'delivered';
     }
     this.stats.queued++;
     return 'queued';
+  }
+
+  /** This accept's place among `to`'s: `before` settles when the one accepted before it has pushed. */
+  private turn(to: string): { before: Promise<void>; done: () => void } {
+    const before = this.pushing.get(to) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    this.pushing.set(to, mine);
+    return {
+      before,
+      done: () => {
+        done();
+        if (this.pushing.get(to) === mine) this.pushing.delete(to);
+      },
+    };
   }
 
   /** Keeps the envelope in `to`'s mailbox; a full store is swept of expired mail once and asked again. */
