@@ -13,6 +13,7 @@ import { buildPublicCard } from '../src/card/build.js';
 import { signCard } from '../src/protocol/card/jws.js';
 import { Store } from '../store/db.js';
 import { Reader } from '../src/reader/reader.js';
+import { currentKeys, signKeySet } from '../src/relay/keyset.js';
 import type { AgentRecord, HubStorage } from '../src/hub/storage/types.js';
 
 async function setup(t: ExecutionContext) {
@@ -310,4 +311,23 @@ test("SPEC §11: a request body past the hub's limit is dropped unread; the hub 
   t.is(small.status, 400, 'a small bad body is read whole and refused with its error');
   t.is((await small.json()).error.code, 'BAD_REQUEST');
   t.is((await fetch(`${hub.url}/health`)).status, 200);
+});
+
+test('SPEC §11: a card published and a key set put at the same moment both stay (each write is made from what is stored then)', async (t) => {
+  const { hub, node, identity, cardFor } = await setup(t);
+  const client = new HubClient(hub.url, identity);
+  await client.register('echoer', cardFor(identity, 1n));
+  const { keys } = await currentKeys(node, Date.now());
+  const keySet = signKeySet(identity, keys);
+  for (let seq = 2n; seq <= 11n; seq++) {
+    await hub.storage.agents.update(identity.aid, (cur) => {
+      const { keys: _, ...rest } = cur!;
+      return rest;
+    });
+    // Each read-check-write is atomic against the other: a write made from a stale read would drop one.
+    await Promise.all([client.register('echoer', cardFor(identity, seq)), client.putKeys(keySet)]);
+    const rec = (await hub.storage.agents.get(identity.aid))!;
+    t.is(rec.seq, seq.toString(), `seq ${seq}: the card stayed`);
+    t.truthy(rec.keys, `seq ${seq}: the key set stayed`);
+  }
 });

@@ -74,23 +74,36 @@ export async function known(storage: HubStorage, aid: string): Promise<AgentReco
   return rec;
 }
 
+/** `fn` applied to the stored record of a known AID, atomically (AgentStore.update); UNKNOWN_AID if none. */
+function updateKnown(ctx: HubContext, aid: string, fn: (cur: AgentRecord) => AgentRecord | null) {
+  return ctx.storage.agents.update(aid, (cur) => {
+    if (!cur) throw new HubError(404, 'UNKNOWN_AID', `no agent ${aid} on this hub: register first`);
+    return fn(cur);
+  });
+}
+
 export async function publish(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
   const { storage, now } = ctx;
   const rec = await known(storage, aid);
-  const kel = validateKel(rec.kel);
-  await ctx.auth.check(req, path, raw, kel);
+  await ctx.auth.check(req, path, raw, validateKel(rec.kel));
   const body = json(raw);
-  if (rec.card === body.card) return { aid, seq: rec.seq };
-  const c = checkCard(body.card, kel, rec, now());
-  await storage.agents.put({ ...rec, card: body.card as string, seq: c.seq, digest: c.digest, updatedAt: now() });
-  return { aid, seq: c.seq };
+  let seq: string | null = null;
+  // Checked against the record it replaces (its KEL, its high-water mark), whatever happened since the read.
+  await updateKnown(ctx, aid, (cur) => {
+    seq = cur.seq;
+    if (cur.card === body.card) return null;
+    const c = checkCard(body.card, validateKel(cur.kel), cur, now());
+    seq = c.seq;
+    return { ...cur, card: body.card as string, seq: c.seq, digest: c.digest, updatedAt: now() };
+  });
+  return { aid, seq };
 }
 
 export async function withdraw(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
   const rec = await known(ctx.storage, aid);
   await ctx.auth.check(req, path, raw, validateKel(rec.kel));
   // The high-water mark stays, so an older card cannot come back after a withdrawal.
-  await ctx.storage.agents.put({ ...rec, card: null, updatedAt: ctx.now() });
+  await updateKnown(ctx, aid, (cur) => ({ ...cur, card: null, updatedAt: ctx.now() }));
   return { aid, withdrawn: true };
 }
 
@@ -101,21 +114,27 @@ export async function updateKel(ctx: HubContext, req: IncomingMessage, path: str
   acceptKel(validateKel(rec.kel), kel);
   // After a rotation the node signs with its new key, which only the new KEL names.
   await ctx.auth.check(req, path, raw, kel);
-  await ctx.storage.agents.put({ ...rec, kel: bytes, updatedAt: ctx.now() });
+  // Two updates at once: each must extend the KEL it replaces (a duplicitous one is refused then).
+  await updateKnown(ctx, aid, (cur) => {
+    acceptKel(validateKel(cur.kel), kel);
+    return { ...cur, kel: bytes, updatedAt: ctx.now() };
+  });
   return { aid, ksn: kel.ksn };
 }
 
 export async function putKeys(ctx: HubContext, req: IncomingMessage, path: string, raw: Buffer, aid: string) {
   const rec = await known(ctx.storage, aid);
-  const kel = validateKel(rec.kel);
-  await ctx.auth.check(req, path, raw, kel);
-  try {
-    verifyKeySet(new Uint8Array(raw), kel, ctx.now());
-  } catch (err) {
-    throw new HubError(400, 'BAD_KEY_SET', (err as Error).message);
-  }
+  await ctx.auth.check(req, path, raw, validateKel(rec.kel));
+  const keys = new Uint8Array(raw);
   // From now on the relay keeps envelopes for it while it is offline (storage.agents.isRecipient).
-  await ctx.storage.agents.put({ ...rec, keys: new Uint8Array(raw), updatedAt: ctx.now() });
+  await updateKnown(ctx, aid, (cur) => {
+    try {
+      verifyKeySet(keys, validateKel(cur.kel), ctx.now());
+    } catch (err) {
+      throw new HubError(400, 'BAD_KEY_SET', (err as Error).message);
+    }
+    return { ...cur, keys, updatedAt: ctx.now() };
+  });
   return { aid };
 }
 

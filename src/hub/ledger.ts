@@ -9,8 +9,9 @@
 // Amounts are canonical decimal strings wherever they are stored or sent and BigInt only while computing,
 // so msgpackr never meets a bigint and JSON never a float. Each op is one transaction of the hub's storage
 // (src/hub/storage/types.ts LedgerStore: accounts, hold, history, op record, all or nothing, serialisable
-// against every other op on any replica; the LevelDB backend runs them one at a time, PostgreSQL as
-// SERIALIZABLE transactions it retries). What needs no ledger state — decoding the payer's KEL, checking
+// against every other op on any replica; the LevelDB backend runs them one at a time, PostgreSQL under
+// READ COMMITTED with every row read locked and rows read as absent inserted, run again when it loses a
+// race on a key or a deadlock). What needs no ledger state — decoding the payer's KEL, checking
 // its signature — is done before the transaction, so transactions stay short. A hold past its 24 h is
 // released to its payer by the periodic sweep, and by any op that reads the payer's account first, so a
 // balance is never read without the holds that should have come back to it.

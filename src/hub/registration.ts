@@ -51,37 +51,50 @@ export async function register(ctx: HubContext, client: string, req: IncomingMes
   const rec = await storage.agents.get(kel.aid);
   if (rec) acceptKel(validateKel(rec.kel), kel);
   await ctx.auth.check(req, path, raw, kel);
-  const name = typeof body.name === 'string' && body.name.length > 0 ? body.name.slice(0, 128) : (rec?.name ?? '');
-  const next: AgentRecord = {
-    aid: kel.aid,
-    name,
-    kel: bytes,
-    card: rec?.card ?? null,
-    seq: rec?.seq ?? null,
-    digest: rec?.digest ?? null,
-    // A re-registration (a new name, a new card) keeps the node's encryption keys: without them no peer
-    // could reach it until its daemon restarted.
-    ...(rec?.keys ? { keys: rec.keys } : {}),
-    updatedAt: now(),
+  const at = now();
+  /** The record this registration makes of `cur` (checked against it: the KEL extends it, the card is newer). */
+  const build = (cur: AgentRecord | undefined): AgentRecord => {
+    if (cur) acceptKel(validateKel(cur.kel), kel);
+    const name = typeof body.name === 'string' && body.name.length > 0 ? body.name.slice(0, 128) : (cur?.name ?? '');
+    const next: AgentRecord = {
+      aid: kel.aid,
+      name,
+      kel: bytes,
+      card: cur?.card ?? null,
+      seq: cur?.seq ?? null,
+      digest: cur?.digest ?? null,
+      // A re-registration (a new name, a new card) keeps the node's encryption keys: without them no peer
+      // could reach it until its daemon restarted.
+      ...(cur?.keys ? { keys: cur.keys } : {}),
+      updatedAt: at,
+    };
+    if (body.card !== undefined && body.card !== null && !(cur?.card === body.card)) {
+      const c = checkCard(body.card, kel, cur, at);
+      Object.assign(next, { card: body.card, seq: c.seq, digest: c.digest });
+    }
+    return next;
   };
-  if (body.card !== undefined && body.card !== null && !(rec?.card === body.card)) {
-    const c = checkCard(body.card, kel, rec, now());
-    Object.assign(next, { card: body.card, seq: c.seq, digest: c.digest });
-  }
-  if (rec) await storage.agents.put(next);
-  else await admit(ctx, client, body.invite, next);
-  return { aid: kel.aid, seq: next.seq };
+  // A new AID is admitted first (invite or rate); then, as for a known one, the record is made from what
+  // is stored at that moment, so two registrations of one AID racing on any replicas cannot undo each other.
+  const written = rec ? await storage.agents.update(kel.aid, build) : await admit(ctx, client, body.invite, build);
+  return { aid: kel.aid, seq: written?.seq ?? null };
 }
 
 /** Writes the record of a new AID, if it is admitted (see register()). */
-async function admit(ctx: HubContext, client: string, invite: unknown, next: AgentRecord): Promise<void> {
+async function admit(
+  ctx: HubContext,
+  client: string,
+  invite: unknown,
+  build: (cur: AgentRecord | undefined) => AgentRecord,
+): Promise<AgentRecord | null> {
   if (invite !== undefined && invite !== null) {
     if (!isInviteToken(invite)) throw new HubError(403, 'BAD_INVITE', 'an invite is the 32 hex characters `anet hub invite` printed');
     // One token, one new AID, however many race for it, on any replica (the storage's atomic step).
+    const next = build(undefined);
     const outcome = await ctx.storage.agents.admit(next, inviteKey(invite), ctx.now());
     if (outcome === 'unknown') throw new HubError(403, 'BAD_INVITE', 'this hub made no such invite');
     if (outcome === 'used') throw new HubError(403, 'BAD_INVITE', 'this invite was already used: each registers one new AID');
-    return;
+    return next;
   }
   if (ctx.requireInvite) {
     throw new HubError(
@@ -92,7 +105,7 @@ async function admit(ctx: HubContext, client: string, invite: unknown, next: Age
   }
   const wait = ctx.registrations?.take(client) ?? 0;
   if (wait > 0) throw new HubError(429, 'RATE_LIMITED', `too many new AIDs registered from this address; retry in ${wait} s`, wait);
-  await ctx.storage.agents.put(next);
+  return ctx.storage.agents.update(build(undefined).aid, build);
 }
 
 /** POST /invites, signed by the hub's own identity (`anet hub invite`): a new single-use invite token. */

@@ -93,6 +93,8 @@ export class LevelStorage implements HubStorage {
 class LevelAgents implements AgentStore {
   /** Invites (their keys) being spent now: of registrations racing with one token, one gets in. */
   private readonly claimed = new Set<string>();
+  /** Updates of one AID take turns (this backend serves one process). */
+  private readonly serial = new KeyedSerial();
 
   constructor(
     private readonly store: HubStore,
@@ -107,6 +109,14 @@ class LevelAgents implements AgentStore {
   async put(rec: AgentRecord): Promise<void> {
     await this.store.agents.put(rec.aid, rec);
     this.written(rec);
+  }
+
+  update(aid: string, fn: (current: AgentRecord | undefined) => AgentRecord | null): Promise<AgentRecord | null> {
+    return this.serial.run(aid, async () => {
+      const next = fn(await this.store.agent(aid));
+      if (next) await this.put(next);
+      return next;
+    });
   }
 
   /** The index and the recipients follow every write, once it is on disk. */

@@ -159,6 +159,19 @@ class PgAgents implements AgentStore {
     return this.write(this.sql, rec);
   }
 
+  /** The row locked while `fn` decides; an absent row is inserted, so a racer that made it meanwhile runs again. */
+  update(aid: string, fn: (current: AgentRecord | undefined) => AgentRecord | null): Promise<AgentRecord | null> {
+    return retrying(() =>
+      this.sql.begin(async (tx) => {
+        const [row] = await tx<AgentRow[]>`
+          select aid, name, kel, card, seq, digest, keys, updated_at from agents where aid = ${aid} for update`;
+        const next = fn(row ? agentFromRow(row) : undefined);
+        if (next) await this.write(tx, next, row !== undefined);
+        return next;
+      }),
+    );
+  }
+
   async admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'> {
     return this.sql.begin(async (tx) => {
       // Of registrations racing on one invite, the first UPDATE takes the row lock; the others wait, then
@@ -195,7 +208,15 @@ class PgAgents implements AgentStore {
     return true;
   }
 
-  private async write(sql: Sql | TransactionSql, rec: AgentRecord): Promise<void> {
+  /** An upsert, or with `existing` false a plain insert (which fails 23505 if a racer inserted first). */
+  private async write(sql: Sql | TransactionSql, rec: AgentRecord, existing = true): Promise<void> {
+    if (!existing) {
+      await sql`
+        insert into agents (aid, name, kel, card, seq, digest, keys, updated_at, search)
+        values (${rec.aid}, ${rec.name}, ${buf(rec.kel)}, ${rec.card}, ${rec.seq}, ${rec.digest},
+                ${rec.keys ? buf(rec.keys) : null}, ${rec.updatedAt}, ${searchVector(sql as Sql, rec)})`;
+      return;
+    }
     await sql`
       insert into agents (aid, name, kel, card, seq, digest, keys, updated_at, search)
       values (${rec.aid}, ${rec.name}, ${buf(rec.kel)}, ${rec.card}, ${rec.seq}, ${rec.digest},

@@ -52,8 +52,15 @@ export interface SearchPage {
 
 export interface AgentStore {
   get(aid: string): Promise<AgentRecord | undefined>;
-  /** Writes a record (and the directory's index of its card). */
+  /** Writes a record (and the directory's index of its card), whatever was there. */
   put(rec: AgentRecord): Promise<void>;
+  /**
+   * Reads `aid`'s record and writes what `fn` makes of it (null: nothing), atomically against every other
+   * update of that AID on any replica: a card published and a key set put at the same moment both stay,
+   * and a KEL or card check is made against the record it replaces. `fn` may run more than once (after a
+   * lost race), so it only decides; it throws to refuse. Answers what was written, or null.
+   */
+  update(aid: string, fn: (current: AgentRecord | undefined) => AgentRecord | null): Promise<AgentRecord | null>;
   /**
    * Writes the record of a new AID and spends the invite (by its key) in one atomic step: of any number
    * of registrations racing with one invite, on any replica, one gets 'ok'.
