@@ -58,7 +58,7 @@ function relay(f: RelayFigures): void {
     `${(m.perSec / m.base).toFixed(3)}x / ${(m.cpuUs / m.baseCpuUs).toFixed(1)}x CPU`,
   );
   console.log(
-    `    baseline POST, 32 at once, alternated with it: ${m.base.toFixed(0)}/s, server ${m.baseCpuUs.toFixed(0)} us CPU/req${f.rounds.length > 1 ? `; rounds: ${f.rounds.map((x) => x.perSec.toFixed(0)).join(', ')} msgs/s` : ''}`,
+    `    baseline POST, 32 at once, alternated with it: ${m.base.toFixed(0)}/s, server ${m.baseCpuUs.toFixed(0)} us CPU/req; sends refused QUEUE_FULL and sent again: ${m.retries}${f.rounds.length > 1 ? `; rounds: ${f.rounds.map((x) => x.perSec.toFixed(0)).join(', ')} msgs/s` : ''}`,
   );
 }
 
@@ -95,6 +95,10 @@ export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
   }
   const nats = await startNats();
   if (!nats) console.log('nats-server not found: the 2-replica relay is not measured (apt-get install -y nats-server)');
+  // Stopped by a signal: the database and the bus go too (the hubs exit when this process does).
+  const onSignal = () => void Promise.allSettled([nats?.stop(), pg?.stop(), plain.stop()]).finally(() => process.exit(130));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   let ok = true;
   // ANET_BENCH_HUB=idle,relay,registration,ledger,search: only these sections (all by default).
   const only = process.env.ANET_BENCH_HUB?.split(',');
@@ -111,6 +115,8 @@ export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
     if (run('search')) ok = (await searchSection(root, plain, sizes, searches, pg)) && ok;
     console.log(`\nload average at the end: ${load()}`);
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     await plain.stop();
     await nats?.stop();
     await pg?.stop();
@@ -121,7 +127,7 @@ export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
 type Sizes = { seq: number; par: number; rounds: number };
 
 async function idleSection(root: string, n: number): Promise<void> {
-  console.log(`\n-- idle connections (${n} each; RSS and heap growth after full GCs, per connection) [load ${load()}]`);
+  console.log(`\n-- idle connections (${n} each; RSS and heap growth after full GCs, per connection: slope over 5 steps) [load ${load()}]`);
   const plainIdle = await idlePlain(n);
   idle('baseline: idle keep-alive conn. to the plain server', plainIdle, plainIdle);
   const streams = await idleStreams(root, n);

@@ -16,6 +16,9 @@ const startMs = performance.now() - t0;
 
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
+// The bench gone (killed, or crashed): no hub outlives it.
+process.once('disconnect', () => process.exit(0));
+
 process.on('message', (m: { cmd: string }) => {
   if (m.cmd === 'cpu') {
     const c = process.cpuUsage();

@@ -12,6 +12,9 @@ const port = (server.address() as { port: number }).port;
 
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
+// The bench gone (killed, or crashed): no hub outlives it.
+process.once('disconnect', () => process.exit(0));
+
 process.on('message', (m: { cmd: string }) => {
   if (m.cmd === 'cpu') {
     const c = process.cpuUsage();
