@@ -223,6 +223,29 @@ function contract(backend: Backend): void {
       t.is(await opened.storage.agents.get('x'), undefined);
     });
 
+    test(title(`agents: 20 updates racing on one AID (${where}), absent at first, none lost`), async (t) => {
+      const opened = await backend.open(t);
+      const stores = await racers(opened, two);
+      // Each appends its mark to the name: an update made from a stale read would drop another's.
+      const rs = await race(stores, 20, (s, i) =>
+        s.agents.update('aid-u', (cur) => ({ ...(cur ?? agent('aid-u', { name: '' })), name: `${cur?.name ?? ''}.${i}` })),
+      );
+      t.is(fulfilled(rs).length, 20, String(rs.find((r) => r.status === 'rejected')?.reason));
+      const marks = (await opened.storage.agents.get('aid-u'))!.name.split('.').filter(Boolean);
+      t.deepEqual(
+        marks.map(Number).sort((x, y) => x - y),
+        Array.from({ length: 20 }, (_, i) => i),
+      );
+      t.is(await opened.storage.agents.update('aid-u', () => null), null, 'null writes nothing');
+      const refused = await t.throwsAsync(
+        opened.storage.agents.update('aid-u', () => {
+          throw new Error('refused');
+        }),
+      );
+      t.is(refused?.message, 'refused');
+      t.is((await opened.storage.agents.get('aid-u'))!.name.split('.').filter(Boolean).length, 20);
+    });
+
     test(title(`nonces: 20 claims of one nonce racing (${where}), exactly one true; prune forgets`), async (t) => {
       const opened = await backend.open(t);
       const stores = await racers(opened, two);
