@@ -82,7 +82,13 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
   } else {
     const words = queryWords(query.words);
     if (!words) return { agents: [], next: null };
-    found = await ranked(sql, words, filters, after, n);
+    // The walks in AID order must take the primary key: costed against a sequential scan of a small table
+    // the planner may read and sort every later row instead (90 ms at 10k agents). A read-only transaction,
+    // so the setting dies with it.
+    found = (await sql.begin('read only', async (tx) => {
+      await tx.unsafe('set local enable_seqscan = off');
+      return ranked(tx as unknown as Sql, words, filters, after, n);
+    })) as Position[];
   }
   const page = found.slice(0, query.limit);
   const next = found.length > query.limit ? encodeCursor(page[page.length - 1]!) : null;
@@ -117,30 +123,85 @@ class Params {
   }
 }
 
+/** How many agents a walk in AID order reads before the parts it did not fill count as rare. */
+const WALK = 200;
+
+/** A combination of the weights the words reach: `code` has one base-3 digit a word (0 A, 1 B, 2 C). */
+interface Part {
+  code: number;
+  score: number;
+  tsquery: string;
+  /** The AID it continues after (the cursor's score), or null from the start. */
+  from: string | null;
+}
+
 /**
- * One query per combination of the weights the words reach (A, B or C each): all agents of one combination
- * score the same, so each part is in AID order and PostgreSQL picks, per part, a walk of the primary key
- * that stops after `n` (a common word) or the GIN index (a rare one). The parts' first `n` hold the page.
+ * One part per combination of the weights the words reach (A, B or C each): all agents of one part score
+ * the same, so each part is in AID order and the parts' first `n` hold the page. One walk of at most WALK
+ * agents in AID order (two with a cursor: from the start, and from the cursor for its score) sorts what it
+ * reads into parts, which fills the common parts; each part left short is rare, and is read through the GIN
+ * index and sorted. (Left to the planner, a part that matches nothing but looks common — a marker no agent
+ * has — walked the whole primary key: 1 s at 100k agents.)
  */
 async function combined(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
-  let combos: { score: number; terms: string[] }[] = [{ score: 0, terms: filters === null ? [] : [filters] }];
-  for (const w of words) {
-    combos = combos.flatMap((c) => weighted(w).map((x) => ({ score: c.score + x.score, terms: [...c.terms, x.tsquery] })));
-  }
+  const parts = partsOf(words, filters).filter((part) => after === null || part.score <= after.score);
+  for (const part of parts) part.from = after !== null && part.score === after.score ? after.aid : null;
+  const all = and([...words.map((w) => group(w, '')), filters]);
+  const starts = [...new Set(parts.map((part) => part.from))];
+  const walked = new Map<number, Position[]>(parts.map((part) => [part.code, []]));
   const p = new Params();
-  const parts = combos
-    .filter((c) => after === null || c.score <= after.score)
-    .map((c) => {
-      const from = after !== null && c.score === after.score ? `and aid collate "C" > ${p.of(after.aid, 'text')}` : '';
-      return `(select aid, ${p.of(c.score, 'int')} as score from agents where search @@ ${p.of(c.terms.join(' & '), 'tsquery')}
-        ${from} order by aid collate "C" limit ${p.of(n, 'int')})`;
-    });
-  if (parts.length === 0) return [];
-  const rows = await sql.unsafe<{ aid: string; score: number }[]>(parts.join(' union all '), p.values);
-  return rows
-    .map((r) => ({ score: r.score, aid: r.aid }))
-    .sort(compare)
-    .slice(0, n);
+  const walks = starts.map((start) => `(${walk(p, words, all, start)})`).join(' union all ');
+  for (const row of await sql.unsafe<{ aid: string; code: number; start: string | null }[]>(walks, p.values)) {
+    const part = parts.find((x) => x.code === row.code);
+    if (part && part.from === row.start) walked.get(part.code)!.push({ score: part.score, aid: row.aid });
+  }
+  const full = parts.filter((part) => walked.get(part.code)!.length >= n);
+  const rare = parts.filter((part) => walked.get(part.code)!.length < n);
+  const found = full.flatMap((part) => walked.get(part.code)!.sort(compare).slice(0, n));
+  if (rare.length > 0) {
+    const q = new Params();
+    const text = rare.map((part) => `(${lookup(q, part, n)})`).join(' union all ');
+    for (const row of await sql.unsafe<{ aid: string; score: number }[]>(text, q.values)) found.push({ score: row.score, aid: row.aid });
+  }
+  return found.sort(compare).slice(0, n);
+}
+
+/** Every combination of weights for the words, with its score and its tsquery. */
+function partsOf(words: QueryWord[], filters: string | null): Part[] {
+  let parts: Part[] = [{ code: 0, score: 0, tsquery: filters ?? '', from: null }];
+  words.forEach((w, i) => {
+    parts = parts.flatMap((part) =>
+      weighted(w).map((x, k) => ({
+        code: part.code + k * 3 ** i,
+        score: part.score + x.score,
+        tsquery: part.tsquery === '' ? x.tsquery : `${part.tsquery} & ${x.tsquery}`,
+        from: null,
+      })),
+    );
+  });
+  return parts;
+}
+
+/** The next WALK agents in AID order after `start`: those matching every word, with their part's code. */
+function walk(p: Params, words: QueryWord[], all: string, start: string | null): string {
+  const code = words
+    .map(
+      (w, i) => `${3 ** i} * (case when search @@ ${p.of(group(w, MARK.A), 'tsquery')} then 0
+      when search @@ ${p.of(group(w, MARK.B), 'tsquery')} then 1 else 2 end)`,
+    )
+    .join(' + ');
+  const from = start === null ? '' : `where aid collate "C" > ${p.of(start, 'text')}`;
+  return `select aid, ${code} as code, ${start === null ? 'null::text' : p.of(start, 'text')} as start
+    from (select aid, search from agents ${from} order by aid collate "C" limit ${WALK}) w
+    where search @@ ${p.of(all, 'tsquery')}`;
+}
+
+/** A rare part's first `n`, found through the GIN index (`offset 0` keeps the order out of the scan). */
+function lookup(p: Params, part: Part, n: number): string {
+  const from = part.from === null ? '' : `and aid collate "C" > ${p.of(part.from, 'text')}`;
+  return `select aid, ${p.of(part.score, 'int')} as score
+    from (select aid from agents where search @@ ${p.of(part.tsquery, 'tsquery')} ${from} offset 0) g
+    order by aid collate "C" limit ${p.of(n, 'int')}`;
 }
 
 /** Where a word can match, as disjoint tsqueries: its best weight A, B, or C (descriptions only). */
