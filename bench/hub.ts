@@ -66,12 +66,15 @@ function idle(label: string, g: Growth, base: Growth): void {
   row(label, `${kib(g.rss)} RSS, ${kib(g.heap)} heap, ${kib(g.external)} ext`, `${(g.rss / base.rss).toFixed(1)}x RSS`);
 }
 
-/** The upstream cap for CONNECTION_MEMORY: half of what fits at the measured idle cost (the rest is headroom). */
-function upstreamCap(g: Growth): number {
-  const each = Math.max(g.rss, g.heap + g.external, 1024);
-  const fits = CONNECTION_MEMORY / each;
-  return 2 ** Math.floor(Math.log2(fits / 2));
-}
+/** Bytes one idle connection holds: RSS growth, or the heap's and external memory's when larger. */
+const each = (g: Growth) => Math.max(g.rss, g.heap + g.external, 1024);
+
+/**
+ * Upstreams that fit CONNECTION_MEMORY when every node holding one also holds a push stream and the
+ * relay's upload budget (frames being read) is full: (memory − upload budget) / (upstream + stream).
+ */
+const upstreamsThatFit = (upstream: Growth, stream: Growth) =>
+  Math.floor((CONNECTION_MEMORY - DEFAULT_LIMITS.uploadBytes) / (each(upstream) + each(stream)));
 
 export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
   const q = opts.quick;
@@ -134,9 +137,9 @@ async function idleSection(root: string, n: number): Promise<void> {
   idle('idle push stream (GET /relay/v2/stream)', streams, plainIdle);
   const upstreams = await idleUpstreams(root, n);
   idle('idle upstream (anet-relay-upstream)', upstreams, plainIdle);
-  const cap = upstreamCap(upstreams);
+  const fit = upstreamsThatFit(upstreams, streams);
   console.log(
-    `    upstream cap: today ${DEFAULT_LIMITS.upstreams}; ${(CONNECTION_MEMORY / 2 ** 30).toFixed(0)} GiB holds ${Math.floor(CONNECTION_MEMORY / Math.max(upstreams.rss, 1024)).toLocaleString('en')} idle upstreams at ${kib(upstreams.rss)} each; recommended cap ${cap.toLocaleString('en')} (half of that, to a power of two: headroom for frames being read and for the streams of the same nodes, ${kib(streams.rss)} each)`,
+    `    upstream cap today ${DEFAULT_LIMITS.upstreams}. ${(CONNECTION_MEMORY / 2 ** 30).toFixed(0)} GiB holds ${Math.floor(CONNECTION_MEMORY / each(upstreams)).toLocaleString('en')} idle upstreams alone; with the ${DEFAULT_LIMITS.uploadBytes / 2 ** 20} MiB upload budget full and a push stream beside each upstream, ${fit.toLocaleString('en')} (recommended cap: ${(Math.floor(fit / 1000) * 1000).toLocaleString('en')}, if the bytes of answered-awaiting frames get a hub-wide bound: up to 1 MiB each upstream today)`,
   );
 }
 

