@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
 import { currentKeys, signKeySet, verifyKeySet, NEW_KEY_EVERY_MS, KEY_VALID_MS } from '../src/relay/keyset.js';
 import { createIdentity, rotateIdentity } from '../src/identity/store.js';
-import { startHub } from '../src/hub/server.js';
+import { startTestHub } from './helpers/hub.js';
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
 
 const T = 1_800_000_000_000;
@@ -39,7 +39,7 @@ test('WIRE §4: the set verifies under the current key only; the hub refuses a s
   );
   t.deepEqual(verifyKeySet(set, id.kel, Date.now() + KEY_VALID_MS + 1), [], 'expired keys are not offered');
 
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0 });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0 });
   t.teardown(() => hub.close());
   const client = new HubClient(hub.url, id);
   await client.register('n', null);

@@ -11,7 +11,11 @@ import { tempDir } from '../helpers/tmp.js';
 import { until } from '../helpers/wait.js';
 import { runCli } from '../helpers/cli.js';
 import { startNet, rawPeer } from '../helpers/net.js';
-import { startHub, type Hub, type HubOptions } from '../../src/hub/server.js';
+import type { Hub, HubOptions } from '../../src/hub/server.js';
+import { startTestHub, onLevelDb } from '../helpers/hub.js';
+
+/** Writes a stopped hub's LevelDB: the embedded run only (a PostgreSQL hub's data dir says where its store is). */
+const levelDbTest = onLevelDb ? test : () => {};
 import { HubClient, HubRefusedError } from '../../src/hub-client/client.js';
 import { RelayClient } from '../../src/relay/client.js';
 import { Relay } from '../../src/hub/relay.js';
@@ -37,7 +41,7 @@ const fake = (to: string, size = 100) =>
 
 async function hubAt(t: ExecutionContext, opts: Partial<HubOptions> = {}): Promise<{ hub: Hub; root: string }> {
   const root = await tempDir(t);
-  const hub = await startHub({ dataDir: join(root, 'hub'), port: 0, ...opts });
+  const hub = await startTestHub({ dataDir: join(root, 'hub'), port: 0, ...opts });
   t.teardown(() => hub.close());
   return { hub, root };
 }
@@ -416,18 +420,21 @@ test('SPEC §11 (hostile): with --require-invite a new AID needs a single-use in
   t.is(answers.filter((x) => x === 'BAD_INVITE').length, 19);
 });
 
-test('SPEC §11 (hostile): anet hub invite with no hub running writes the token to its store; the hub honours it after a start', async (t) => {
-  const root = await tempDir(t);
-  const hubDir = join(root, 'hub');
-  let hub = await startHub({ dataDir: hubDir, port: 0, requireInvite: true });
-  await hub.close();
-  const minted = await runCli(['hub', 'invite', '--data', hubDir, '--json']);
-  t.is(minted.code, 0, minted.stderr);
-  const { token, via } = JSON.parse(minted.stdout);
-  t.is(via, 'store');
-  hub = await startHub({ dataDir: hubDir, port: 0, requireInvite: true });
-  t.teardown(() => hub.close());
-  const id = await createIdentity(join(root, 'n'), Date.now());
-  t.is((await signed(hub.url, id, 'POST', '/agents', registerBody(id))).body.error.code, 'INVITE_REQUIRED');
-  t.is((await signed(hub.url, id, 'POST', '/agents', registerBody(id, { invite: token }))).status, 200);
-});
+levelDbTest(
+  'SPEC §11 (hostile): anet hub invite with no hub running writes the token to its store; the hub honours it after a start',
+  async (t) => {
+    const root = await tempDir(t);
+    const hubDir = join(root, 'hub');
+    let hub = await startTestHub({ dataDir: hubDir, port: 0, requireInvite: true });
+    await hub.close();
+    const minted = await runCli(['hub', 'invite', '--data', hubDir, '--json']);
+    t.is(minted.code, 0, minted.stderr);
+    const { token, via } = JSON.parse(minted.stdout);
+    t.is(via, 'store');
+    hub = await startTestHub({ dataDir: hubDir, port: 0, requireInvite: true });
+    t.teardown(() => hub.close());
+    const id = await createIdentity(join(root, 'n'), Date.now());
+    t.is((await signed(hub.url, id, 'POST', '/agents', registerBody(id))).body.error.code, 'INVITE_REQUIRED');
+    t.is((await signed(hub.url, id, 'POST', '/agents', registerBody(id, { invite: token }))).status, 200);
+  },
+);
