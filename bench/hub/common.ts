@@ -39,7 +39,11 @@ export interface Answer {
   body: Buffer;
 }
 
-/** One HTTP request on `agent`; the whole answer. */
+/**
+ * One HTTP request on `agent`; the whole answer. A kept-alive socket the server closed as this request
+ * went out (its idle timeout, 5 s on node:http) fails with ECONNRESET: the request is sent again once on
+ * a new socket, as Node's documentation advises (request.reusedSocket).
+ */
 export function http(
   agent: Agent,
   base: string,
@@ -47,6 +51,7 @@ export function http(
   path: string,
   body?: Uint8Array,
   headers: Record<string, string> = {},
+  retried = false,
 ): Promise<Answer> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
@@ -67,7 +72,10 @@ export function http(
       },
     );
     req.setNoDelay(true);
-    req.on('error', reject);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (!retried && req.reusedSocket && err.code === 'ECONNRESET') resolve(http(agent, base, method, path, body, headers, true));
+      else reject(err);
+    });
     req.end(body);
   });
 }
