@@ -10,12 +10,14 @@
 // would order differently from the embedded index. And a weight label (`'w':A`) is checked only on recheck,
 // so the GIN index cannot find "the agents with `w` in a name" by it; a marker it finds directly.
 //
-// Scores (fields.ts) depend only on the weight each word reached, so a query of one or two words runs as
-// one AID-ordered part per combination of weights (A, B, C per word: `'^w':*`, `'+w':* & !'^w':*`,
-// `'w':* & !'^w':* & !'+w':*`): PostgreSQL walks the primary key for a common part and stops after a page,
-// or takes the GIN index for a rare one, and the page is the best of the parts' first rows. Longer queries
-// (few matches as a rule) score the agents some word reaches by a marker in SQL, then list the rest, all
-// at the lowest score, in AID order. Scores are integers, so the keyset cursor compares exactly.
+// Scores (fields.ts) depend only on the weight each word reached, so a query of one or two words is cut
+// into parts, one per combination of weights (A, B, C per word: `'^w':*`, `'+w':* & !'^w':*`,
+// `'w':* & !'^w':* & !'+w':*`), each all of one score and so in AID order. One bounded walk of the primary
+// key sorts what it reads into parts, which fills the common parts without reading every match of a common
+// word; the parts it left short are rare, and are read through the GIN index and sorted; the page is the
+// best of the parts' first rows. Longer queries (few matches as a rule) score the agents some word reaches
+// by a marker in SQL, then list the rest, all at the lowest score, in AID order. Scores are integers, so
+// the keyset cursor (score, aid) compares exactly.
 //
 // What the table needs for speed (measured, 10k agents): `aid text collate "C" primary key`, so the AID
 // order (code-unit order, as the embedded index sorts) is the primary key's (a search without words: 140 ms
@@ -124,7 +126,7 @@ class Params {
 }
 
 /** How many agents a walk in AID order reads before the parts it did not fill count as rare. */
-const WALK = 200;
+const WALK = 500;
 
 /** A combination of the weights the words reach: `code` has one base-3 digit a word (0 A, 1 B, 2 C). */
 interface Part {
