@@ -1,12 +1,12 @@
 // The embedded backend's mailboxes (src/hub/storage/types.ts MailboxStore, issue 19): sealed envelopes
-// kept in the hub's LevelDB for their recipient until it acknowledges them or they expire. Three
-// sublevels: `mail` (`<to>!<seq>` → {id, bytes, expires}: a recipient's envelopes, oldest first),
-// `mail-ids` (`<to>!<id>` → {seq, n, expires}: what the index in memory is rebuilt from) and `mail-exp`
-// (`<expires>!<to>!<seq>` → id: the sweep finds expired ones without reading any envelope). What is
-// kept is what the hub was given: the recipient and the ciphertext, never who sent it (WIRE §4).
+// kept in the hub's LevelDB for their recipient until it acknowledges them or they expire. Two
+// sublevels: `mail` (`<to>!<seq>` → {id, bytes, expires}: a recipient's envelopes, oldest first) and
+// `mail-exp` (`<expires>!<to>!<seq>` → {id, n}: the sweep finds expired ones without reading any
+// envelope, and the index in memory is rebuilt from it). What is kept is what the hub was given: the
+// recipient and the ciphertext, never who sent it (WIRE §4).
 //
 // This backend serves one process (LevelDB allows no other), so what is kept is also indexed in memory
-// (per recipient: id → seq, size, expiry; ~150 bytes an envelope), read from `mail-ids` at first use: a
+// (per recipient: id → seq, size, expiry; ~150 bytes an envelope), read from `mail-exp` at first use: a
 // put decides (a duplicate? room under the bounds?) and reserves before its first await, so no two puts
 // pass a bound together, and neither a put nor an ack reads the disk. Writes arriving while one is under
 // way share the next batch (as the node's Store.writeGrouped), in their stored form on the root database
@@ -58,7 +58,6 @@ const asBytes = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.byte
 
 export class LevelMailbox implements MailboxStore {
   private readonly mail: Sub;
-  private readonly ids: Sub;
   private readonly expiries: Sub;
   private readonly boxes = new Map<string, Box>();
   private readonly total = { envelopes: 0, bytes: 0 };
@@ -69,18 +68,19 @@ export class LevelMailbox implements MailboxStore {
   constructor(private readonly db: Level<string, unknown>) {
     const sub = (name: string) => db.sublevel<string, unknown>(name, { valueEncoding: msgpack }) as Sub;
     this.mail = sub('mail');
-    this.ids = sub('mail-ids');
     this.expiries = sub('mail-exp');
   }
 
-  /** The index, the counters and the last seq, from `mail-ids` (small records: no envelope is read). */
+  /** The index, the counters and the last seq, from `mail-exp` (small records: no envelope is read). */
   private load(): Promise<void> {
     this.loading ??= (async () => {
-      for await (const [key, value] of this.ids.iterator()) {
-        const rec = value as { seq: string; n: number; expires: number };
-        const bang = key.lastIndexOf('!');
-        this.index(key.slice(0, bang), key.slice(bang + 1), { ...rec, written: null, leaving: false });
-        this.lastSeq = Math.max(this.lastSeq, Number(rec.seq));
+      for await (const [key, value] of this.expiries.iterator()) {
+        const { id, n } = value as { id: string; n: number };
+        const first = key.indexOf('!');
+        const last = key.lastIndexOf('!');
+        const seq = key.slice(last + 1);
+        this.index(key.slice(first + 1, last), id, { seq, n, expires: Number(key.slice(0, first)), written: null, leaving: false });
+        this.lastSeq = Math.max(this.lastSeq, Number(seq));
       }
       this.loaded = true;
     })();
@@ -134,8 +134,7 @@ export class LevelMailbox implements MailboxStore {
     this.index(to, id, entry);
     entry.written = this.write([
       this.put_(this.mail, `${to}!${seq}`, { id, bytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), expires }),
-      this.put_(this.ids, `${to}!${id}`, { seq, n, expires }),
-      this.put_(this.expiries, `${timeKey(expires)}!${to}!${seq}`, id),
+      this.put_(this.expiries, `${timeKey(expires)}!${to}!${seq}`, { id, n }),
     ]);
     try {
       await entry.written;
@@ -156,9 +155,8 @@ export class LevelMailbox implements MailboxStore {
     e.expires = expires;
     await this.write([
       this.put_(this.mail, `${to}!${e.seq}`, { ...kept, expires }),
-      this.put_(this.ids, `${to}!${id}`, { seq: e.seq, n: e.n, expires }),
       this.del_(this.expiries, `${timeKey(before)}!${to}!${e.seq}`),
-      this.put_(this.expiries, `${timeKey(expires)}!${to}!${e.seq}`, id),
+      this.put_(this.expiries, `${timeKey(expires)}!${to}!${e.seq}`, { id, n: e.n }),
     ]);
   }
 
@@ -196,12 +194,8 @@ export class LevelMailbox implements MailboxStore {
     // A put still being written lands first (its batch is queued before ours or is ours).
     await Promise.all(going.map(([, e]) => e.written));
     const ops: RawOp[] = [];
-    for (const [id, e] of going)
-      ops.push(
-        this.del_(this.mail, `${to}!${e.seq}`),
-        this.del_(this.ids, `${to}!${id}`),
-        this.del_(this.expiries, `${timeKey(e.expires)}!${to}!${e.seq}`),
-      );
+    for (const [, e] of going)
+      ops.push(this.del_(this.mail, `${to}!${e.seq}`), this.del_(this.expiries, `${timeKey(e.expires)}!${to}!${e.seq}`));
     try {
       await this.write(ops);
     } catch (err) {
@@ -219,10 +213,10 @@ export class LevelMailbox implements MailboxStore {
       // Expired at `now`: expires <= now, so every key below the next millisecond's.
       const due = new Map<string, string[]>();
       const keys: string[] = [];
-      for await (const [key, id] of this.expiries.iterator({ lt: timeKey(now + 1), limit: SWEEP_BATCH })) {
+      for await (const [key, value] of this.expiries.iterator({ lt: timeKey(now + 1), limit: SWEEP_BATCH })) {
         const rest = key.slice(key.indexOf('!') + 1);
         const to = rest.slice(0, rest.lastIndexOf('!'));
-        due.set(to, [...(due.get(to) ?? []), id as string]);
+        due.set(to, [...(due.get(to) ?? []), (value as { id: string }).id]);
         keys.push(key);
       }
       for (const [to, ids] of due) swept += await this.remove(to, ids, now);
