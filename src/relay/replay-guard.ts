@@ -10,8 +10,9 @@
 // run harmless (a task id seen before is answered, never run twice).
 //
 // The bound. Messages may live 7 days (MAX_MESSAGE_TTL_MS), so the guard keeps at most `bound` mids
-// (1,000,000 by default: about 100 bytes each on disk with their indexes, ~100 MB at the bound; a node
-// receives that many only in a flood, at ~1.6 messages a second for 7 days). Past the bound the oldest-sent
+// (1,000,000 by default; measured, about 130 bytes each on disk with their indexes: ~130 MB at the bound,
+// counted in ~2.5 s at start). A node holds that many only in a flood: 1.6 week-long messages (text
+// tasks) a second for a week, or 1,100 calls a second for their 15 minutes. Past the bound the oldest-sent
 // mids are forgotten, and the newest `ts` among them becomes the floor (`~floor`, written in the same
 // batch): from then on a message sent at or before the floor is refused as a possible replay. A replay is
 // therefore never accepted; what a flood costs is that old mail (sent at or before the floor) is refused
