@@ -6,7 +6,7 @@
 // `x-anet-ack`) still has each envelope deleted once pushed; the bounds answer QUEUE_FULL; the hub's
 // data dir never holds a plaintext byte or the sender. Real hubs and daemons on loopback, the test clock.
 import test, { type ExecutionContext } from 'ava';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -401,4 +401,30 @@ test('issue 19: an envelope over the upstream limit is kept and pushed like any 
   await until(() => stream.got.length === 1, 'pushed at attach');
   t.deepEqual(frame(stream.got[0]!), frame(big));
   t.deepEqual(await kept(hub, bob.aid), [mailId(big)], 'kept until acknowledged (x-anet-ack: 1)');
+});
+
+test('issue 19, SPEC §11: a node on a hub from before acknowledgements (404 NOT_FOUND on the ack route) stops acknowledging, quietly', async (t) => {
+  const root = await tempDir(t);
+  const me = await createIdentity(join(root, 'me'), Date.now());
+  const asked: string[] = [];
+  const old = createServer((req, res) => {
+    asked.push(`${req.method} ${req.url}`);
+    req.resume();
+    res
+      .writeHead(404, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url}` } }));
+  });
+  await new Promise<void>((r) => old.listen(0, '127.0.0.1', r));
+  t.teardown(() => old.close());
+  const lines: string[] = [];
+  const client = new RelayClient(`http://127.0.0.1:${(old.address() as { port: number }).port}`, me, () => {});
+  client.log = (l) => lines.push(l);
+  t.teardown(() => client.close());
+  client.ack('a'.repeat(64));
+  await client.flushAcks();
+  t.deepEqual(asked, ['POST /relay/v2/ack']);
+  client.ack('b'.repeat(64));
+  await client.flushAcks();
+  t.deepEqual(asked, ['POST /relay/v2/ack'], 'not asked again');
+  t.deepEqual(lines, [], 'and nothing logged');
 });
