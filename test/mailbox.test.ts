@@ -428,3 +428,23 @@ test('issue 19, SPEC §11: a node on a hub from before acknowledgements (404 NOT
   t.deepEqual(asked, ['POST /relay/v2/ack'], 'not asked again');
   t.deepEqual(lines, [], 'and nothing logged');
 });
+
+test('issue 19, SPEC §11: a message whose handler fails is not acknowledged and comes again on the next stream; failing twice, it is let go', async (t) => {
+  const net = await startNet(t);
+  const p = await rawPeer(t, net, 'p');
+  const x = await rawPeer(t, net, 'x');
+  let runs = 0;
+  p.messenger.on('test.fails', () => {
+    runs++;
+    throw new Error('this handler always fails');
+  });
+  await x.messenger.send(p.aid, 'test.fails', toBody({ n: 1 }));
+  await until(() => runs === 1, 'the first run');
+  t.is((await kept(net.hub, p.aid, net.clock.now())).length, 1, 'not acknowledged: still kept');
+  // The hub restarts: p's stream opens again and the hub pushes what p has not acknowledged.
+  const hub = await restartHub(t, net, net.hub);
+  await until(() => runs === 2, 'the second run, from the next stream');
+  await until(async () => (await kept(hub, p.aid, net.clock.now())).length === 0, 'let go after failing twice');
+  t.is(p.messenger.stats.refused.HANDLER_FAILED, 1);
+  t.is(runs, 2);
+});

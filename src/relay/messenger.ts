@@ -8,7 +8,8 @@
 // call or the local agent, runs apart after that step) — and the store is synced (ReplayGuard.commit), or
 // once it was refused for good (replayed, expired, undecryptable, not for us: sending it again cannot
 // help). A handler that fails leaves its message unacknowledged and its mid forgotten, so the copy the hub
-// pushes again (at the next stream, or after a restart) is handled afresh.
+// pushes again (at the next stream, or after a restart) is handled afresh; one that fails on it again
+// lets it go (acknowledged, counted HANDLER_FAILED).
 import type { CborValue } from '../identity/cbor.js';
 import { encodeKel } from '../identity/kel.js';
 import type { Identity } from '../identity/store.js';
@@ -61,6 +62,8 @@ export class Messenger {
   private readonly bus: Bus<{ bytes: Uint8Array; at: number; id: string }>;
   /** Mail ids of envelopes taken and not yet handled: a copy pushed again meanwhile waits for the first. */
   private readonly handling = new Set<string>();
+  /** Mail ids whose handler failed once since start (bounded). */
+  private readonly failedOnce = new Set<string>();
   private readonly handlers = new Map<string, MessageHandler>();
   private ownKeys = new Map<string, X25519KeyPair>();
   private keySet: Uint8Array | null = null;
@@ -161,7 +164,7 @@ export class Messenger {
 
   private async receive(bytes: Uint8Array, at: number, id: string): Promise<void> {
     try {
-      if (await this.handle(bytes, at)) this.relay.ack(id);
+      if (await this.handle(bytes, at, id)) this.relay.ack(id);
     } finally {
       this.handling.delete(id);
     }
@@ -171,7 +174,7 @@ export class Messenger {
    * Opens and handles one envelope: true when it may be acknowledged (handled, or refused for good);
    * throws when its handler failed (its mid is forgotten, so the copy the hub pushes again is taken).
    */
-  private async handle(bytes: Uint8Array, at: number): Promise<boolean> {
+  private async handle(bytes: Uint8Array, at: number, id: string): Promise<boolean> {
     let m: Received;
     try {
       m = await openEnvelope(bytes, {
@@ -193,8 +196,17 @@ export class Messenger {
       try {
         await handler({ ...m, at });
       } catch (err) {
-        await this.guard.release(m.mid, m.exp, m.ts).catch(() => {});
-        throw err;
+        // Failing again on the same envelope (pushed again at the next stream), it would fail at every
+        // stream for the mailbox TTL, holding a place in the mailbox: the second failure lets it go.
+        if (this.failedOnce.delete(id)) {
+          this.count('HANDLER_FAILED');
+          this.opts.log(`a ${m.type} message failed twice in its handler and was dropped: ${(err as Error).message}`);
+        } else {
+          if (this.failedOnce.size >= 10_000) this.failedOnce.clear();
+          this.failedOnce.add(id);
+          await this.guard.release(m.mid, m.exp, m.ts).catch(() => {});
+          throw err;
+        }
       }
     }
     this.guard.done(m.mid);
