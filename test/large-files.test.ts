@@ -15,7 +15,9 @@ import { until } from './helpers/wait.js';
 import { startSampleService, type SampleHandler } from '../src/service/sample.js';
 import { validateConfig } from '../src/config/load.js';
 import { formatProblem } from '../src/config/problem.js';
-import { Relay, DEFAULT_LIMITS } from '../src/hub/relay.js';
+import { Level } from 'level';
+import { LevelMailbox } from '../src/hub/storage/level-mailbox.js';
+import { Relay, DEFAULT_LIMITS, type RelayLimits } from '../src/hub/relay.js';
 import { MAX_ENVELOPE, MAX_MESSAGE, fileBytesThatFit } from '../src/protocol/relay.js';
 import { RelayClient } from '../src/relay/client.js';
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
@@ -165,19 +167,30 @@ const envelope = (from: Identity, to: Identity, size: number) =>
     { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body: 'x'.repeat(size) },
   ).bytes;
 
+/** A relay keeping mail in a LevelDB of its own, for any recipient (the hub keeps it for its own nodes). */
+async function relayOn(t: ExecutionContext, now: () => number, limits: Partial<RelayLimits>): Promise<Relay> {
+  const db = new Level<string, unknown>(join(await tempDir(t), 'mail'));
+  await db.open();
+  t.teardown(() => db.close());
+  const relay = new Relay(now, limits, { mailbox: new LevelMailbox(db), agents: { isRecipient: async () => true } });
+  t.teardown(() => relay.close());
+  return relay;
+}
+
 test('SPEC §11: the offline queue is bounded in bytes per recipient, and a send past it is refused QUEUE_FULL like a full count', async (t) => {
   t.timeout(120_000);
   const net = await startNet(t);
   const [alice, bob] = await identities(t);
   await onHub(t, net, bob!);
-  const large = envelope(alice!, bob!, MAX_MESSAGE - 4096);
-  t.true(large.length > MAX_MESSAGE && large.length <= MAX_ENVELOPE, 'a largest envelope: a 16 MiB padded message');
+  // Three distinct ones: the same bytes sent again are one envelope, kept once.
+  const [large, large2, large3] = [0, 1, 2].map(() => envelope(alice!, bob!, MAX_MESSAGE - 4096));
+  t.true(large!.length > MAX_MESSAGE && large!.length <= MAX_ENVELOPE, 'a largest envelope: a 16 MiB padded message');
   const sender = new RelayClient(net.hub.url, alice!, () => {});
   t.teardown(() => sender.close());
-  t.is(await sender.send(large), 'queued');
-  t.is(await sender.send(large), 'queued');
+  t.is(await sender.send(large!), 'queued');
+  t.is(await sender.send(large2!), 'queued');
   // Two largest envelopes fill bob's byte budget long before its count of 1000.
-  const err = await t.throwsAsync(sender.send(large), { instanceOf: HubRefusedError });
+  const err = await t.throwsAsync(sender.send(large3!), { instanceOf: HubRefusedError });
   t.is(err!.status, 429);
   t.is(err!.code, 'QUEUE_FULL');
   t.is(await sender.send(envelope(alice!, bob!, 10)), 'queued', 'a small envelope still fits the bytes left');
@@ -188,29 +201,30 @@ test('SPEC §11: the offline queue is bounded in bytes per recipient, and a send
 test("SPEC §11: the byte bound and the count bound each give 'full'; expired envelopes free their bytes", async (t) => {
   const [alice, bob] = await identities(t);
   let now = 1_000;
-  const small = envelope(alice!, bob!, 10);
-  const relay = new Relay(() => now, {
+  // Distinct envelopes of one size (the same bytes sent again are one envelope, kept once).
+  const small = () => envelope(alice!, bob!, 10);
+  const relay = await relayOn(t, () => now, {
     perRecipient: 3,
-    perRecipientBytes: 2 * small.length,
+    perRecipientBytes: 2 * small().length,
     totalBytes: MAX_ENVELOPE,
     uploadBytes: MAX_ENVELOPE,
     ttlMs: 1000,
   });
-  t.is(relay.accept(small), 'queued');
-  t.is(relay.accept(small), 'queued');
-  t.is(relay.accept(small), 'full', 'the bytes are used up (the count is not)');
+  t.is(await relay.accept(small()), 'queued');
+  t.is(await relay.accept(small()), 'queued');
+  t.is(await relay.accept(small()), 'full', 'the bytes are used up (the count is not)');
   now += 1001;
-  t.is(relay.accept(small), 'queued', 'expired envelopes no longer count');
-  const byCount = new Relay(() => now, {
+  t.is(await relay.accept(small()), 'queued', 'expired envelopes no longer count');
+  const byCount = await relayOn(t, () => now, {
     perRecipient: 1,
     perRecipientBytes: MAX_ENVELOPE,
     totalBytes: MAX_ENVELOPE,
     uploadBytes: MAX_ENVELOPE,
     ttlMs: 1000,
   });
-  t.is(byCount.accept(small), 'queued');
-  t.is(byCount.accept(small), 'full', 'the count bound still holds');
-  t.is(relay.accept(envelope(bob!, alice!, 10)), 'queued', 'per recipient: another one has its own budget');
+  t.is(await byCount.accept(small()), 'queued');
+  t.is(await byCount.accept(small()), 'full', 'the count bound still holds');
+  t.is(await relay.accept(envelope(bob!, alice!, 10)), 'queued', 'per recipient: another one has its own budget');
 });
 
 test('SPEC §11: queued bytes are bounded for all recipients together (anonymous senders can name any AID), and expired ones are swept to make room', async (t) => {
@@ -218,7 +232,7 @@ test('SPEC §11: queued bytes are bounded for all recipients together (anonymous
   const [alice, ...ids] = await Promise.all(['alice', 'a', 'b', 'c', 'd'].map((name) => createIdentity(join(root, name), Date.now())));
   let now = 1_000;
   const one = envelope(alice!, ids[0]!, 10);
-  const relay = new Relay(() => now, {
+  const relay = await relayOn(t, () => now, {
     perRecipient: 100,
     perRecipientBytes: MAX_ENVELOPE,
     totalBytes: 3 * one.length,
@@ -226,15 +240,12 @@ test('SPEC §11: queued bytes are bounded for all recipients together (anonymous
     ttlMs: 1000,
   });
   // Three recipients, one envelope each: the hub-wide budget is used up although each queue has room.
-  t.deepEqual(
-    [0, 1, 2].map((i) => relay.accept(envelope(alice!, ids[i]!, 10))),
-    ['queued', 'queued', 'queued'],
-  );
+  t.deepEqual(await Promise.all([0, 1, 2].map((i) => relay.accept(envelope(alice!, ids[i]!, 10)))), ['queued', 'queued', 'queued']);
   t.is(relay.queuedBytes(), 3 * one.length);
-  t.is(relay.accept(envelope(alice!, ids[3]!, 10)), 'full', 'a fourth recipient finds no room left');
+  t.is(await relay.accept(envelope(alice!, ids[3]!, 10)), 'full', 'a fourth recipient finds no room left');
   now += 1001;
   // Nobody touches the first three queues again: the sweep finds them expired and frees their bytes.
-  t.is(relay.accept(envelope(alice!, ids[3]!, 10)), 'queued');
+  t.is(await relay.accept(envelope(alice!, ids[3]!, 10)), 'queued');
   t.is(relay.queuedBytes(), one.length);
   t.is(relay.stats.expired, 3);
 });
@@ -243,7 +254,7 @@ test("SPEC §11: a recipient that stops reading its stream gets no more than its
   t.timeout(60_000);
   const [alice, bob] = await identities(t);
   const limit = 4 * MIB;
-  const relay = new Relay(Date.now, {
+  const relay = await relayOn(t, Date.now, {
     perRecipient: 1000,
     perRecipientBytes: limit,
     totalBytes: 64 * MIB,
@@ -252,18 +263,15 @@ test("SPEC §11: a recipient that stops reading its stream gets no more than its
   });
   const server = createServer((req, res) => relay.attach(bob!.aid, req, res));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  t.teardown(() => {
-    relay.close();
-    server.close();
-  });
+  t.teardown(() => server.close());
   const port = (server.address() as { port: number }).port;
   // The recipient opens its stream and never reads from it.
   const response = await new Promise<IncomingMessage>((r) => httpGet({ host: '127.0.0.1', port }, r));
   response.pause();
-  const big = envelope(alice!, bob!, MIB - 4096);
   const outcomes: string[] = [];
   for (let i = 0; i < 200 && !outcomes.includes('full'); i++) {
-    outcomes.push(relay.accept(big));
+    // Distinct envelopes: the same bytes again would be one envelope, kept once.
+    outcomes.push(await relay.accept(envelope(alice!, bob!, MIB - 4096)));
     await new Promise((r) => setImmediate(r));
   }
   t.true(outcomes.includes('full'), `the hub stopped pushing to a stream nobody reads (after ${outcomes.length} sends)`);

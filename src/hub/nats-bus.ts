@@ -59,7 +59,7 @@ export class NatsBus implements RelayBus {
   }
 
   /** This replica holds `to`'s stream: pushes and mail notices for it come here until the release. */
-  hold(to: string, push: (bytes: Uint8Array) => boolean, flush: () => void = () => {}): () => void {
+  hold(to: string, push: (bytes: Uint8Array) => boolean, flush: () => void): () => void {
     for (const s of this.held.get(to)?.subs ?? []) s.unsubscribe();
     const subs = [
       this.nc.subscribe(`${PUSH}.${to}`, {

@@ -68,15 +68,16 @@ export const DEFAULT_LIMITS: RelayLimits = {
 };
 
 /**
- * Hub replicas' messaging (NATS; the hub works without one). `deliver` asks the replica holding `to`'s
- * stream to push `bytes` (true when one did); `hold` is called when a stream attaches here, so `push`
- * reaches it from other replicas (its result releases it, called when the stream closes); `mail` tells
- * the replica holding `to`'s stream that mail was kept for it (it then lists the mailbox and pushes what
- * that stream has not had). Envelopes over UPSTREAM_MAX never ride the bus: they are kept, then `mail`.
+ * Hub replicas' messaging (NATS, src/hub/nats-bus.ts; the hub works without one). `deliver` asks the
+ * replica holding `to`'s stream to push `bytes` (true when one did); `hold` is called when a stream
+ * attaches here, so `push` reaches it from other replicas and `flush` (list the mailbox, push what that
+ * stream has not had) runs on a mail notice, once the bus has the subscription, and after the bus comes
+ * back (its result releases it, called when the stream closes); `mail` tells the replica holding `to`'s
+ * stream that mail was kept for it. Envelopes over UPSTREAM_MAX never ride the bus: they are kept, then `mail`.
  */
 export interface RelayBus {
   deliver(to: string, bytes: Uint8Array): Promise<boolean>;
-  hold(to: string, push: (bytes: Uint8Array) => boolean): () => void;
+  hold(to: string, push: (bytes: Uint8Array) => boolean, flush: () => void): () => void;
   mail(to: string): void;
   close(): Promise<void>;
 }
@@ -442,7 +443,12 @@ export class Relay {
       release: () => {},
     };
     this.streams.set(aid, stream);
-    stream.release = this.bus?.hold(aid, (bytes) => this.pushLocal(aid, bytes)) ?? (() => {});
+    stream.release =
+      this.bus?.hold(
+        aid,
+        (bytes) => this.pushLocal(aid, bytes),
+        () => void this.flush(aid),
+      ) ?? (() => {});
     const detach = () => {
       if (this.streams.get(aid) !== stream) return;
       this.streams.delete(aid);

@@ -160,8 +160,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     close: async () => {
       clearInterval(sweeper);
       await unlink(hubRunFile(opts.dataDir)).catch(() => {});
-      relay.close();
-      await bus?.close();
+      // The relay closes its bus (replicas) and lets the mailbox writes under way finish.
+      await relay.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await ledger.idle();

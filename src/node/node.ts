@@ -220,7 +220,7 @@ export class Node {
         (err) => this.log(`renewing contact credentials: ${(err as Error).message}`),
       );
     } catch (err) {
-      messenger.close();
+      await messenger.close();
       throw err;
     }
     return messenger;
@@ -327,7 +327,8 @@ export class Node {
     this.stopping.abort();
     this.caller.close();
     const messenger = await this.messenger?.catch(() => null);
-    messenger?.close();
+    // Before the store closes: the last acknowledgements go out after their synced write.
+    await messenger?.close();
     await this.runtime?.close();
     await this.store.close();
   }

@@ -132,7 +132,7 @@ export async function rawPeer(t: ExecutionContext, net: Net, name: string, opts:
     messenger.on(type, (m) => void received.push({ type: m.type, body: fromBody(m.body) ?? {}, raw: m.body }));
   if (opts.connect ?? !opts.identityOf) await messenger.start();
   t.teardown(async () => {
-    messenger.close();
+    await messenger.close();
     await store.close();
   });
   return { aid: identity.aid, identity, messenger, received };

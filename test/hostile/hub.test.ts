@@ -18,6 +18,8 @@ import { startTestHub, onLevelDb } from '../helpers/hub.js';
 const levelDbTest = onLevelDb ? test : () => {};
 import { HubClient, HubRefusedError } from '../../src/hub-client/client.js';
 import { RelayClient } from '../../src/relay/client.js';
+import { Level } from 'level';
+import { LevelMailbox } from '../../src/hub/storage/level-mailbox.js';
 import { Relay } from '../../src/hub/relay.js';
 import { MAX_ENVELOPE, UPSTREAM_MAX, frame } from '../../src/protocol/relay.js';
 import { signRequest } from '../../src/protocol/hub-auth.js';
@@ -207,7 +209,10 @@ test("SPEC §11 (hostile): one client's send bodies hold at most its share of th
 });
 
 test("SPEC §11 (hostile): upstream frames that stall after their header hold no budget; another upstream's frame is accepted", async (t) => {
-  const relay = new Relay(Date.now, { uploadBytes: 1 * MIB });
+  const db = new Level<string, unknown>(join(await tempDir(t), 'mail'));
+  await db.open();
+  t.teardown(() => db.close());
+  const relay = new Relay(Date.now, { uploadBytes: 1 * MIB }, { mailbox: new LevelMailbox(db), agents: { isRecipient: async () => true } });
   let headers = 0;
   const server = createServer({ allowHalfOpen: true }, (socket) => {
     socket.on('data', () => headers++);

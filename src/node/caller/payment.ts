@@ -17,7 +17,7 @@ import type { ActorHost } from '../../runtime/host.js';
 import { payment, type Payment } from '../../actors/payment.js';
 import { autoSpend } from '../../actors/spend.js';
 import { toBody } from '../../protocol/body.js';
-import { MAX_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
+import { PROMPT_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
 import { checkQuote, QUOTE_SECONDS, X402_VERSION, type PaymentRequirements } from '../../protocol/quote.js';
 import { signAuthorization } from '../../protocol/authorization.js';
 import { crashPoint } from '../../util/crash.js';
@@ -81,7 +81,8 @@ export interface PayerParts {
   signedPrice: (aid: string, skillId: string) => Promise<SignedPrice | { why: string }>;
 }
 
-const MESSAGE_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
+// A payment is part of a call: its messages live as a call's do, not as long as mail for an offline node.
+const MESSAGE_TTL_MS = PROMPT_MESSAGE_TTL_MS - 60_000;
 
 /** What the caller needs to know of a task to pay it. */
 export interface Payable {
