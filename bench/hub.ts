@@ -99,7 +99,10 @@ export async function benchHub(opts: { quick: boolean }): Promise<boolean> {
   const nats = await startNats();
   if (!nats) console.log('nats-server not found: the 2-replica relay is not measured (apt-get install -y nats-server)');
   // Stopped by a signal: the database and the bus go too (the hubs exit when this process does).
-  const onSignal = () => void Promise.allSettled([nats?.stop(), pg?.stop(), plain.stop()]).finally(() => process.exit(130));
+  const onSignal = () => {
+    setTimeout(() => process.exit(130), 5000).unref();
+    void Promise.allSettled([nats?.stop(), pg?.stop(), plain.stop()]).finally(() => process.exit(130));
+  };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   let ok = true;

@@ -22,6 +22,9 @@ export interface RelayFigures {
   failed: string | null;
 }
 
+/** A configuration that has not finished after this long is reported stuck, where it was. */
+const STUCK_MS = 150_000;
+
 /** Registers `who` and publishes a key set for `key` (so the hub keeps mail for it, on any replica). */
 async function recipientOn(url: string, who: Identity, kid: Uint8Array, publicKey: Uint8Array): Promise<void> {
   const agent = keepAlive(1);
@@ -50,7 +53,10 @@ async function run(
   const recipient = memoryIdentity();
   const key = generateX25519();
   const kid = new Uint8Array(16).fill(7);
-  await recipientOn(sendHub.url, recipient, kid, key.publicKey);
+  // Where the run is, for the line that says why it stopped (a stuck step is reported, not waited on).
+  let step = 'registering the recipient and publishing its keys';
+  let sent = 0;
+  let answered = 0;
   let arrived = 0;
   let wake: (() => void) | null = null;
   // The recipient acknowledges each envelope, as a node does once it journaled it (acks go in batches).
@@ -59,7 +65,6 @@ async function run(
     receiver.ack(id);
     wake?.();
   });
-  await receiver.connect();
   const out = new RelayClient(sendHub.url, sender, () => {});
   const seal = (k: number) =>
     Array.from(
@@ -103,7 +108,9 @@ async function run(
   const sendOne = async (bytes: Uint8Array): Promise<void> => {
     for (;;) {
       try {
+        sent++;
         await out.send(bytes);
+        answered++;
         return;
       } catch (err) {
         if (!(err instanceof HubRefusedError && err.code === 'QUEUE_FULL') || ++retries > 100_000) throw err;
@@ -111,27 +118,48 @@ async function run(
       }
     }
   };
-  try {
+  const body = async () => {
+    await recipientOn(sendHub.url, recipient, kid, key.publicKey);
+    step = "opening the recipient's stream";
+    await receiver.connect();
+    step = 'warm-up: 200 envelopes';
     await through(seal(200)); // warm-up, and the upstream opened
     for (let r = 0; r < rounds; r++) {
+      step = `round ${r + 1}: baseline`;
       const base = await postRate(plain, n, 32);
       const envelopes = seal(n);
       const cpu0 = await Promise.all(hubs.map((h) => h.cpu()));
       retries = 0;
+      step = `round ${r + 1}: ${n} envelopes`;
       const t0 = performance.now();
       await through(envelopes);
       const perSec = n / ((performance.now() - t0) / 1000);
       // The hub's CPU counts the acks too: sent now, as a node sends the last batch.
+      step = `round ${r + 1}: the last acks`;
       await receiver.flushAcks();
       const cpu1 = await Promise.all(hubs.map((h) => h.cpu()));
       const cpuUs = cpu1.reduce((s, c, i) => s + c - cpu0[i]!, 0) / n;
       figures.rounds.push({ perSec, cpuUs, base: base.perSec, baseCpuUs: base.cpuUs, retries });
     }
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new Error(`no end after ${STUCK_MS / 1000} s, at: ${step} (envelopes sent ${sent}, answered ${answered}, arrived ${arrived})`),
+        ),
+      STUCK_MS,
+    );
+  });
+  try {
+    await Promise.race([body(), stuck]);
   } catch (err) {
     figures.failed = (err as Error).message;
   } finally {
+    clearTimeout(timer);
     out.close();
-    receiver.close();
+    await receiver.close();
   }
   return figures;
 }
