@@ -36,6 +36,12 @@ export class HubRefusedError extends Error {
   }
 }
 
+/** A connection reset or closed under a request (undici names the cause's code). */
+function isReset(err: unknown): boolean {
+  const code = ((err as Error)?.cause as { code?: string } | undefined)?.code;
+  return code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET';
+}
+
 export interface SearchResult {
   agents: { aid: string; name: string; card: string; kel: string; updatedAt: number }[];
   next: string | null;
@@ -54,16 +60,24 @@ export class HubClient {
   private async request(method: string, path: string, body?: unknown, signed = false): Promise<Response> {
     const raw = body instanceof Uint8Array;
     const bytes = body === undefined ? new Uint8Array() : raw ? Buffer.from(body) : Buffer.from(JSON.stringify(body));
-    const headers: Record<string, string> = { 'content-type': raw ? 'application/cbor' : 'application/json' };
-    if (signed) {
-      if (!this.identity) throw new Error('a signed hub request needs the node identity');
-      Object.assign(headers, signRequest(this.identity.signer, this.identity.aid, method, path, bytes, this.now()));
-    }
     let res: Response;
-    try {
-      res = await fetch(`${this.base}${path}`, { method, headers, ...(body === undefined ? {} : { body: bytes }) });
-    } catch (err) {
-      throw new HubUnreachableError(this.base, err);
+    for (let attempt = 1; ; attempt++) {
+      const headers: Record<string, string> = { 'content-type': raw ? 'application/cbor' : 'application/json' };
+      if (signed) {
+        if (!this.identity) throw new Error('a signed hub request needs the node identity');
+        // Signed afresh for a second attempt: the first one's nonce may have reached the hub.
+        Object.assign(headers, signRequest(this.identity.signer, this.identity.aid, method, path, bytes, this.now()));
+      }
+      try {
+        res = await fetch(`${this.base}${path}`, { method, headers, ...(body === undefined ? {} : { body: bytes }) });
+        break;
+      } catch (err) {
+        // A kept-alive connection the hub closed just as this request went out resets it. Every hub route
+        // may be asked again (reads; writes by content; ledger ops by their own nonce; an invite makes
+        // another token at worst): one more try on a new connection.
+        if (attempt === 1 && isReset(err)) continue;
+        throw new HubUnreachableError(this.base, err);
+      }
     }
     if (!res.ok) {
       const { code, message } = hubError(res.status, await res.text());
