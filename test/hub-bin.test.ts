@@ -124,6 +124,12 @@ test('SPEC §11: anet-hub runs the hub alone: a node registers, the operator min
     [...packages].some((name) => name.startsWith('@modelcontextprotocol/')),
     `packages loaded: ${[...packages].join(' ')}`,
   );
+  // Issue 19: the PostgreSQL client and NATS are loaded only by a hub started with --db / --bus.
+  t.false(
+    [...packages].some((name) => name === 'postgres' || name.startsWith('@nats-io/')),
+    `the embedded hub loaded a replica's packages: ${[...packages].join(' ')}`,
+  );
+  t.log(`anet-hub start loaded ${ours.size} of our files and ${packages.size} packages: ${[...packages].sort().join(' ')}`);
 });
 
 test('SPEC §12: anet-hub help, and a usage error exits 2 naming anet-hub help', (t) => {
