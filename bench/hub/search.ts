@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { startHub } from '../../src/hub/server.js';
 import { encodeKel } from '../../src/identity/kel.js';
 import type { AgentRecord } from '../../src/hub/storage/types.js';
-import { type Child, childHub, http, keepAlive, kib, memoryIdentity, ms, pct, pool, row } from './common.js';
+import { type Child, childHub, http, keepAlive, memoryIdentity, ms, pct, pool, row } from './common.js';
 
 /** A small seeded generator (mulberry32): the same agent i on every run and size. */
 function random(seed: number): () => number {
@@ -278,7 +278,7 @@ export function printSearch(f: SearchFigures, ok: { p50: number; p99: number }):
       `${(pct(k.latencies, 50) / b50).toFixed(1)}x p50`,
     );
   console.log(
-    `    (${f.all.length} searches; written at ${f.fillPerSec.toFixed(0)} agents/s through storage.agents.put; first for "translate": ${f.firstForTranslate}; hub start ${f.startMs.toFixed(0)} ms in startHub, ${f.readyMs.toFixed(0)} ms to ready from fork; hub RSS ${kib(f.rss)} (${(f.rss / 2 ** 20).toFixed(0)} MiB), heap ${(f.heap / 2 ** 20).toFixed(0)} MiB)`,
+    `    (${f.all.length} searches; written at ${f.fillPerSec.toFixed(0)} agents/s through storage.agents.put; first for "translate": ${f.firstForTranslate}; hub start ${f.startMs.toFixed(0)} ms in startHub, ${f.readyMs.toFixed(0)} ms to ready from fork; hub RSS ${(f.rss / 2 ** 20).toFixed(0)} MiB, heap ${(f.heap / 2 ** 20).toFixed(0)} MiB)`,
   );
   return pass;
 }
