@@ -185,8 +185,26 @@ export function decodeKel(bytes: Uint8Array): SignedEvent[] {
 }
 
 /** Checks every rule of WIRE.md §2 and returns the resulting key state. */
+/** KELs validated from bytes, by those bytes: a hub checks the same few hundred bytes on every signed request. */
+const validated = new Map<string, KelState>();
+const VALIDATED_MAX = 4096;
+
 export function validateKel(input: Uint8Array | SignedEvent[]): KelState {
-  const events = input instanceof Uint8Array ? decodeKel(input) : input;
+  if (!(input instanceof Uint8Array)) return validateEvents(input);
+  // The same bytes always validate to the same state (a pure function of them); only successes are kept,
+  // frozen, so no holder can change what another is handed.
+  const key = Buffer.from(input.buffer, input.byteOffset, input.byteLength).toString('latin1');
+  const known = validated.get(key);
+  if (known) return known;
+  const state = validateEvents(decodeKel(input));
+  Object.freeze(state.events);
+  Object.freeze(state);
+  if (validated.size >= VALIDATED_MAX) validated.delete(validated.keys().next().value!);
+  validated.set(key, state);
+  return state;
+}
+
+function validateEvents(events: SignedEvent[]): KelState {
   if (events.length === 0) throw new KelError('EMPTY', 'a KEL holds at least its inception');
   let state: KelState | undefined;
   for (const [at, signed] of events.entries()) state = applyEvent(state, signed, at);
