@@ -174,7 +174,8 @@ test('SPEC §11: an upstream frame the upload budget has no room for is dropped 
   const { hubSide, client } = await rawRelay(t, { uploadBytes: 1000 });
   const { socket, answers, closed } = client();
   // 5000 bytes, over the 1000-byte budget, sent in pieces (the header alone first); then 900 bytes twice,
-  // each within the budget, and an empty frame alone. A piece is alone when the hub has read all before it.
+  // each within the budget (the second once the first was answered: a frame holds its room until then),
+  // and an empty frame alone. A piece is alone when the hub has read all before it.
   const readByHub = (bytes: number) => until(() => hubSide[0]?.bytesRead === bytes, `the hub to read ${bytes} bytes`);
   const big = frame(new Uint8Array(5000));
   socket.write(big.subarray(0, 4));
@@ -182,8 +183,9 @@ test('SPEC §11: an upstream frame the upload budget has no room for is dropped 
   socket.write(big.subarray(4, 2000));
   socket.write(big.subarray(2000));
   socket.write(frame(new Uint8Array(900)));
+  await until(() => answers.length === 2, 'two answers');
   socket.write(frame(new Uint8Array(900)));
-  await readByHub(big.length + 2 * 904);
+  await until(() => answers.length === 3, 'three answers');
   socket.write(header(0));
   await until(() => answers.length === 4, 'four answers');
   t.like(answers[0], { error: { status: 503, code: 'BUSY' } });

@@ -63,7 +63,10 @@ export const DEFAULT_LIMITS: RelayLimits = {
   uploadBytesPerClient: 64 * MIB,
   queuedBytesPerClient: 256 * MIB,
   ttlMs: 7 * DAY,
-  upstreams: 4096,
+  // Measured idle (bench/hub): ~3 KiB an upstream, ~24 KiB a push stream (RSS), so 16384 nodes holding
+  // both cost ~430 MiB, and what their frames hold waiting for the store is within the upload budget.
+  // Each node also holds two sockets: the hub's file limit must be above twice this (HUB.md).
+  upstreams: 16384,
   frameTimeoutMs: 30_000,
 };
 

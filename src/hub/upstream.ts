@@ -15,8 +15,9 @@ export interface UpstreamRelay {
 
 /**
  * Envelopes of one upstream being kept at once, and their bytes: past either, reading pauses until one is
- * answered. Their bytes have left the upload budget (a frame's room is given back once it is whole), so
- * this bounds what a connection holds while the store writes: 1 MiB, four of the largest frames.
+ * answered. A frame's bytes stay in the relay's upload budget until its answer is written, so what all
+ * upstreams hold while the store writes is bounded hub-wide (and per client) by that budget, and one
+ * connection by 1 MiB, four of the largest frames.
  */
 const IN_FLIGHT = 64;
 const IN_FLIGHT_BYTES = 1024 * 1024;
@@ -201,8 +202,8 @@ class UpstreamConnection {
       let at = 0;
       for (const p of pieces) at += p.copy(body, at);
     }
-    this.relay.uploads.give(this.client, length);
-    // In flight until its answer is written: answers settled but not written count too.
+    // In flight until its answer is written (its bytes still taken from the upload budget): answers
+    // settled but not written count too.
     this.inFlight++;
     this.inFlightBytes += length;
     const answered = this.relay
@@ -222,6 +223,7 @@ class UpstreamConnection {
       if (inFlight !== undefined) {
         this.inFlight--;
         this.inFlightBytes -= inFlight;
+        this.relay.uploads.give(this.client, inFlight);
       }
       this.resume();
     });
