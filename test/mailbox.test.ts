@@ -7,7 +7,7 @@
 // data dir never holds a plaintext byte or the sender. Real hubs and daemons on loopback, the test clock.
 import test, { type ExecutionContext } from 'ava';
 import { createServer, request } from 'node:http';
-import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Level } from 'level';
@@ -30,7 +30,7 @@ import { signRequest } from '../src/protocol/hub-auth.js';
 import { toBody } from '../src/protocol/body.js';
 import { TASK_SEND, TASK_RESULT } from '../src/protocol/messages.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
-import { startSampleService } from '../src/service/sample.js';
+import { pricedProvider } from './helpers/payments.js';
 import { Store } from '../store/db.js';
 import { DEFAULT_LIMITS, type RelayLimits } from '../src/hub/relay.js';
 
@@ -120,18 +120,7 @@ test('issue 19, SPEC §9.2, §11: a node offline for 3 days gets the text task s
 
 test('issue 19, SPEC §9, §13: a provider killed between receiving a task and journaling it gets it again after its restart and runs it once', async (t) => {
   const net = await startNet(t);
-  const run = join(net.root, 'run');
-  await mkdir(run, { mode: 0o700 });
-  let runs = 0;
-  const service = await startSampleService(join(run, 'svc.sock'), (body) => {
-    runs++;
-    return { echo: body };
-  });
-  t.teardown(() => service.close());
-  const p = await net.node('p', {
-    inbound: { policy: 'open', public_capabilities: [{ id: 'demo.echo' }] },
-    modules: { service: { capabilities: [{ id: 'demo.echo', url: `unix://${service.socketPath}` }] } },
-  });
+  const p = await pricedProvider(t, net, [{ id: 'demo.echo' }]);
   // The caller is a bare peer: it never sends the task again, so only the hub's mailbox can bring it back.
   const x = await rawPeer(t, net, 'x');
   const first = await childDaemon(t, p.dir, 'after-deliver');
@@ -139,11 +128,11 @@ test('issue 19, SPEC §9, §13: a provider killed between receiving a task and j
   await x.messenger.send(p.aid, TASK_SEND, toBody({ task, capability: 'demo.echo', args: '{"n":1}' }), { ttlMs: 60_000 });
   t.is(await first.exited, -1, 'killed at the crash point: the task taken from the relay, nothing journaled');
   t.is((await kept(net.hub, p.aid, net.clock.now())).length, 1, 'not acknowledged: the hub still keeps it');
-  t.is(runs, 0);
+  t.is(p.ran(), 0);
   const second = await childDaemon(t, p.dir);
   await until(() => x.received.some((r) => r.type === TASK_RESULT), 'the result at the caller');
   t.like(x.received.find((r) => r.type === TASK_RESULT)?.body, { task, state: 'completed' });
-  t.is(runs, 1, 'run once');
+  t.is(p.ran(), 1, 'run once');
   t.regex(second.log.join(''), /1 message\(s\) were being handled when the node stopped/);
   await until(async () => (await kept(net.hub, p.aid, net.clock.now())).length === 0, 'acknowledged once journaled');
   // The same envelope pushed once more (a stream reopened before an ack landed) is dropped by the replay

@@ -2,6 +2,7 @@
 // starts it (new AIDs not rate-limited: the bench registers thousands from one address), it answers
 // `cpu` (process.cpuUsage, every thread, µs), `mem` (after two full GCs) and `stop`.
 import { startHub } from '../../src/hub/server.js';
+import { answerBench } from './ipc.js';
 
 const args = JSON.parse(process.argv[2]!) as { dataDir: string; db?: string; bus?: string };
 const t0 = performance.now();
@@ -14,22 +15,5 @@ const hub = await startHub({
 });
 const startMs = performance.now() - t0;
 
-const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
-
-// The bench gone (killed, or crashed): no hub outlives it.
-process.once('disconnect', () => process.exit(0));
-
-process.on('message', (m: { cmd: string }) => {
-  if (m.cmd === 'cpu') {
-    const c = process.cpuUsage();
-    process.send!({ cmd: 'cpu', value: c.user + c.system });
-  } else if (m.cmd === 'mem') {
-    gc();
-    gc();
-    const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
-    process.send!({ cmd: 'mem', value: { rss, heapUsed, external, arrayBuffers } });
-  } else if (m.cmd === 'stop') {
-    void hub.close().finally(() => process.exit(0));
-  }
-});
+answerBench(() => hub.close());
 process.send!({ url: hub.url, aid: hub.aid, startMs });

@@ -62,7 +62,8 @@ export function searchVector(sql: Sql, rec: AgentRecord): Fragment {
   return text === null ? sql`null::tsvector` : sql`${text}::tsvector`;
 }
 
-interface Row {
+/** An `agents` row as the postgres client reads it (bytea as Buffer, int8 as a string). */
+export interface AgentRow {
   aid: string;
   name: string;
   kel: Uint8Array;
@@ -293,17 +294,18 @@ function filterQuery(query: SearchQuery): string | null {
 /** The records of a page, in its order. */
 async function records(sql: Sql, page: Position[]): Promise<AgentRecord[]> {
   if (page.length === 0) return [];
-  const rows = await sql<Row[]>`
+  const rows = await sql<AgentRow[]>`
     select aid, name, kel, card, seq, digest, keys, updated_at from agents
     where aid in ${sql(page.map((p) => p.aid))} and search is not null`;
   const byAid = new Map(rows.map((r) => [r.aid, r]));
   return page.flatMap((p) => {
     const row = byAid.get(p.aid);
-    return row ? [recordOf(row)] : [];
+    return row ? [agentFromRow(row)] : [];
   });
 }
 
-function recordOf(row: Row): AgentRecord {
+/** The record of an `agents` row (copies of its bytes, as Uint8Array: the storage's one shape on both backends). */
+export function agentFromRow(row: AgentRow): AgentRecord {
   const rec: AgentRecord = {
     aid: row.aid,
     name: row.name,

@@ -10,7 +10,7 @@
 // Commits are synchronous (synchronous_commit on, whatever the server's default): an acknowledged write
 // survives a crash of the database server.
 import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
-import { searchAgents, searchVector } from '../search/postgres.js';
+import { agentFromRow, searchAgents, searchVector, type AgentRow } from '../search/postgres.js';
 import { migrate, SchemaTooNewError } from './migrations.js';
 import {
   WrongHubError,
@@ -115,31 +115,6 @@ const num = (v: string | number) => Number(v);
 const numOrNull = (v: string | number | null) => (v === null ? null : Number(v));
 
 // ---- The directory ----
-
-interface AgentRow {
-  aid: string;
-  name: string;
-  kel: Buffer;
-  card: string | null;
-  seq: string | null;
-  digest: string | null;
-  keys: Buffer | null;
-  updated_at: string;
-}
-
-function agentFromRow(row: AgentRow): AgentRecord {
-  const rec: AgentRecord = {
-    aid: row.aid,
-    name: row.name,
-    kel: u8(row.kel),
-    card: row.card,
-    seq: row.seq,
-    digest: row.digest,
-    updatedAt: num(row.updated_at),
-  };
-  if (row.keys) rec.keys = u8(row.keys);
-  return rec;
-}
 
 /** Positive isRecipient answers kept in memory: a key set is never unpublished. */
 const RECIPIENT_CACHE = 100_000;
