@@ -139,6 +139,19 @@ test('SPEC §12: anet-hub help, and a usage error exits 2 naming anet-hub help',
   const bad = spawnSync(process.execPath, [HUB_BIN, 'start', '--port', 'x'], { encoding: 'utf8' });
   t.is(bad.status, 2);
   t.is(bad.stderr, 'anet-hub: --port takes a port number (0 picks a free one) (see `anet-hub help`)\n');
+  // Issue 19: the storage flags are checked before anything starts.
+  const usage = (...args: string[]) => spawnSync(process.execPath, [HUB_BIN, 'start', ...args], { encoding: 'utf8' });
+  for (const [args, line] of [
+    [['--bus', 'nats://127.0.0.1:4222'], /^anet-hub: --bus needs --db: replicas share one PostgreSQL/],
+    [['--db', 'mysql://x'], /^anet-hub: --db takes a PostgreSQL URL \(postgres:\/\/user:password@host:5432\/database\), not "mysql:\/\/x"/],
+    [['--mailbox-ttl', '8d'], /^anet-hub: --mailbox-ttl takes a duration from 1m to 7d/],
+    [['--mailbox-ttl', 'soon'], /^anet-hub: --mailbox-ttl takes a duration from 1m to 7d/],
+  ] as const) {
+    const r = usage(...args);
+    t.is(r.status, 2, r.stderr);
+    t.regex(r.stderr, line);
+    t.is(r.stderr.trim().split('\n').length, 1, 'one line');
+  }
   const mint = spawnSync(process.execPath, [HUB_BIN, 'mint', 'nota'], { encoding: 'utf8' });
   t.is(mint.status, 2);
   t.regex(mint.stderr, /^anet-hub: hub mint needs an AID and an amount/);
