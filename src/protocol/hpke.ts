@@ -98,11 +98,6 @@ function publicKeyObject(publicKey: Uint8Array, cache: boolean): KeyObject {
   return key;
 }
 
-/** The raw 32 bytes of an X25519 public key object. */
-function rawPublic(key: KeyObject): Uint8Array {
-  return new Uint8Array(Buffer.from(key.export({ format: 'jwk' }).x!, 'base64url'));
-}
-
 function dh(privateKey: Uint8Array | KeyObject, publicKey: Uint8Array, cachePublic: boolean): Uint8Array {
   if (publicKey.length !== 32) throw new Error('an X25519 public key is 32 bytes');
   let out: Buffer;
@@ -162,8 +157,16 @@ const spareEphemeral: { privateKey: KeyObject; enc: Uint8Array }[] = [];
 let refilling = false;
 
 function freshEphemeral(): { privateKey: KeyObject; enc: Uint8Array } {
-  const { privateKey, publicKey } = generateKeyPairSync('x25519');
-  return { privateKey, enc: rawPublic(publicKey) };
+  // The public half comes out of the key generation itself as a JWK, never as a KeyObject exported
+  // afterwards: on Node 20, `export({ format: 'jwk' })` of a key fresh from generateKeyPairSync holds the
+  // key's mutex while it allocates; a GC there that collects the generating job locks that mutex again
+  // from the same thread, and the process hangs for good (seen in bench/hub, gdb: ~KeyGenJob under ExportJWKEdKey).
+  // (@types/node has no overload for a JWK public half: the key pair is typed here.)
+  const { privateKey, publicKey } = generateKeyPairSync('x25519', { publicKeyEncoding: { format: 'jwk' } }) as unknown as {
+    privateKey: KeyObject;
+    publicKey: { x: string };
+  };
+  return { privateKey, enc: new Uint8Array(Buffer.from(publicKey.x, 'base64url')) };
 }
 
 function takeEphemeral(): { privateKey: KeyObject; enc: Uint8Array } {
