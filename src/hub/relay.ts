@@ -240,8 +240,9 @@ export class Relay {
     if (stream) return this.write(to, stream, id, bytes);
     if (!this.bus) return false;
     if (bytes.length <= UPSTREAM_MAX && (await this.bus.deliver(to, bytes))) return true;
-    // Too large for the bus, or no replica answered: whichever holds the stream lists the mailbox.
-    if (bytes.length > UPSTREAM_MAX) this.bus.mail(to);
+    // Too large for the bus, or no replica answered (none holds the stream, or the request timed out, as
+    // when this replica's own bus connection dropped): whichever holds the stream lists the mailbox.
+    this.bus.mail(to);
     return false;
   }
 
