@@ -437,3 +437,18 @@ test('issue 19, SPEC §11: a message whose handler fails is not acknowledged and
   t.is(p.messenger.stats.refused.HANDLER_FAILED, 1);
   t.is(runs, 2);
 });
+
+test("issue 19, SPEC §11: a sender's share of kept bytes is given back once its envelope is pushed, not at the ack (which may reach another replica)", async (t) => {
+  const { hub, ids } = await hubWith(t);
+  const [alice, bob] = ids as [Identity, Identity];
+  const got: string[] = [];
+  const bobRelay = new RelayClient(hub.url, bob, (_bytes, id) => got.push(id));
+  await bobRelay.connect();
+  t.teardown(() => bobRelay.close());
+  const sender = new RelayClient(hub.url, alice, () => {});
+  t.teardown(() => sender.close());
+  t.is(await sender.send(envelopeTo(alice, bob.aid, 'online')), 'delivered');
+  await until(() => got.length === 1, 'pushed');
+  t.is(hub.relay.queuedBytes(), 0, 'no share held for mail on its recipient stream');
+  t.is((await kept(hub, bob.aid, Date.now())).length, 1, 'still kept until bob acknowledges it');
+});

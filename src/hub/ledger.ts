@@ -35,6 +35,8 @@ import type { AccountRecord, AgentStore, HoldRecord, HubStorage, LedgerReads, Le
 
 /** A hold not settled within this is released to the payer. */
 export const HOLD_TTL_MS = 24 * 3_600_000;
+/** Due holds released per page of a sweep. */
+const SWEEP_PAGE = 1000;
 /** An account answer carries this many history entries at most (the newest). */
 export const HISTORY_LIMIT = 100;
 
@@ -357,7 +359,20 @@ export class Ledger {
   async sweep(): Promise<number> {
     await this.check();
     let released = 0;
-    for (const hold of await this.ledger.due(this.now(), 1000)) {
+    // In pages until none is due: a backlog left would make every op's read of its payer's due holds slow.
+    for (;;) {
+      const due = await this.ledger.due(this.now(), SWEEP_PAGE);
+      const n = await this.release(due);
+      released += n;
+      // A full page of which none could be released would come back the same: stop rather than spin.
+      if (due.length < SWEEP_PAGE || n === 0) return released;
+    }
+  }
+
+  /** Releases each of `holds` that is still open and due; how many. */
+  private async release(holds: string[]): Promise<number> {
+    let released = 0;
+    for (const hold of holds) {
       const done = await this.track(
         this.ledger.transact(async (reads) => {
           const c = new Change(reads, this.now(), this.where);

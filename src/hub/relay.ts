@@ -18,6 +18,7 @@ import { CborError } from '../identity/cbor.js';
 import { MIB, MAX_ENVELOPE, UPSTREAM_MAX, frame, mailId, type RelayAnswer } from '../protocol/relay.js';
 import { Budget } from './budget.js';
 import { Upstreams } from './upstream.js';
+import { KeyedSerial } from '../runtime/serial.js';
 import type { AgentStore, MailboxLimits, MailboxStore } from './storage/types.js';
 
 export interface RelayLimits {
@@ -115,8 +116,18 @@ interface Share {
   expires: number;
 }
 
+/** The smallest envelope: a sealed message padded to 256 bytes plus its 16-byte AEAD tag, before the outer map. */
+export const MIN_ENVELOPE = 256 + 16;
+
 /** How often expired mail is deleted. */
 const SWEEP_EVERY_MS = 60_000;
+
+/**
+ * How long an envelope kept for an offline recipient counts against its sender's share at most. The share
+ * is this process's memory: with replicas the recipient may acknowledge through another one, which this
+ * process never hears of, so a share that waited for the ack could fill for days with mail long delivered.
+ */
+const SHARE_MS = 3_600_000;
 
 export class Relay {
   private readonly streams = new Map<string, Stream>();
@@ -129,6 +140,8 @@ export class Relay {
   private readonly shares = new Map<string, Share>();
   /** Kept bytes per client, of the shares above. */
   private readonly queuedBy = new Map<string, number>();
+  /** Mailbox listings under way, one per recipient (see flushOnce). */
+  private readonly listing = new KeyedSerial();
   readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0, acked: 0 };
 
   private readonly limits: RelayLimits;
@@ -194,9 +207,11 @@ export class Relay {
       // Full, or the same envelope kept already (its first copy holds the share).
       this.unshare(client, n);
       if (kept === 'full') return this.drop();
-    } else this.shares.set(key, { client, n, expires: this.now() + this.limits.ttlMs });
+    } else this.shares.set(key, { client, n, expires: this.now() + Math.min(this.limits.ttlMs, SHARE_MS) });
     await before;
     if (await this.push(to, id, bytes)) {
+      // On its recipient's stream: the share is for mail that waits for an offline node.
+      this.release(key);
       this.stats.delivered++;
       return 'delivered';
     }
@@ -313,7 +328,16 @@ export class Relay {
     return stream.flushing;
   }
 
-  private async flushOnce(to: string, stream: Stream): Promise<void> {
+  private flushOnce(to: string, stream: Stream): Promise<void> {
+    // One listing per recipient at a time, and only for its current stream: a node that opens many
+    // streams at once must not have its whole mailbox read into memory once for each.
+    return this.listing.run(to, async () => {
+      if (this.streams.get(to) !== stream) return;
+      await this.listAndPush(to, stream);
+    });
+  }
+
+  private async listAndPush(to: string, stream: Stream): Promise<void> {
     const before = stream.pushes;
     const mail = await this.storage.mailbox.list(to, this.now());
     // Pushed before the list and no longer kept: acked, deleted once pushed, or expired. (One pushed
@@ -340,14 +364,16 @@ export class Relay {
   private async acked(to: string, ids: string[]): Promise<number> {
     const n = await this.storage.mailbox.ack(to, ids);
     this.stats.acked += n;
-    for (const id of ids) {
-      const key = `${to}!${id}`;
-      const share = this.shares.get(key);
-      if (!share) continue;
-      this.shares.delete(key);
-      this.unshare(share.client, share.n);
-    }
+    for (const id of ids) this.release(`${to}!${id}`);
     return n;
+  }
+
+  /** Gives back the share an envelope held, if this process holds one. */
+  private release(key: string): void {
+    const share = this.shares.get(key);
+    if (!share) return;
+    this.shares.delete(key);
+    this.unshare(share.client, share.n);
   }
 
   private unshare(client: string, n: number): void {
@@ -358,6 +384,10 @@ export class Relay {
 
   /** accept(), as the sender is answered: the outcome, or why the envelope was refused. */
   async answer(bytes: Uint8Array, client = ''): Promise<RelayAnswer> {
+    // A sealed message is padded to at least 256 bytes and carries a 16-byte tag: anything shorter is no
+    // envelope, and tiny ones would let the mailbox's per-envelope memory outgrow its byte bounds.
+    if (bytes.length < MIN_ENVELOPE)
+      return refused(400, 'BAD_ENVELOPE', `an envelope is at least ${MIN_ENVELOPE} bytes (its sealed message is padded to 256)`);
     let outcome: Awaited<ReturnType<Relay['accept']>>;
     try {
       outcome = await this.accept(bytes, client);

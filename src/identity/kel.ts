@@ -185,12 +185,19 @@ export function decodeKel(bytes: Uint8Array): SignedEvent[] {
 }
 
 /** Checks every rule of WIRE.md §2 and returns the resulting key state. */
-/** KELs validated from bytes, by those bytes: a hub checks the same few hundred bytes on every signed request. */
+/**
+ * KELs validated from bytes, by those bytes: a hub checks the same few hundred bytes on every signed
+ * request. Bounded in count and in size (a KEL of a few rotations is well under 8 KiB; a long one, which
+ * anyone can send unsigned to a hub's registration, is validated each time rather than held): at most
+ * about 1024 × (8 KiB and its decoded events).
+ */
 const validated = new Map<string, KelState>();
-const VALIDATED_MAX = 4096;
+const VALIDATED_MAX = 1024;
+const VALIDATED_MAX_BYTES = 8192;
 
 export function validateKel(input: Uint8Array | SignedEvent[]): KelState {
   if (!(input instanceof Uint8Array)) return validateEvents(input);
+  if (input.byteLength > VALIDATED_MAX_BYTES) return validateEvents(decodeKel(input));
   // The same bytes always validate to the same state (a pure function of them); only successes are kept,
   // frozen, so no holder can change what another is handed.
   const key = Buffer.from(input.buffer, input.byteOffset, input.byteLength).toString('latin1');

@@ -31,8 +31,11 @@ import { currentKeys, signKeySet } from '../../src/relay/keyset.js';
 const KIB = 1024;
 const MIB = 1024 * KIB;
 
-/** An envelope as the relay reads it (only `to` matters to the hub), `size` bytes of ciphertext. */
-const fake = (to: string, size = 100) =>
+/**
+ * An envelope as the relay reads it (only `to` matters to the hub), `size` bytes of ciphertext: 300 by
+ * default, past the smallest envelope the hub takes (a sealed message is padded to 256 bytes).
+ */
+const fake = (to: string, size = 300) =>
   encodeCanonical(
     new Map<number, unknown>([
       [1, 1],
@@ -443,3 +446,13 @@ levelDbTest(
     t.is((await signed(hub.url, id, 'POST', '/agents', registerBody(id, { invite: token }))).status, 200);
   },
 );
+
+test('SPEC §11 (hostile): an envelope shorter than any sealed message is refused BAD_ENVELOPE, so tiny ones cannot outgrow the mailbox bounds in memory', async (t) => {
+  const { hub } = await hubAt(t);
+  const aid = 'bafyreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
+  const tiny = await fetch(`${hub.url}/relay/v2/send`, { method: 'POST', body: Buffer.from(fake(aid, 10)) });
+  t.is(tiny.status, 400);
+  t.regex(await tiny.text(), /BAD_ENVELOPE.*at least 272 bytes/);
+  const real = await fetch(`${hub.url}/relay/v2/send`, { method: 'POST', body: Buffer.from(fake(aid)) });
+  t.is(real.status, 404, 'a full-sized one reaches the recipient check');
+});
