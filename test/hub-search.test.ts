@@ -306,3 +306,19 @@ test('SPEC §11 ranked search (embedded): cards rewritten many times leave the i
   t.false((await all(b, { words: ['translate'] }, 100)).includes(fixture.translator));
   t.deepEqual(await all(b, { words: ['recipes'] }, 10), [fixture.translator]);
 });
+
+test('SPEC §11 directory, embedded index: one agent republishing a large card of new words again and again does not grow the index without bound', (t) => {
+  const index = new DirectoryIndex();
+  for (let i = 0; i < 200; i++)
+    index.set(record(`bafyreib${i.toString().padStart(6, '0')}`, `agent ${i}`, { name: `agent ${i}`, skills: [] }));
+  const words = (round: number) => Array.from({ length: 2000 }, (_, i) => `w${round}x${i}`).join(' ');
+  let most = 0;
+  for (let round = 0; round < 300; round++) {
+    index.set(record('bafyreizzzzzz', 'noisy', { name: 'noisy', description: words(round), skills: [] }));
+    most = Math.max(most, index.held.postings);
+  }
+  // 300 versions of 2000 words each would be 600,000 postings kept; the live ones are ~2,400.
+  t.true(most < 250_000, `at most ${most} postings held`);
+  t.true(index.held.words < 150_000, `${index.held.words} words held`);
+  t.is(index.size, 201);
+});

@@ -28,6 +28,8 @@ export { BadCursor, BadSearch } from './fields.js';
 /** What the index keeps per agent beside its postings: its document number and the filters' values. */
 interface Entry {
   doc: number;
+  /** How many postings its document added (they stay, dead, until compacted once it is replaced). */
+  postings: number;
   skills: string[];
   tags: string[];
 }
@@ -38,8 +40,13 @@ const SHIFT = 3;
 /** A filter-only search sorts the filter's agents when there are at most this many, else walks all in order. */
 const SORT_AT_MOST = 5000;
 
-/** Postings of replaced or removed agents are dropped once they are this many and half of all documents. */
+/**
+ * Postings of replaced or removed agents are dropped once their documents are this many and half of all
+ * documents, or once the dead postings themselves are this many and half of all postings: one agent that
+ * republishes a large card over and over must not grow the index without bound.
+ */
 const COMPACT_AT = 1000;
+const COMPACT_POSTINGS_AT = 100_000;
 
 export class DirectoryIndex {
   /** Word → postings; the radix tree holds the same words, only to walk those with a prefix (its lookups are slower). */
@@ -48,6 +55,8 @@ export class DirectoryIndex {
   /** Document number → AID, null once replaced or removed (its postings are dropped later, in bulk). */
   private docs: (string | null)[] = [];
   private dead = 0;
+  private deadPostings = 0;
+  private postings = 0;
   private readonly entries = new Map<string, Entry>();
   /** The AIDs with a card, in AID order (the order of a search without words). */
   private readonly sorted: string[] = [];
@@ -57,6 +66,11 @@ export class DirectoryIndex {
   /** Agents listed. */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** What the index holds: documents (dead ones included until compacted), postings, distinct words. */
+  get held(): { docs: number; postings: number; words: number } {
+    return { docs: this.docs.length, postings: this.postings, words: this.terms.size };
   }
 
   /** Adds or replaces an agent; one without a card (withdrawn, or not JSON) is removed. */
@@ -72,7 +86,9 @@ export class DirectoryIndex {
     else this.sorted.splice(lower(this.sorted, rec.aid), 0, rec.aid);
     const doc = this.docs.length;
     this.docs.push(rec.aid);
+    let added = 0;
     for (const [word, bits] of weightsOf(fields.words)) {
+      added++;
       const list = this.terms.get(word);
       if (list) list.push((doc << SHIFT) | bits);
       else {
@@ -80,7 +96,8 @@ export class DirectoryIndex {
         this.tree.set(word, true);
       }
     }
-    this.entries.set(rec.aid, { doc, skills: fields.skills, tags: fields.tags });
+    this.postings += added;
+    this.entries.set(rec.aid, { doc, postings: added, skills: fields.skills, tags: fields.tags });
     for (const skill of fields.skills) addTo(this.bySkill, skill, rec.aid);
     for (const tag of fields.tags) addTo(this.byTag, tag, rec.aid);
     this.compactIfDue();
@@ -209,13 +226,16 @@ export class DirectoryIndex {
   private drop(aid: string, e: Entry): void {
     this.docs[e.doc] = null;
     this.dead++;
+    this.deadPostings += e.postings;
     for (const skill of e.skills) deleteFrom(this.bySkill, skill, aid);
     for (const tag of e.tags) deleteFrom(this.byTag, tag, aid);
   }
 
   /** Renumbers the live documents and rewrites every posting list without the dead ones. */
   private compactIfDue(): void {
-    if (this.dead < COMPACT_AT || this.dead * 2 < this.docs.length) return;
+    const byDocs = this.dead >= COMPACT_AT && this.dead * 2 >= this.docs.length;
+    const byPostings = this.deadPostings >= COMPACT_POSTINGS_AT && this.deadPostings * 2 >= this.postings;
+    if (!byDocs && !byPostings) return;
     const renumber = new Int32Array(this.docs.length).fill(-1);
     const docs: string[] = [];
     this.docs.forEach((aid, d) => {
@@ -240,6 +260,8 @@ export class DirectoryIndex {
     }
     this.docs = docs;
     this.dead = 0;
+    this.postings -= this.deadPostings;
+    this.deadPostings = 0;
   }
 }
 
