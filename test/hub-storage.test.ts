@@ -221,6 +221,11 @@ function contract(backend: Backend): void {
       }
       t.is(await opened.storage.agents.admit(agent('late'), 'invite-1', 500), 'used');
       t.is(await opened.storage.agents.get('x'), undefined);
+      // An AID registered meanwhile is never overwritten by an invited first registration; the invite stays unspent.
+      await opened.storage.agents.invite('invite-2', { createdAt: 1, usedBy: null, usedAt: null });
+      t.is(await opened.storage.agents.admit(agent(`racer-${winner}`, { name: 'other' }), 'invite-2', 600), 'exists');
+      t.deepEqual(plain(await opened.storage.agents.get(`racer-${winner}`)), agent(`racer-${winner}`));
+      t.is(await opened.storage.agents.admit(agent('fresh'), 'invite-2', 700), 'ok', 'the invite was not spent');
     });
 
     test(title(`agents: 20 updates racing on one AID (${where}), absent at first, none lost`), async (t) => {

@@ -94,6 +94,8 @@ async function admit(
     const outcome = await ctx.storage.agents.admit(next, inviteKey(invite), ctx.now());
     if (outcome === 'unknown') throw new HubError(403, 'BAD_INVITE', 'this hub made no such invite');
     if (outcome === 'used') throw new HubError(403, 'BAD_INVITE', 'this invite was already used: each registers one new AID');
+    // Registered meanwhile by another first registration: this one is a re-registration (the invite unspent).
+    if (outcome === 'exists') return ctx.storage.agents.update(next.aid, build);
     return next;
   }
   if (ctx.requireInvite) {

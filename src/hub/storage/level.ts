@@ -125,11 +125,17 @@ class LevelAgents implements AgentStore {
     if (rec.keys) this.recipients.add(rec.aid);
   }
 
-  async admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'> {
+  admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used' | 'exists'> {
+    // In the AID's turn, as updates are: a first registration of the same AID racing this one is not overwritten.
+    return this.serial.run(rec.aid, () => this.admitNow(rec, inviteKey, now));
+  }
+
+  private async admitNow(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used' | 'exists'> {
     // Claimed before any await: one token, one new AID, however many race for it.
     if (this.claimed.has(inviteKey)) return 'used';
     this.claimed.add(inviteKey);
     try {
+      if (await this.store.agent(rec.aid)) return 'exists';
       const found = (await this.store.invites.get(inviteKey)) as Invite | undefined;
       if (!found) return 'unknown';
       if (found.usedBy !== null) return 'used';

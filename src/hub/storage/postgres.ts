@@ -147,19 +147,26 @@ class PgAgents implements AgentStore {
     );
   }
 
-  async admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'> {
-    return this.sql.begin(async (tx) => {
-      // Of registrations racing on one invite, the first UPDATE takes the row lock; the others wait, then
-      // see used_by set and update nothing.
-      const spent = await tx`
+  async admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used' | 'exists'> {
+    // Run again when its insert lost to a racer's (23505): the AID is then found, and the invite unspent.
+    return retrying(() =>
+      this.sql.begin(async (tx) => {
+        // Registered meanwhile (another first registration of the same AID won): never overwritten here.
+        const [exists] = await tx`select aid from agents where aid = ${rec.aid} for update`;
+        if (exists) return 'exists';
+        // Of registrations racing on one invite, the first UPDATE takes the row lock; the others wait, then
+        // see used_by set and update nothing.
+        const spent = await tx`
         update invites set used_by = ${rec.aid}, used_at = ${now} where key = ${inviteKey} and used_by is null returning key`;
-      if (spent.length === 0) {
-        const [known] = await tx`select key from invites where key = ${inviteKey}`;
-        return known ? 'used' : 'unknown';
-      }
-      await this.write(tx, rec);
-      return 'ok';
-    });
+        if (spent.length === 0) {
+          const [known] = await tx`select key from invites where key = ${inviteKey}`;
+          return known ? 'used' : 'unknown';
+        }
+        // A plain insert: a racer that inserted the AID since fails this on its key, and nothing is spent.
+        await this.write(tx, rec, false);
+        return 'ok' as const;
+      }),
+    );
   }
 
   async invite(key: string, invite: Invite): Promise<void> {

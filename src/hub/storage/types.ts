@@ -63,9 +63,10 @@ export interface AgentStore {
   update(aid: string, fn: (current: AgentRecord | undefined) => AgentRecord | null): Promise<AgentRecord | null>;
   /**
    * Writes the record of a new AID and spends the invite (by its key) in one atomic step: of any number
-   * of registrations racing with one invite, on any replica, one gets 'ok'.
+   * of registrations racing with one invite, on any replica, one gets 'ok'. 'exists' (nothing written, the
+   * invite not spent) when the AID was registered meanwhile: its registration is then an update.
    */
-  admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used'>;
+  admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used' | 'exists'>;
   /** Writes an invite (synced). */
   invite(key: string, invite: Invite): Promise<void>;
   search(query: SearchQuery): Promise<SearchPage>;
