@@ -37,13 +37,24 @@ const asBytes = (b: Buffer | Uint8Array) => new Uint8Array(b.buffer, b.byteOffse
 
 /** Opens (creating) the LevelDB storage of a hub data dir; fails StoreLockedError while another process holds it. */
 export async function openLevelStorage(dataDir: string): Promise<LevelStorage> {
-  const store = await HubStore.open(dataDir);
-  try {
-    return await LevelStorage.load(store, dataDir);
-  } catch (err) {
-    await store.close();
-    throw err;
+  return new LevelStorage(await HubStore.open(dataDir), dataDir);
+}
+
+/** The directory's index and the AIDs with keys published (the relay's recipients), from every stored agent. */
+interface Directory {
+  index: DirectoryIndex;
+  recipients: Set<string>;
+}
+
+async function buildDirectory(store: HubStore): Promise<Directory> {
+  const index = new DirectoryIndex();
+  const recipients = new Set<string>();
+  for await (const value of store.agents.values()) {
+    const rec = value as AgentRecord;
+    index.set(rec);
+    if (rec.keys) recipients.add(rec.aid);
   }
+  return { index, recipients };
 }
 
 export class LevelStorage implements HubStorage {
@@ -53,35 +64,24 @@ export class LevelStorage implements HubStorage {
   readonly ledger: LevelLedger;
   readonly mailbox: LevelMailbox;
 
-  private constructor(
+  constructor(
     /** The LevelDB itself (tests and `anet hub` commands reach its sublevels). */
     readonly store: HubStore,
     readonly where: string,
-    index: DirectoryIndex,
-    recipients: Set<string>,
   ) {
-    this.agents = new LevelAgents(store, index, recipients);
+    this.agents = new LevelAgents(store);
     this.nonces = new LevelNonces(store.nonces);
     this.ledger = new LevelLedger(store);
     this.mailbox = new LevelMailbox(store.db);
-  }
-
-  /** Builds the directory's index and the set of recipients from every stored agent. */
-  static async load(store: HubStore, where: string): Promise<LevelStorage> {
-    const index = new DirectoryIndex();
-    const recipients = new Set<string>();
-    for await (const value of store.agents.values()) {
-      const rec = value as AgentRecord;
-      index.set(rec);
-      if (rec.keys) recipients.add(rec.aid);
-    }
-    return new LevelStorage(store, where, index, recipients);
   }
 
   async bind(hubAid: string): Promise<void> {
     const stored = (await this.store.meta.get(HUB_AID)) as string | undefined;
     if (stored === undefined) await this.store.meta.put(HUB_AID, hubAid, { sync: true } as never);
     else if (stored !== hubAid) throw new WrongHubError(this.where, stored, hubAid);
+    // Only a hub starting on the store binds it: it builds the directory now (seconds at 100k agents),
+    // not at its first request. A command that mints, invites or verifies never builds it.
+    await this.agents.directory();
   }
 
   async close(): Promise<void> {
@@ -96,11 +96,15 @@ class LevelAgents implements AgentStore {
   /** Updates of one AID take turns (this backend serves one process). */
   private readonly serial = new KeyedSerial();
 
-  constructor(
-    private readonly store: HubStore,
-    private readonly index: DirectoryIndex,
-    private readonly recipients: Set<string>,
-  ) {}
+  private built: Promise<Directory> | null = null;
+
+  constructor(private readonly store: HubStore) {}
+
+  /** The directory, built from the store on first need (see LevelStorage.bind). */
+  directory(): Promise<Directory> {
+    this.built ??= buildDirectory(this.store);
+    return this.built;
+  }
 
   async get(aid: string): Promise<AgentRecord | undefined> {
     return this.store.agent(aid);
@@ -108,7 +112,7 @@ class LevelAgents implements AgentStore {
 
   async put(rec: AgentRecord): Promise<void> {
     await this.store.agents.put(rec.aid, rec);
-    this.written(rec);
+    await this.written(rec);
   }
 
   update(aid: string, fn: (current: AgentRecord | undefined) => AgentRecord | null): Promise<AgentRecord | null> {
@@ -119,10 +123,14 @@ class LevelAgents implements AgentStore {
     });
   }
 
-  /** The index and the recipients follow every write, once it is on disk. */
-  private written(rec: AgentRecord): void {
-    this.index.set(rec);
-    if (rec.keys) this.recipients.add(rec.aid);
+  /**
+   * The index and the recipients follow every write, once it is on disk (a directory still being built
+   * read the store before or after it: applied here too, the later version wins either way).
+   */
+  private async written(rec: AgentRecord): Promise<void> {
+    const { index, recipients } = await this.directory();
+    index.set(rec);
+    if (rec.keys) recipients.add(rec.aid);
   }
 
   admit(rec: AgentRecord, inviteKey: string, now: number): Promise<'ok' | 'unknown' | 'used' | 'exists'> {
@@ -147,7 +155,7 @@ class LevelAgents implements AgentStore {
         ] as never,
         { sync: true },
       );
-      this.written(rec);
+      await this.written(rec);
       return 'ok';
     } finally {
       this.claimed.delete(inviteKey);
@@ -158,12 +166,12 @@ class LevelAgents implements AgentStore {
     await this.store.invites.put(key, invite, { sync: true } as never);
   }
 
-  search(query: SearchQuery): Promise<SearchPage> {
-    return this.index.search(query, (aid) => this.store.agent(aid));
+  async search(query: SearchQuery): Promise<SearchPage> {
+    return (await this.directory()).index.search(query, (aid) => this.store.agent(aid));
   }
 
   async isRecipient(aid: string): Promise<boolean> {
-    return this.recipients.has(aid);
+    return (await this.directory()).recipients.has(aid);
   }
 }
 
