@@ -430,11 +430,7 @@ export class Relay {
       // The store is closing or failing: the next sweep tries again.
       return;
     }
-    for (const [key, share] of this.shares) {
-      if (share.expires > now) continue;
-      this.shares.delete(key);
-      this.unshare(share.client, share.n);
-    }
+    for (const [key, share] of this.shares) if (share.expires <= now) this.release(key);
   }
 
   /**

@@ -44,6 +44,29 @@ function context(overrides: Partial<OpenContext> = {}): OpenContext {
 
 const refusal = (fn: () => Promise<unknown>) => codeOfAsync(fn, EnvelopeRefused);
 
+/** An envelope to bob around inner bytes crafted by hand (sealEnvelope would make them well-formed). */
+function sealedToBob(inner: Uint8Array): Uint8Array {
+  const info = encodeCanonical(
+    new Map<number, CborValue>([
+      [1, 'anet-relay/v1'],
+      [2, bob.kel.aid],
+      [3, 1],
+      [4, kid],
+    ]),
+  );
+  const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), inner);
+  return encodeCanonical(
+    new Map<number, CborValue>([
+      [1, 1],
+      [2, bob.kel.aid],
+      [3, 1],
+      [4, kid],
+      [5, enc],
+      [6, ct],
+    ]),
+  );
+}
+
 test('WIRE §4: a sealed envelope opens with its fields; the outside shows only the recipient and a padded size', async (t) => {
   const { bytes, mid } = sealEnvelope(sender, to, msg(new Map([['capability', 'echo']])));
   const got = await openEnvelope(bytes, context());
@@ -112,25 +135,7 @@ test('WIRE §4: unknown inner keys below 64 are refused; keys from 64 up are ext
       [extra, 'extension'],
     ]);
     const sig = alice.keys[1]!.sign(encodeCanonical(inner));
-    const info = encodeCanonical(
-      new Map<number, CborValue>([
-        [1, 'anet-relay/v1'],
-        [2, bob.kel.aid],
-        [3, 1],
-        [4, kid],
-      ]),
-    );
-    const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(new Map([...inner, [20, sig]])));
-    return encodeCanonical(
-      new Map<number, CborValue>([
-        [1, 1],
-        [2, bob.kel.aid],
-        [3, 1],
-        [4, kid],
-        [5, enc],
-        [6, ct],
-      ]),
-    );
+    return sealedToBob(encodeCanonical(new Map([...inner, [20, sig]])));
   };
   t.is(await refusal(() => openEnvelope(craft(30), context())), 'UNKNOWN_FIELD');
   t.is(await refusal(() => openEnvelope(craft(70), context())), 'accepted');
@@ -169,25 +174,7 @@ test('WIRE §4: the signature covers every inner key but 20 and 21 — extension
       [20, sig],
       ...(pad === null ? [] : [[21, new Uint8Array(pad)] as [number, CborValue]]),
     ]);
-    const info = encodeCanonical(
-      new Map<number, CborValue>([
-        [1, 'anet-relay/v1'],
-        [2, bob.kel.aid],
-        [3, 1],
-        [4, kid],
-      ]),
-    );
-    const { enc, ct } = seal(bobKey.publicKey, info, new Uint8Array(), encodeCanonical(inner));
-    return encodeCanonical(
-      new Map<number, CborValue>([
-        [1, 1],
-        [2, bob.kel.aid],
-        [3, 1],
-        [4, kid],
-        [5, enc],
-        [6, ct],
-      ]),
-    );
+    return sealedToBob(encodeCanonical(inner));
   };
   const many = Array.from({ length: 30 }, (_, i) => [64 + i * 97, i % 2 ? new Uint8Array(i * 20) : `ext ${i}`] as [number, CborValue]);
   for (const pad of [null, 0, 23, 24, 255, 256, 70_000]) {
