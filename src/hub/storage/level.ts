@@ -3,6 +3,7 @@
 // data dirs open as they are). It serves one process — LevelDB allows no other — so the atomic steps the
 // interface asks for are this process's: a claim in memory before the first await, and the ledger's
 // transactions one at a time through one queue, each committed as one synced batch.
+import { join } from 'node:path';
 import type { AbstractSublevel } from 'abstract-level';
 import type { Level } from 'level';
 import { timeKey } from '../../../store/db.js';
@@ -10,6 +11,7 @@ import { KeyedSerial } from '../../runtime/serial.js';
 import { HubStore } from '../store.js';
 import { DirectoryIndex } from '../search/index.js';
 import { LevelMailbox } from './level-mailbox.js';
+import { LevelBlobs } from './level-blobs.js';
 import {
   WrongHubError,
   type AccountRecord,
@@ -63,6 +65,7 @@ export class LevelStorage implements HubStorage {
   readonly nonces: LevelNonces;
   readonly ledger: LevelLedger;
   readonly mailbox: LevelMailbox;
+  readonly blobs: LevelBlobs;
 
   constructor(
     /** The LevelDB itself (tests and `anet hub` commands reach its sublevels). */
@@ -73,6 +76,7 @@ export class LevelStorage implements HubStorage {
     this.nonces = new LevelNonces(store.nonces);
     this.ledger = new LevelLedger(store);
     this.mailbox = new LevelMailbox(store.db);
+    this.blobs = new LevelBlobs(store.db, join(where, 'blobs'));
   }
 
   async bind(hubAid: string): Promise<void> {

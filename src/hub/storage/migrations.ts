@@ -90,6 +90,34 @@ export const MIGRATIONS: readonly Migration[] = [
       insert into mailbox_total values (1, 0, 0);
     `,
   },
+  {
+    version: 2,
+    name: 'blobs: file ciphertexts by content address, in 1 MiB pieces, and their total (issue 20)',
+    sql: `
+      -- A blob's record: never who uploaded it, nor any task or envelope. id names its pieces, so the
+      -- pieces of a deleted blob (removed in small batches after its row) are never taken for those of a
+      -- new upload of the same cid.
+      create table blobs (
+        cid text primary key,
+        id bigint generated always as identity unique,
+        size bigint not null,
+        received bigint not null,
+        complete boolean not null,
+        served bigint not null,
+        created bigint not null,
+        updated bigint not null,
+        expires bigint not null
+      );
+      create index blobs_expires on blobs (expires);
+      create index blobs_idle on blobs (updated) where not complete;
+      create table blob_pieces (blob bigint not null, idx integer not null, bytes bytea not null, primary key (blob, idx));
+      -- Ciphertext does not compress: stored out of line as it is, without trying.
+      alter table blob_pieces alter column bytes set storage external;
+      -- The bytes blobs count, in all (see BlobStore.begin), updated under its row lock.
+      create table blob_total (id integer primary key check (id = 1), blobs bigint not null, bytes bigint not null);
+      insert into blob_total values (1, 0, 0);
+    `,
+  },
 ];
 
 /** The newest schema version this code knows. */
@@ -127,7 +155,8 @@ async function applyNext(sql: Sql, where: string, now: () => number): Promise<nu
     const done = new Set(rows.map((r) => r.version));
     const newest = Math.max(0, ...done);
     if (newest > SCHEMA_VERSION) throw new SchemaTooNewError(where, newest, SCHEMA_VERSION);
-    const next = MIGRATIONS.find((m) => !done.has(m.version));
+    // The lowest missing version first, whatever order the list was written in.
+    const next = [...MIGRATIONS].sort((a, b) => a.version - b.version).find((m) => !done.has(m.version));
     if (!next) return null;
     await tx.unsafe(next.sql);
     await tx`insert into schema_migrations (version, name, applied_at) values (${next.version}, ${next.name}, ${now()})`;

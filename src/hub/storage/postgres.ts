@@ -12,6 +12,7 @@
 import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
 import { agentFromRow, searchAgents, searchVector, type AgentRow } from '../search/postgres.js';
 import { migrate, SchemaTooNewError } from './migrations.js';
+import { PgBlobs } from './postgres-blobs.js';
 import {
   WrongHubError,
   type AccountRecord,
@@ -63,6 +64,7 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     nonces: new PgNonces(sql),
     ledger: new PgLedger(sql),
     mailbox: new PgMailbox(sql),
+    blobs: new PgBlobs(sql),
     bind: (hubAid) => bind(sql, where, hubAid),
     close: () => sql.end({ timeout: 5 }),
   };

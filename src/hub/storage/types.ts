@@ -195,6 +195,73 @@ export interface MailboxStore {
   size(): Promise<{ envelopes: number; bytes: number }>;
 }
 
+// ---- Blobs: file ciphertexts under their content address (issue 20, PROTOCOL §8.11) ----
+
+/**
+ * What the hub keeps of a blob besides its bytes. Never who uploaded it, nor any task or envelope it
+ * belongs to: only its address (the key), sizes, progress and times.
+ */
+export interface BlobStatus {
+  /** The whole ciphertext's size, fixed when the blob is begun. */
+  size: number;
+  /** Bytes stored, from 0: a multiple of BLOB_PIECE, or `size` once every piece is in. */
+  received: number;
+  /** Every byte is in and its sha2-256 matched the address. */
+  complete: boolean;
+  /** The highest byte offset a download has streamed so far. */
+  served: number;
+  created: number;
+  /** When the last piece was stored (an incomplete blob idle for BLOB_IDLE_MS is swept). */
+  updated: number;
+  /** When the blob is deleted, complete or not (created + the mailbox TTL). */
+  expires: number;
+}
+
+/**
+ * Bytes a blob counts against the bounds: its size, and at least 64 KiB, so a client cannot hold an
+ * unbounded number of blob records with tiny sizes.
+ */
+export const blobCharge = (size: number) => Math.max(size, 64 * 1024);
+
+export interface BlobStore {
+  /**
+   * Begins the blob `cid` of `size` bytes, counting blobCharge(size) in the total (atomically across
+   * replicas): `created` false with the stored status when it exists already (whatever size it was begun
+   * with), or 'full' when the total would pass `totalBytes`.
+   */
+  begin(
+    cid: string,
+    size: number,
+    now: number,
+    expires: number,
+    totalBytes: number,
+  ): Promise<{ status: BlobStatus; created: boolean } | 'full'>;
+  status(cid: string): Promise<BlobStatus | undefined>;
+  /**
+   * Stores piece `index` (BLOB_PIECE bytes, or the last, shorter one) only while `received` is exactly
+   * index × BLOB_PIECE and the blob is incomplete, durably before `received` moves past it: the new
+   * `received`, or null when the blob is gone or another writer moved it (the offset rule: one wins).
+   */
+  writePiece(cid: string, index: number, bytes: Uint8Array, now: number): Promise<number | null>;
+  /** Marks the blob complete once every byte is in (its digest checked by the caller); false if it is gone. */
+  complete(cid: string): Promise<boolean>;
+  /** The stored bytes from piece `fromPiece` on, one piece at a time (nothing for an unknown blob). */
+  read(cid: string, fromPiece: number): AsyncIterable<Uint8Array>;
+  /** Raises `served` to `offset` (never lowers it). */
+  setServed(cid: string, offset: number): Promise<void>;
+  /** Deletes the named blobs and their bytes (unknown ones are ignored): the CIDs that were kept. */
+  delete(cids: string[]): Promise<string[]>;
+  /**
+   * Deletes every blob expired at `now`, and every incomplete one with no piece since `idleBefore`: their
+   * CIDs. Also clears bytes a crash left without their blob.
+   */
+  sweep(now: number, idleBefore: number): Promise<string[]>;
+  /** Which of `cids` are kept. */
+  have(cids: string[]): Promise<Set<string>>;
+  /** Blobs kept, and the bytes they count (blobCharge), in all. */
+  size(): Promise<{ blobs: number; bytes: number }>;
+}
+
 /** The hub's storage: one backend's stores. */
 export interface HubStorage {
   /** 'leveldb' (embedded, one process) or 'postgres' (shared by replicas). */
@@ -205,6 +272,7 @@ export interface HubStorage {
   readonly nonces: NonceStore;
   readonly ledger: LedgerStore;
   readonly mailbox: MailboxStore;
+  readonly blobs: BlobStore;
   /**
    * Binds the storage to the hub identity that runs on it: recorded by the first start, checked by every
    * later one (a replica started with another identity's key file is refused in one line).

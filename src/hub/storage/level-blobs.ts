@@ -1,0 +1,223 @@
+// The embedded backend's blobs (src/hub/storage/types.ts BlobStore, issue 20): each blob's ciphertext is
+// one file, `<hub data dir>/blobs/<cid>`, and its record (sizes, progress, times; never who uploaded it)
+// is in the hub's LevelDB (`blobs` sublevel). A piece is written at its offset and fsync'd before the
+// record's `received` moves past it (a synced write), so after a crash the record never claims a byte
+// the file lacks; the file may hold more (a piece written, the record not yet): each piece write first
+// cuts the file back to `received`, and a read never goes past it.
+//
+// One process (LevelDB allows no other): the records are also held in memory (loaded at first use), the
+// total is counted there, and the steps on one blob take turns (KeyedSerial), which makes each method
+// atomic as the interface asks.
+import { mkdir, open, readdir, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { AbstractSublevel } from 'abstract-level';
+import type { Level } from 'level';
+import { msgpack } from '../../../store/codec.js';
+import { BLOB_PIECE } from '../../protocol/blob-address.js';
+import { KeyedSerial } from '../../runtime/serial.js';
+import { blobCharge, type BlobStatus, type BlobStore } from './types.js';
+
+type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
+
+const SYNCED = { sync: true } as never;
+
+const isMissing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
+
+export class LevelBlobs implements BlobStore {
+  private readonly records: Sub;
+  private readonly kept = new Map<string, BlobStatus>();
+  private readonly total = { blobs: 0, bytes: 0 };
+  private readonly serial = new KeyedSerial();
+  private loading: Promise<void> | null = null;
+  /** Files left by a crash between a record's delete and its file's are removed once, at the first sweep. */
+  private strays = true;
+
+  constructor(
+    db: Level<string, unknown>,
+    /** `<hub data dir>/blobs`. */
+    private readonly dir: string,
+  ) {
+    this.records = db.sublevel<string, unknown>('blobs', { valueEncoding: msgpack }) as Sub;
+  }
+
+  private load(): Promise<void> {
+    this.loading ??= (async () => {
+      for await (const [cid, rec] of this.records.iterator()) this.count(cid, rec as BlobStatus, 1);
+    })();
+    return this.loading;
+  }
+
+  private count(cid: string, rec: BlobStatus, sign: 1 | -1): void {
+    if (sign === 1) this.kept.set(cid, rec);
+    else this.kept.delete(cid);
+    this.total.blobs += sign;
+    this.total.bytes += sign * blobCharge(rec.size);
+  }
+
+  private file(cid: string): string {
+    return join(this.dir, cid);
+  }
+
+  /** One blob's steps in turn, after the records are loaded. */
+  private turn<T>(cid: string, fn: () => Promise<T>): Promise<T> {
+    return this.serial.run(cid, async () => {
+      await this.load();
+      return fn();
+    });
+  }
+
+  begin(cid: string, size: number, now: number, expires: number, totalBytes: number) {
+    return this.turn(cid, async (): Promise<{ status: BlobStatus; created: boolean } | 'full'> => {
+      const known = this.kept.get(cid);
+      if (known) return { status: { ...known }, created: false };
+      if (this.total.bytes + blobCharge(size) > totalBytes) return 'full';
+      const rec: BlobStatus = { size, received: 0, complete: false, served: 0, created: now, updated: now, expires };
+      // Counted before the write's await: a begin of another blob meanwhile checks the total against it.
+      this.count(cid, rec, 1);
+      try {
+        await this.records.put(cid, rec, SYNCED);
+      } catch (err) {
+        this.count(cid, rec, -1);
+        throw err;
+      }
+      return { status: { ...rec }, created: true };
+    });
+  }
+
+  async status(cid: string): Promise<BlobStatus | undefined> {
+    await this.load();
+    const rec = this.kept.get(cid);
+    return rec ? { ...rec } : undefined;
+  }
+
+  writePiece(cid: string, index: number, bytes: Uint8Array, now: number): Promise<number | null> {
+    return this.turn(cid, async () => {
+      const rec = this.kept.get(cid);
+      const at = index * BLOB_PIECE;
+      if (!rec || rec.complete || rec.received !== at) return null;
+      if (bytes.length !== Math.min(BLOB_PIECE, rec.size - at)) throw new Error(`piece ${index} of ${cid} is ${bytes.length} bytes`);
+      if (!(await this.append(cid, at, bytes))) {
+        // The file is gone (a crash between the two steps of a delete): start again from nothing.
+        await this.save(cid, { ...rec, received: 0, updated: now });
+        return null;
+      }
+      return (await this.save(cid, { ...rec, received: at + bytes.length, updated: now })).received;
+    });
+  }
+
+  /** Writes `bytes` at `at` (the file cut back to `at` first) and syncs it; false when piece > 0 finds no file. */
+  private async append(cid: string, at: number, bytes: Uint8Array): Promise<boolean> {
+    if (at === 0) await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    let fh: Awaited<ReturnType<typeof open>>;
+    try {
+      fh = await open(this.file(cid), at === 0 ? 'w' : 'r+', 0o600);
+    } catch (err) {
+      if (isMissing(err)) return false;
+      throw err;
+    }
+    try {
+      await fh.truncate(at);
+      await fh.write(bytes, 0, bytes.length, at);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    return true;
+  }
+
+  private async save(cid: string, rec: BlobStatus, sync = true): Promise<BlobStatus> {
+    await this.records.put(cid, rec, sync ? SYNCED : ({} as never));
+    this.kept.set(cid, rec);
+    return rec;
+  }
+
+  complete(cid: string): Promise<boolean> {
+    return this.turn(cid, async () => {
+      const rec = this.kept.get(cid);
+      if (!rec || rec.received !== rec.size) return false;
+      if (!rec.complete) await this.save(cid, { ...rec, complete: true });
+      return true;
+    });
+  }
+
+  async *read(cid: string, fromPiece: number): AsyncIterable<Uint8Array> {
+    const rec = await this.status(cid);
+    if (!rec || fromPiece * BLOB_PIECE >= rec.received) return;
+    const fh = await open(this.file(cid), 'r');
+    try {
+      for (let at = fromPiece * BLOB_PIECE; at < rec.received; at += BLOB_PIECE) {
+        const piece = Buffer.allocUnsafe(Math.min(BLOB_PIECE, rec.received - at));
+        const { bytesRead } = await fh.read(piece, 0, piece.length, at);
+        if (bytesRead !== piece.length) throw new Error(`the file of blob ${cid} ends before its ${rec.received} bytes`);
+        yield piece;
+      }
+    } finally {
+      await fh.close();
+    }
+  }
+
+  setServed(cid: string, offset: number): Promise<void> {
+    return this.turn(cid, async () => {
+      const rec = this.kept.get(cid);
+      // Unsynced: a download's progress is a hint, not worth a disk flush per piece.
+      if (rec && offset > rec.served) await this.save(cid, { ...rec, served: offset }, false);
+    });
+  }
+
+  async delete(cids: string[]): Promise<string[]> {
+    const gone = await Promise.all([...new Set(cids)].map((cid) => this.turn(cid, () => this.remove(cid))));
+    return gone.filter((cid): cid is string => cid !== null);
+  }
+
+  /** The record first (synced), then the file: a crash between leaves a stray file, never a record without bytes. */
+  private async remove(cid: string, due?: (rec: BlobStatus) => boolean): Promise<string | null> {
+    const rec = this.kept.get(cid);
+    if (!rec || (due && !due(rec))) return null;
+    await this.records.del(cid, SYNCED);
+    this.count(cid, rec, -1);
+    await unlink(this.file(cid)).catch((err) => {
+      if (!isMissing(err)) throw err;
+    });
+    return cid;
+  }
+
+  async sweep(now: number, idleBefore: number): Promise<string[]> {
+    await this.load();
+    const due = (rec: BlobStatus) => rec.expires <= now || (!rec.complete && rec.updated <= idleBefore);
+    const gone: string[] = [];
+    for (const [cid, rec] of [...this.kept]) {
+      if (!due(rec)) continue;
+      // Decided again in its turn: a piece may have come meanwhile.
+      const removed = await this.turn(cid, () => this.remove(cid, due));
+      if (removed) gone.push(removed);
+    }
+    if (this.strays) await this.removeStrays();
+    return gone;
+  }
+
+  private async removeStrays(): Promise<void> {
+    this.strays = false;
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch (err) {
+      if (isMissing(err)) return;
+      throw err;
+    }
+    for (const name of names)
+      if (!this.kept.has(name))
+        await this.turn(name, async () => {
+          if (!this.kept.has(name)) await unlink(this.file(name)).catch(() => {});
+        });
+  }
+
+  async have(cids: string[]): Promise<Set<string>> {
+    await this.load();
+    return new Set(cids.filter((cid) => this.kept.has(cid)));
+  }
+
+  async size(): Promise<{ blobs: number; bytes: number }> {
+    await this.load();
+    return { ...this.total };
+  }
+}
