@@ -85,12 +85,15 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
   } else {
     const words = queryWords(query.words);
     if (!words) return { agents: [], next: null };
+    const terms = await expand(sql, words);
+    if (terms.some((t) => t.exact.length === 0 && t.prefix.length === 0)) return { agents: [], next: null };
     // The walks in AID order must take the primary key: costed against a sequential scan of a small table
-    // the planner may read and sort every later row instead (90 ms at 10k agents). A read-only transaction,
-    // so the setting dies with it.
+    // the planner may read and sort every later row instead (90 ms at 10k agents). No parallel plan: the
+    // classes' rows must come in the order they are listed (see byClass). A read-only transaction, so the
+    // settings die with it.
     found = (await sql.begin('read only', async (tx) => {
-      await tx.unsafe('set local enable_seqscan = off');
-      return ranked(tx as unknown as Sql, words, filters, after, n);
+      await tx.unsafe('set local enable_seqscan = off; set local max_parallel_workers_per_gather = 0');
+      return ranked(tx as unknown as Sql, terms, filters, after, n);
     })) as Position[];
   }
   const page = found.slice(0, query.limit);
@@ -98,16 +101,71 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
   return { agents: await records(sql, page), next };
 }
 
-/** Queries of at most this many words run one AID-ordered query per combination of weights (3 ** words). */
+/**
+ * A query word as tsquery lexemes: `exact`, the words of the vocabulary it equals or begins (in any of its
+ * forms), and `prefix`, forms left to the index as prefixes (`'w':*`) where the vocabulary was not asked.
+ * Both empty: no agent has the word.
+ */
+interface Terms {
+  exact: string[];
+  prefix: string[];
+}
+
+/** A prefix that begins more words of the vocabulary than this stays a prefix (`'w':*`): a shorter tsquery. */
+const EXPAND_AT_MOST = 200;
+
+/** The query's words as lexemes, by the vocabulary when it is complete (else as prefixes, as it always ranks the same). */
+async function expand(sql: Sql, words: QueryWord[]): Promise<Terms[]> {
+  const forms = [...new Set(words.flatMap((w) => w.forms.filter(prefixes)))];
+  const begun = forms.length === 0 ? new Map<string, string[]>() : await vocabulary(sql, forms);
+  return words.map((w) => {
+    const exact = new Set<string>();
+    const prefix: string[] = [];
+    for (const form of w.forms) {
+      const found = prefixes(form) ? begun?.get(form) : [form];
+      if (found === undefined) prefix.push(form);
+      else for (const word of found) exact.add(word);
+    }
+    return { exact: [...exact], prefix };
+  });
+}
+
+/**
+ * The vocabulary's words each form equals or begins, by form; a form that begins too many is left out.
+ * null while the vocabulary is not complete (being filled at start), or absent (a table made without the
+ * migrations): the words are then prefixes in the tsquery, slower for common ones but the same matches.
+ */
+async function vocabulary(sql: Sql, forms: string[]): Promise<Map<string, string[]> | null> {
+  let rows: { form: string; words: string[]; complete: boolean }[];
+  try {
+    rows = await sql.unsafe(
+      `select form, array(select word from search_words where word >= form and word < form || chr(1114111)
+         order by word limit ${EXPAND_AT_MOST + 1}) as words,
+       not exists (select 1 from meta where key = '${BACKFILL_KEY}') as complete
+       from unnest($1::text[]) form`,
+      [forms],
+    );
+  } catch (err) {
+    if ((err as { code?: string }).code === '42P01') return null; // undefined_table
+    throw err;
+  }
+  if (!rows[0]?.complete) return null;
+  return new Map(rows.filter((r) => r.words.length <= EXPAND_AT_MOST).map((r) => [r.form, r.words]));
+}
+
+/** The `meta` row that says the vocabulary is still being filled, and after which AID. */
+export const BACKFILL_KEY = 'search_words_backfill';
+
+/** Queries of at most this many words run one AID-ordered part per score (up to 3 ** words combinations each). */
 const COMBINE_AT_MOST = 2;
 
 /** Up to `n` agents after the cursor, best first. */
-async function ranked(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
-  const low = words.length * SCORE.C;
+async function ranked(sql: Sql, terms: Terms[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
+  const low = terms.length * SCORE.C;
   // A cursor below the lowest score (another query's) has nothing after it, as in the embedded index.
   if (after !== null && after.score < low) return [];
-  if (words.length <= COMBINE_AT_MOST) return combined(sql, words, filters, after, n);
-  return split(sql, words, filters, after, n, low);
+  if (terms.length <= COMBINE_AT_MOST) return byClass(sql, terms, filters, after, n);
+  return split(sql, terms, filters, after, n, low);
 }
 
 /**
@@ -126,95 +184,127 @@ class Params {
   }
 }
 
-/** How many agents a walk in AID order reads before the parts it did not fill count as rare. */
-const WALK = 500;
-
-/** A combination of the weights the words reach: `code` has one base-3 digit a word (0 A, 1 B, 2 C). */
-interface Part {
-  code: number;
+/** The agents of one score: every combination of weights (A, B or C a word) that sums to it. */
+interface Class {
   score: number;
   tsquery: string;
-  /** The AID it continues after (the cursor's score), or null from the start. */
+  /** The AID it continues after (the cursor's, for the cursor's score), or null from the start. */
   from: string | null;
 }
 
+/** How many agents a walk in AID order reads to sample how common each class is. */
+const WALK = 500;
+
 /**
- * One part per combination of the weights the words reach (A, B or C each): all agents of one part score
- * the same, so each part is in AID order and the parts' first `n` hold the page. One walk of at most WALK
- * agents in AID order (two with a cursor: from the start, and from the cursor for its score) sorts what it
- * reads into parts, which fills the common parts; each part left short is rare, and is read through the GIN
- * index and sorted. (Left to the planner, a part that matches nothing but looks common — a marker no agent
- * has — walked the whole primary key: 1 s at 100k agents.)
+ * A class that the walk saw at least this often is read on in AID order (about n / share rows), a rarer
+ * one through the GIN index (about share × agents rows): the two cost the same at share √(n / agents),
+ * 1.4 % at 100k agents and a page of 20, which is 7 in 500.
  */
-async function combined(sql: Sql, words: QueryWord[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
-  const parts = partsOf(words, filters).filter((part) => after === null || part.score <= after.score);
-  for (const part of parts) part.from = after !== null && part.score === after.score ? after.aid : null;
-  const all = and([...words.map((w) => group(w, '')), filters]);
-  const starts = [...new Set(parts.map((part) => part.from))];
-  const walked = new Map<number, Position[]>(parts.map((part) => [part.code, []]));
-  const p = new Params();
-  const walks = starts.map((start) => `(${walk(p, words, all, start)})`).join(' union all ');
-  for (const row of await sql.unsafe<{ aid: string; code: number; start: string | null }[]>(walks, p.values)) {
-    const part = parts.find((x) => x.code === row.code);
-    if (part && part.from === row.start) walked.get(part.code)!.push({ score: part.score, aid: row.aid });
+const COMMON_IN_WALK = 7;
+
+/**
+ * Scores per class, best first; every agent of a class scores the same, so each class is in AID order
+ * and the page is the first classes' first rows. One walk of WALK agents in AID order (two with a cursor:
+ * from the start, and from the cursor for its score) sorts what it reads into classes: a class it found
+ * `n` of is done. The others, down to the class where the page is sure to be full, are read in one
+ * statement: on in AID order where the walk found the class common (stopping after `n`), through the GIN
+ * index where rare (a common word's class of tens of thousands would cost 50+ ms there; a rare one's
+ * whole primary key in AID order).
+ */
+async function byClass(sql: Sql, terms: Terms[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
+  const classes = classesOf(terms, filters)
+    .filter((c) => after === null || c.score <= after.score)
+    .map((c) => ({ ...c, from: after !== null && c.score === after.score ? after.aid : null }));
+  const walked = await walk(sql, terms, filters, [...new Set(classes.map((c) => c.from))]);
+  const found: Position[] = [];
+  const lookups: { c: Class; common: boolean }[] = [];
+  let sure = 0;
+  for (const c of classes) {
+    if (sure >= n) break;
+    const w = walked.get(c.from) ?? { ended: false, rows: [] };
+    const mine = w.rows.filter((r) => r.score === c.score);
+    if (mine.length >= n || w.ended) found.push(...mine.slice(0, n));
+    else lookups.push({ c, common: mine.length >= COMMON_IN_WALK });
+    sure += Math.min(n, mine.length);
   }
-  const full = parts.filter((part) => walked.get(part.code)!.length >= n);
-  const rare = parts.filter((part) => walked.get(part.code)!.length < n);
-  const found = full.flatMap((part) => walked.get(part.code)!.sort(compare).slice(0, n));
-  if (rare.length > 0) {
-    const q = new Params();
-    const text = rare.map((part) => `(${lookup(q, part, n)})`).join(' union all ');
-    for (const row of await sql.unsafe<{ aid: string; score: number }[]>(text, q.values)) found.push({ score: row.score, aid: row.aid });
-  }
+  if (lookups.length > 0) found.push(...(await lookup(sql, lookups, n)));
   return found.sort(compare).slice(0, n);
 }
 
-/** Every combination of weights for the words, with its score and its tsquery. */
-function partsOf(words: QueryWord[], filters: string | null): Part[] {
-  let parts: Part[] = [{ code: 0, score: 0, tsquery: filters ?? '', from: null }];
-  words.forEach((w, i) => {
-    parts = parts.flatMap((part) =>
-      weighted(w).map((x, k) => ({
-        code: part.code + k * 3 ** i,
-        score: part.score + x.score,
-        tsquery: part.tsquery === '' ? x.tsquery : `${part.tsquery} & ${x.tsquery}`,
-        from: null,
-      })),
-    );
-  });
-  return parts;
+/** What a walk from one start read: the matches with their scores, and whether it reached the last agent. */
+interface Walked {
+  ended: boolean;
+  rows: Position[];
 }
 
-/** The next WALK agents in AID order after `start`: those matching every word, with their part's code. */
-function walk(p: Params, words: QueryWord[], all: string, start: string | null): string {
-  const code = words
-    .map(
-      (w, i) => `${3 ** i} * (case when search @@ ${p.of(group(w, MARK.A), 'tsquery')} then 0
-      when search @@ ${p.of(group(w, MARK.B), 'tsquery')} then 1 else 2 end)`,
-    )
-    .join(' + ');
-  const from = start === null ? '' : `where aid collate "C" > ${p.of(start, 'text')}`;
-  return `select aid, ${code} as code, ${start === null ? 'null::text' : p.of(start, 'text')} as start
-    from (select aid, search from agents ${from} order by aid collate "C" limit ${WALK}) w
-    where search @@ ${p.of(all, 'tsquery')}`;
+/** The next WALK agents in AID order after each start, those matching every word with their scores. */
+async function walk(sql: Sql, terms: Terms[], filters: string | null, starts: (string | null)[]): Promise<Map<string | null, Walked>> {
+  const p = new Params();
+  const all = p.of(and([...terms.map((t) => group(t, '')), filters]), 'tsquery');
+  const score = terms.map((t) => `(${wordScore(p, t)})`).join(' + ');
+  const text = starts
+    .map((start, i) => {
+      const from = start === null ? '' : `where aid collate "C" > ${p.of(start, 'text')}`;
+      return `(select ${i} as start, aid, case when search @@ ${all} then ${score} end as score, count(*) over () as walked
+        from (select aid, search from agents ${from} order by aid collate "C" limit ${WALK}) w)`;
+    })
+    .join(' union all ');
+  const rows = await sql.unsafe<{ start: number; aid: string; score: number | null; walked: string }[]>(
+    `select start, aid, score, walked from (${text}) w where score is not null`,
+    p.values,
+  );
+  // A walk that read fewer than WALK agents reached the last one (known when it matched any).
+  const out = new Map<string | null, Walked>(starts.map((s) => [s, { ended: false, rows: [] }]));
+  for (const row of rows) {
+    const w = out.get(starts[row.start]!)!;
+    w.ended = Number(row.walked) < WALK;
+    w.rows.push({ score: row.score!, aid: row.aid });
+  }
+  return out;
 }
 
-/** A rare part's first `n`, found through the GIN index (`offset 0` keeps the order out of the scan). */
-function lookup(p: Params, part: Part, n: number): string {
-  const from = part.from === null ? '' : `and aid collate "C" > ${p.of(part.from, 'text')}`;
-  return `select aid, ${p.of(part.score, 'int')} as score
-    from (select aid from agents where search @@ ${p.of(part.tsquery, 'tsquery')} ${from} offset 0) g
-    order by aid collate "C" limit ${p.of(n, 'int')}`;
+/**
+ * The first `n` of each class after its start, in one statement, classes best first under one `limit n`:
+ * PostgreSQL reads a class only while the page is short. A common class walks the primary key (its
+ * condition `is true` is nothing the GIN index can serve), a rare one reads the GIN index and sorts
+ * (`offset 0` keeps the order out of the scan).
+ */
+async function lookup(sql: Sql, lookups: { c: Class; common: boolean }[], n: number): Promise<Position[]> {
+  const p = new Params();
+  const text = lookups
+    .map(({ c, common }) => {
+      const from = c.from === null ? '' : `and aid collate "C" > ${p.of(c.from, 'text')}`;
+      const q = p.of(c.tsquery, 'tsquery');
+      return common
+        ? `(select aid, ${c.score} as score from agents where (search @@ ${q}) is true ${from} order by aid collate "C" limit ${n})`
+        : `(select aid, ${c.score} as score from (select aid from agents where search @@ ${q} ${from} offset 0) g
+            order by aid collate "C" limit ${n})`;
+    })
+    .join(' union all ');
+  const rows = await sql.unsafe<{ aid: string; score: number }[]>(`select aid, score from (${text}) parts limit ${n}`, p.values);
+  return rows.map((r) => ({ score: r.score, aid: r.aid }));
+}
+/** The score classes of a query, best first, each as a tsquery of its combinations. */
+function classesOf(terms: Terms[], filters: string | null): Class[] {
+  let combos = [{ score: 0, tsquery: [] as string[] }];
+  for (const t of terms) {
+    combos = combos.flatMap((c) => weighted(t).map((x) => ({ score: c.score + x.score, tsquery: [...c.tsquery, x.tsquery] })));
+  }
+  const byScore = new Map<number, string[]>();
+  for (const c of combos) byScore.set(c.score, [...(byScore.get(c.score) ?? []), `(${c.tsquery.join(' & ')})`]);
+  return [...byScore.entries()]
+    .sort((x, y) => y[0] - x[0])
+    .map(([score, alternatives]) => ({ score, tsquery: and([`(${alternatives.join(' | ')})`, filters]), from: null }));
 }
 
 /** Where a word can match, as disjoint tsqueries: its best weight A, B, or C (descriptions only). */
-function weighted(w: QueryWord): { score: number; tsquery: string }[] {
-  const a = group(w, MARK.A);
-  const b = group(w, MARK.B);
+function weighted(t: Terms): { score: number; tsquery: string }[] {
+  const a = group(t, MARK.A);
+  const b = group(t, MARK.B);
   return [
     { score: SCORE.A, tsquery: a },
     { score: SCORE.B, tsquery: `${b} & !${a}` },
-    { score: SCORE.C, tsquery: `${group(w, '')} & !${a} & !${b}` },
+    { score: SCORE.C, tsquery: `${group(t, '')} & !${a} & !${b}` },
   ];
 }
 
@@ -224,16 +314,16 @@ function weighted(w: QueryWord): { score: number; tsquery: string }[] {
  */
 async function split(
   sql: Sql,
-  words: QueryWord[],
+  terms: Terms[],
   filters: string | null,
   after: Position | null,
   n: number,
   low: number,
 ): Promise<Position[]> {
-  const all = and([...words.map((w) => group(w, '')), filters]);
-  const high = `(${words.map((w) => `${group(w, MARK.A)} | ${group(w, MARK.B)}`).join(' | ')})`;
+  const all = and([...terms.map((t) => group(t, '')), filters]);
+  const high = `(${terms.map((t) => `${group(t, MARK.A)} | ${group(t, MARK.B)}`).join(' | ')})`;
   const found: Position[] = [];
-  if (after === null || after.score > low) found.push(...(await reached(sql, words, `${all} & ${high}`, after, n)));
+  if (after === null || after.score > low) found.push(...(await reached(sql, terms, `${all} & ${high}`, after, n)));
   if (found.length < n) {
     const from = after !== null && after.score === low ? after : null;
     found.push(...(await inAidOrder(sql, `${all} & !${high}`, low, from, n - found.length)));
@@ -255,9 +345,9 @@ async function inAidOrder(sql: Sql, tsquery: string | null, score: number, after
 }
 
 /** The agents matching `tsquery`, scored, by score then AID, after `after`. */
-async function reached(sql: Sql, words: QueryWord[], tsquery: string, after: Position | null, n: number): Promise<Position[]> {
+async function reached(sql: Sql, terms: Terms[], tsquery: string, after: Position | null, n: number): Promise<Position[]> {
   const p = new Params();
-  const score = words.map((w) => `(${wordScore(p, w)})`).join(' + ');
+  const score = terms.map((t) => `(${wordScore(p, t)})`).join(' + ');
   const from =
     after === null
       ? ''
@@ -271,15 +361,19 @@ async function reached(sql: Sql, words: QueryWord[], tsquery: string, after: Pos
 }
 
 /** A word's score: A where it reaches an A marker, else B where a B marker, else C. */
-function wordScore(p: Params, w: QueryWord): string {
-  return `case when search @@ ${p.of(group(w, MARK.A), 'tsquery')} then ${SCORE.A}
-    when search @@ ${p.of(group(w, MARK.B), 'tsquery')} then ${SCORE.B} else ${SCORE.C} end`;
+function wordScore(p: Params, t: Terms): string {
+  return `case when search @@ ${p.of(group(t, MARK.A), 'tsquery')} then ${SCORE.A}
+    when search @@ ${p.of(group(t, MARK.B), 'tsquery')} then ${SCORE.B} else ${SCORE.C} end`;
 }
 
-/** A word's forms as tsquery alternatives behind `mark`, as prefixes where fields.ts allows. */
-function group(w: QueryWord, mark: string): string {
-  return `(${w.forms.map((f) => `'${mark}${f}'${prefixes(f) ? ':*' : ''}`).join(' | ')})`;
+/** A word's lexemes as tsquery alternatives behind `mark`: the exact ones, and the prefixes as prefixes. */
+function group(t: Terms, mark: string): string {
+  const lexemes = [...t.exact.map((l) => quote(mark + l)), ...t.prefix.map((f) => `${quote(mark + f)}:*`)];
+  return `(${lexemes.join(' | ')})`;
 }
+
+/** A lexeme quoted for a tsquery (words are letters and digits, so this only guards). */
+const quote = (lexeme: string) => `'${lexeme.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
 
 const and = (terms: (string | null)[]) => terms.filter((x): x is string => x !== null).join(' & ');
 

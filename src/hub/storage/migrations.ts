@@ -118,6 +118,36 @@ export const MIGRATIONS: readonly Migration[] = [
       insert into blob_total values (1, 0, 0);
     `,
   },
+  {
+    version: 3,
+    name: 'directory vocabulary: every word of a search vector, kept by triggers, so a query expands its prefixes',
+    sql: `
+      -- search_words: every word (lexeme without a marker) some agent's search vector holds or held, in code-unit
+      -- order, so a search turns a prefix into the exact lexemes it begins (src/hub/search/postgres.ts): the
+      -- planner then knows how common each is, and the GIN index reads no partial match. Kept by the
+      -- database itself, so a replica still running an older hub keeps it too; words of withdrawn cards stay
+      -- (a lexeme no agent has matches nothing).
+      create table search_words (word text collate "C" primary key);
+      -- Inserted in code-unit order: two writers adding the same new words take their locks in one order.
+      create function search_words_add() returns trigger language plpgsql as $f$
+      begin
+        insert into search_words (word)
+          select w from unnest(tsvector_to_array(new.search)) w
+          where left(w, 1) not in ('^', '+', '~')
+          order by w collate "C"
+          on conflict do nothing;
+        return null;
+      end
+      $f$;
+      create trigger agents_search_words_insert after insert on agents
+        for each row when (new.search is not null) execute function search_words_add();
+      create trigger agents_search_words_update after update of search on agents
+        for each row when (new.search is not null and new.search is distinct from old.search) execute function search_words_add();
+      -- The agents already stored are read at start in batches (fillSearchWords in storage/postgres.ts); until
+      -- this row is gone, searches use prefixes.
+      insert into meta (key, value) values ('search_words_backfill', '');
+    `,
+  },
 ];
 
 /** The newest schema version this code knows. */

@@ -10,7 +10,7 @@
 // Commits are synchronous (synchronous_commit on, whatever the server's default): an acknowledged write
 // survives a crash of the database server.
 import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
-import { agentFromRow, searchAgents, searchVector, type AgentRow } from '../search/postgres.js';
+import { agentFromRow, BACKFILL_KEY, searchAgents, searchVector, type AgentRow } from '../search/postgres.js';
 import { migrate, SchemaTooNewError } from './migrations.js';
 import { PgBlobs } from './postgres-blobs.js';
 import {
@@ -38,6 +38,8 @@ export interface PostgresStorageOptions {
   now?: () => number;
   /** Connections in this process's pool (default 20): the ledger's concurrency per replica. */
   max?: number;
+  /** Where a long start-up task says how far it got (default: stderr, and only for large tables). */
+  progress?: (line: string) => void;
 }
 
 /** Opens (and migrates) the hub store at `url`, a `postgres://` URL. */
@@ -46,6 +48,7 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
   let sql = connect(url, opts, {});
   try {
     await migrate(sql, where, opts.now);
+    await fillSearchWords(sql, opts.progress);
     // An acknowledged payment or kept envelope must survive a crash of the database server: a server
     // set to synchronous_commit=off gets `on` for this hub's sessions (any stronger setting is kept).
     const [row] = await sql<{ synchronous_commit: string }[]>`show synchronous_commit`;
@@ -209,6 +212,57 @@ class PgAgents implements AgentStore {
         name = excluded.name, kel = excluded.kel, card = excluded.card, seq = excluded.seq, digest = excluded.digest,
         keys = excluded.keys, updated_at = excluded.updated_at, search = excluded.search`;
   }
+}
+
+/** Agents read a batch while filling the directory's vocabulary: a short transaction each (~0.2 s). */
+const FILL_BATCH = 2000;
+/** Fewer agents than this fill the vocabulary in a few seconds at most, without a word on stderr. */
+const FILL_QUIET_BELOW = 20_000;
+
+/**
+ * Fills `search_words` from the agents stored before migration 3, in batches in AID order; the `meta` row
+ * holds the last AID done (replicas starting together share it: each batch locks it), and goes when all
+ * are done, which tells searches the vocabulary is complete. Writes meanwhile add their words by trigger.
+ */
+async function fillSearchWords(sql: Sql, progress?: (line: string) => void): Promise<void> {
+  const [{ n } = { n: '0' }] = await sql<{ n: string }[]>`
+    select count(*) as n from agents where exists (select 1 from meta where key = ${BACKFILL_KEY})`;
+  const say = progress ?? (Number(n) >= FILL_QUIET_BELOW ? (line: string) => void process.stderr.write(`${line}\n`) : () => {});
+  let done = 0;
+  let told = 0;
+  for (;;) {
+    const read = await fillBatch(sql);
+    if (read === null) break;
+    done += read;
+    if (done - told >= Number(n) / 10) {
+      told = done;
+      say(`directory vocabulary: ${done.toLocaleString('en')} of ${Number(n).toLocaleString('en')} agents read`);
+    }
+  }
+  if (done > 0) say(`directory vocabulary complete (${done.toLocaleString('en')} agents read)`);
+}
+
+/** One batch: the agents read, or null when the vocabulary was already complete. */
+function fillBatch(sql: Sql): Promise<number | null> {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<{ value: string }[]>`select value from meta where key = ${BACKFILL_KEY} for update`;
+    if (!row) return null;
+    // Words in code-unit order, as the trigger inserts them: no two writers wait on each other in a cycle.
+    const [last] = await tx<{ aid: string | null; n: string }[]>`
+      with batch as (
+        select aid, search from agents where aid > ${row.value} order by aid limit ${FILL_BATCH}
+      ), added as (
+        insert into search_words (word)
+          select distinct w collate "C" from batch, unnest(tsvector_to_array(batch.search)) w
+          where left(w, 1) not in ('^', '+', '~')
+          order by 1
+          on conflict do nothing
+      )
+      select max(aid) as aid, count(*) as n from batch`;
+    if (last?.aid == null) await tx`delete from meta where key = ${BACKFILL_KEY}`;
+    else await tx`update meta set value = ${last.aid} where key = ${BACKFILL_KEY}`;
+    return Number(last?.n ?? 0);
+  }) as Promise<number | null>;
 }
 
 // ---- Request nonces ----
