@@ -235,7 +235,7 @@ test('issue 19, SPEC §11: a stream opened without x-anet-ack (an older node) ha
     body,
   });
   t.is(res.status, 200);
-  t.deepEqual(await res.json(), { acked: 0 });
+  t.deepEqual(await res.json(), { acked: 0, blobs: 0 }, 'blobs: none named (PROTOCOL §8.11)');
   const unsigned = await fetch(`${hub.url}/relay/v2/ack`, { method: 'POST', headers: { 'x-anet-aid': bob.aid }, body });
   t.is(unsigned.status, 401);
 });

@@ -5,10 +5,13 @@ import type { Relay } from './relay.js';
 import type { Ledger } from './ledger.js';
 import type { Budget } from './budget.js';
 import type { RequestAuth } from './auth.js';
+import type { Blobs } from './blobs.js';
 
 export interface HubContext {
   storage: HubStorage;
   relay: Relay;
+  /** Blobs: bounds, digest check, sweep (src/hub/blobs.ts). */
+  blobs: Blobs;
   ledger: Ledger;
   hubKel: KelState;
   now: () => number;

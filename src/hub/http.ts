@@ -10,12 +10,13 @@ import { LedgerRefused } from './ledger.js';
 const LINGER_MS = 1000;
 
 export class HubError extends Error {
-  /** `retryAfterS`: sent as Retry-After. */
+  /** `retryAfterS`: sent as Retry-After. `extra`: fields of the answer beside `error` (a blob's `received`). */
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
     readonly retryAfterS?: number,
+    readonly extra?: Record<string, unknown>,
   ) {
     super(message);
   }
@@ -43,13 +44,22 @@ export function refuse(req: IncomingMessage, res: ServerResponse, err: unknown):
   if (res.headersSent) return void res.destroy();
   const headers: Record<string, string> = {};
   if (e instanceof HubError && e.retryAfterS) headers['retry-after'] = String(e.retryAfterS);
-  if (!req.complete) {
-    headers.connection = 'close';
-    req.removeAllListeners('data');
-    req.resume();
-    setTimeout(() => req.socket.destroy(), LINGER_MS).unref();
-  }
-  send(res, e.status, { error: { code: e.code, message: e.message } }, 'application/json', headers);
+  dropRest(req, headers);
+  const extra = e instanceof HubError ? e.extra : undefined;
+  send(res, e.status, { error: { code: e.code, message: e.message }, ...extra }, 'application/json', headers);
+}
+
+/**
+ * Before answering a request whose body was not read whole: the answer closes the connection, and what
+ * still comes is read and dropped for LINGER_MS at most (closing on unread input could reset the
+ * connection before the answer is read).
+ */
+export function dropRest(req: IncomingMessage, headers: Record<string, string>): void {
+  if (req.complete) return;
+  headers.connection = 'close';
+  req.removeAllListeners('data');
+  req.resume();
+  setTimeout(() => req.socket.destroy(), LINGER_MS).unref();
 }
 
 /**

@@ -4,6 +4,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ACK_HEADER, MAX_ACK_IDS, MAX_ENVELOPE, UPSTREAM_PROTOCOL } from '../protocol/relay.js';
+import { MAX_ACK_BLOBS, blobDigest } from '../protocol/blob-address.js';
 import { validateKel } from '../identity/kel.js';
 import type { Relay } from './relay.js';
 import type { HubContext } from './context.js';
@@ -13,8 +14,8 @@ import { known } from './directory.js';
 
 const BUSY_RELAY = 'the hub is receiving too many messages at once; retry shortly';
 
-/** An ack's body: 1000 ids of 64 hex digits, quoted, with commas and the wrapping. */
-const MAX_ACK_BODY = 72 * 1024;
+/** An ack's body: 1000 ids of 64 hex digits and 1000 blob CIDs of 59 characters, quoted, with commas and the wrapping. */
+const MAX_ACK_BODY = 144 * 1024;
 
 /**
  * POST /relay/v2/send (anonymous: an envelope names only its recipient); GET /relay/v2/stream (signed;
@@ -43,26 +44,34 @@ export async function handleRelay(
     const body = await readBody(ctx, req, client, MAX_ACK_BODY, ctx.bodies, BUSY_RELAY);
     const rec = await known(ctx.storage, header(req, 'x-anet-aid'));
     await ctx.auth.check(req, path, body, validateKel(rec.kel));
-    return send(res, 200, { acked: await ctx.relay.ack(rec.aid, ackIds(body)) });
+    const { ids, blobs } = ackBody(body);
+    // A blob is deleted by anyone signed who names it: knowing its CID means holding the sealed task that
+    // carries it, or having uploaded it (PROTOCOL §8.11).
+    const deleted = blobs.length ? await ctx.blobs.delete(blobs) : 0;
+    return send(res, 200, { acked: await ctx.relay.ack(rec.aid, ids), blobs: deleted });
   }
   throw new HubError(404, 'NOT_FOUND', `no route ${method} ${path}`);
 }
 
-/** The ids of an ack's body `{"ids": ["<hex sha256>", …]}`: 1 to 1000 of them. */
-function ackIds(body: Buffer): string[] {
-  const ids = json(body).ids;
-  const ok =
-    Array.isArray(ids) &&
-    ids.length >= 1 &&
-    ids.length <= MAX_ACK_IDS &&
-    ids.every((id) => typeof id === 'string' && /^[0-9a-f]{64}$/.test(id));
-  if (!ok)
+/**
+ * An ack's body `{"ids": ["<hex sha256>", …], "blobs": ["<blob cid>", …]}`: each list at most 1000 long,
+ * either one absent or empty, not both.
+ */
+function ackBody(body: Buffer): { ids: string[]; blobs: string[] } {
+  const { ids = [], blobs = [] } = json(body);
+  const list = (v: unknown, max: number, ok: (x: string) => boolean) =>
+    Array.isArray(v) && v.length <= max && v.every((x) => typeof x === 'string' && ok(x));
+  const valid =
+    list(ids, MAX_ACK_IDS, (id) => /^[0-9a-f]{64}$/.test(id)) &&
+    list(blobs, MAX_ACK_BLOBS, (cid) => blobDigest(cid) !== null) &&
+    (ids as string[]).length + (blobs as string[]).length > 0;
+  if (!valid)
     throw new HubError(
       400,
       'BAD_REQUEST',
-      `an ack's body is {"ids": [...]}: 1 to ${MAX_ACK_IDS} envelope ids, each the hex sha256 of the envelope`,
+      `an ack's body is {"ids": [...], "blobs": [...]}: up to ${MAX_ACK_IDS} envelope ids (each the hex sha256 of the envelope) and up to ${MAX_ACK_BLOBS} blob CIDs, at least one in all`,
     );
-  return ids as string[];
+  return { ids: ids as string[], blobs: blobs as string[] };
 }
 
 /**

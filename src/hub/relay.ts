@@ -154,6 +154,8 @@ export class Relay {
   /** When a full mailbox last made the relay sweep expired mail at once (at most once a second). */
   private lastFullSweep = 0;
   private closed = false;
+  /** Other stores swept on the relay's timer (the hub's blobs: src/hub/blobs.ts). */
+  private readonly alsoSwept: (() => Promise<unknown>)[] = [];
 
   /** `limits`: DEFAULT_LIMITS where not given. `bus`: the replicas' messaging, when there are replicas. */
   constructor(
@@ -431,6 +433,12 @@ export class Relay {
       return;
     }
     for (const [key, share] of this.shares) if (share.expires <= now) this.release(key);
+    for (const sweep of this.alsoSwept) await sweep().catch(() => {});
+  }
+
+  /** Runs `sweep` with every sweep of the mailboxes (each minute), after them. */
+  sweepAlso(sweep: () => Promise<unknown>): void {
+    this.alsoSwept.push(sweep);
   }
 
   /**

@@ -13,7 +13,9 @@ import { createServer, type IncomingMessage, type ServerResponse, type Server } 
 import type { Socket } from 'node:net';
 import type { HubStorage } from './storage/types.js';
 import { openStorage } from './storage/open.js';
-import { Relay, type RelayBus, type RelayLimits } from './relay.js';
+import { DEFAULT_LIMITS, Relay, type RelayBus, type RelayLimits } from './relay.js';
+import { Blobs, DEFAULT_BLOB_LIMITS } from './blobs.js';
+import { handleBlobs } from './blob-routes.js';
 import { Budget } from './budget.js';
 import { Ledger } from './ledger.js';
 import { hasIdentity, createIdentity, loadIdentity } from '../identity/store.js';
@@ -55,6 +57,10 @@ export interface HubOptions {
   requireInvite?: boolean;
   /** New AIDs registered per client a minute without an invite (default 20; 0: no limit). */
   registrationsPerMinute?: number;
+  /** Bytes of blobs kept in all (default BLOB_TOTAL_BYTES, 16 GiB), shared by replicas. */
+  blobBytes?: number;
+  /** Bytes of blobs one client may have kept or in progress on this process (default BLOB_UPLOADER_BYTES, 1 GiB). */
+  blobBytesPerUploader?: number;
 }
 
 const BODY_IDLE_MS = 10_000;
@@ -81,6 +87,7 @@ export interface Hub {
   server: Server;
   storage: HubStorage;
   relay: Relay;
+  blobs: Blobs;
   ledger: Ledger;
   /** Request bodies of the routes outside /relay/v2 being received (the relay's are `relay.uploads`). */
   bodies: Budget;
@@ -111,10 +118,18 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     throw err;
   });
   const relay = new Relay(now, opts.limits, storage, bus);
+  const blobs = new Blobs(storage.blobs, now, {
+    ...DEFAULT_BLOB_LIMITS,
+    totalBytes: opts.blobBytes ?? DEFAULT_BLOB_LIMITS.totalBytes,
+    perUploader: opts.blobBytesPerUploader ?? DEFAULT_BLOB_LIMITS.perUploader,
+    ttlMs: opts.limits?.ttlMs ?? DEFAULT_LIMITS.ttlMs,
+  });
+  relay.sweepAlso(() => blobs.sweep());
   const perMinute = opts.registrationsPerMinute ?? REGISTRATIONS_PER_MINUTE;
   const ctx: HubContext = {
     storage,
     relay,
+    blobs,
     ledger,
     hubKel: identity.kel,
     now,
@@ -131,7 +146,9 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
   sweeper.unref();
   // Requests being answered, per connection (see upgrade()).
   const answering = new WeakMap<Socket, number>();
-  const server = createServer((req, res) => {
+  // No limit on a whole request's time (Node's default is 5 minutes): a blob upload may take longer, and is
+  // dropped when it stalls; every other body has its own deadlines (readBody).
+  const server = createServer({ requestTimeout: 0 }, (req, res) => {
     const socket = req.socket;
     answering.set(socket, (answering.get(socket) ?? 0) + 1);
     res.once('close', () => answering.set(socket, answering.get(socket)! - 1));
@@ -155,6 +172,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     server,
     storage,
     relay,
+    blobs,
     ledger,
     bodies: ctx.bodies,
     close: async () => {
@@ -190,6 +208,7 @@ async function handle(ctx: HubContext, client: string, req: IncomingMessage, res
   const parts = url.pathname.split('/').filter(Boolean);
   const method = req.method ?? 'GET';
   if (url.pathname.startsWith('/relay/v2')) return handleRelay(ctx, client, req, res, url.pathname, method);
+  if (parts[0] === 'blobs') return handleBlobs(ctx, client, req, res, parts, method);
   const body = await readBody(ctx, req, client, MAX_BODY, ctx.bodies, BUSY_BODIES);
   // The relay counts envelopes (never who sent them to whom): operators watch them, tests count them.
   if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true, aid: hubAid, relay: relay.stats });

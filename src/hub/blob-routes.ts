@@ -1,0 +1,191 @@
+// The blob routes (issue 20, PROTOCOL §8.11), anonymous like a relay send: PUT /blobs/<cid> (upload, from
+// the offset the hub has: resumable by whole pieces), GET /blobs/<cid>/status, GET /blobs/<cid> (download,
+// `Range: bytes=N-` to resume). Deletion is the relay's signed ack (src/hub/relay-routes.ts). A body is
+// never held beyond one piece: each whole 1 MiB piece is stored as soon as it is in, so a dropped
+// connection keeps every whole piece; a download streams piece by piece as the socket drains.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
+import type { HubContext } from './context.js';
+import { HubError, dropRest, send } from './http.js';
+import type { BlobStatus } from './storage/types.js';
+
+/** An upload that sends no byte for this long is dropped (its whole pieces stay). */
+const STALL_MS = 30_000;
+
+const badBlob = (message: string) => new HubError(400, 'BAD_BLOB', message);
+const noBlob = (cid: string) => new HubError(404, 'NO_BLOB', `this hub keeps no complete blob ${cid}`);
+const wrongOffset = (received: number) =>
+  new HubError(409, 'BLOB_OFFSET', `the upload must continue from the bytes the hub has: ${received}`, undefined, { received });
+
+/** PUT /blobs/<cid>, GET /blobs/<cid>/status, GET /blobs/<cid>. */
+export async function handleBlobs(
+  ctx: HubContext,
+  client: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  parts: string[],
+  method: string,
+): Promise<void> {
+  const cid = parts[1] ?? '';
+  if (parts.length === 3 && parts[2] === 'status' && method === 'GET') return statusOf(ctx, res, cid);
+  if (parts.length === 2 && method === 'PUT') return upload(ctx, client, req, res, cid);
+  if (parts.length === 2 && method === 'GET') return download(ctx, req, res, cid);
+  throw new HubError(404, 'NOT_FOUND', `no route ${method} /${parts.join('/')}`);
+}
+
+/** The sha2-256 digest `cid` names, or 400 BAD_BLOB. */
+function digestOf(cid: string): Uint8Array {
+  const digest = blobDigest(cid);
+  if (!digest) throw badBlob(`"${cid.slice(0, 80)}" is not a blob address (CIDv1, raw, sha2-256, base32: bafkrei…)`);
+  return digest;
+}
+
+async function statusOf(ctx: HubContext, res: ServerResponse, cid: string): Promise<void> {
+  digestOf(cid);
+  const s = await ctx.storage.blobs.status(cid);
+  if (!s) throw new HubError(404, 'NO_BLOB', `this hub keeps no blob ${cid}`);
+  send(res, 200, { size: s.size, received: s.received, complete: s.complete, served: s.served });
+}
+
+/** A decimal header of at most 16 digits; null when absent or anything else. */
+function count(req: IncomingMessage, name: string): number | null {
+  const v = req.headers[name];
+  return typeof v === 'string' && /^(0|[1-9][0-9]{0,15})$/.test(v) ? Number(v) : null;
+}
+
+const answer = (s: BlobStatus) => ({ received: s.received, size: s.size, complete: s.complete });
+
+async function upload(ctx: HubContext, client: string, req: IncomingMessage, res: ServerResponse, cid: string): Promise<void> {
+  const digest = digestOf(cid);
+  const size = count(req, BLOB_SIZE_HEADER);
+  const offset = count(req, BLOB_OFFSET_HEADER);
+  if (size === null || offset === null)
+    throw badBlob(
+      `a blob upload has headers ${BLOB_SIZE_HEADER} (the ciphertext's whole size) and ${BLOB_OFFSET_HEADER} (where this body starts)`,
+    );
+  if (size > MAX_BLOB_BYTES) throw new HubError(413, 'TOO_LARGE', `a blob is at most ${MAX_BLOB_BYTES} bytes, not ${size}`);
+  const length = count(req, 'content-length');
+  if (offset > size || (length !== null && length > size - offset))
+    throw badBlob(`the body goes past the blob's ${size} bytes (from ${offset}, ${length ?? '?'} bytes)`);
+  const begun = await ctx.blobs.begin(cid, size, client);
+  if (begun.size !== size) throw badBlob(`blob ${cid} was begun with ${begun.size} bytes, not ${size}`);
+  if (begun.complete) return finish(req, res, begun);
+  if (offset !== begun.received) throw wrongOffset(begun.received);
+  const received = await receive(ctx, client, req, cid, size, offset);
+  if (received === size && !(await ctx.blobs.verify(cid, digest)))
+    throw new HubError(422, 'BLOB_DIGEST', `the ${size} bytes received do not hash to ${cid}: the blob is deleted`);
+  const now = await ctx.storage.blobs.status(cid);
+  // Deleted meanwhile (an ack, or the sweep): what this request stored is gone too.
+  if (!now) throw wrongOffset(0);
+  finish(req, res, now);
+}
+
+/** 200 with the blob's progress; a body not read whole (a blob complete already) is not read on. */
+function finish(req: IncomingMessage, res: ServerResponse, s: BlobStatus): void {
+  const headers: Record<string, string> = {};
+  dropRest(req, headers);
+  send(res, 200, answer(s), 'application/json', headers);
+}
+
+/**
+ * Reads the body from `offset` (a piece boundary: `received` always is), storing each piece once whole,
+ * the last (shorter) one once it completes the blob: the blob's `received` after the body. The piece being
+ * filled is the only body held, counted in the hub's piece budget under `client` (503 BUSY when full).
+ */
+async function receive(ctx: HubContext, client: string, req: IncomingMessage, cid: string, size: number, offset: number) {
+  if (offset === size) return offset;
+  const pieceAt = (at: number) => Math.min(BLOB_PIECE, size - at);
+  const held = pieceAt(offset);
+  if (!ctx.blobs.pieces.take(client, held)) throw new HubError(503, 'BUSY', 'the hub is receiving too many blobs at once; retry shortly');
+  let stalled = false;
+  const stall = setTimeout(() => {
+    stalled = true;
+    req.destroy();
+  }, STALL_MS);
+  let received = offset;
+  let piece = Buffer.allocUnsafe(held);
+  let fill = 0;
+  try {
+    // Not destroyed on an early exit: a refusal (409, 400) is still answered on this connection.
+    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      stall.refresh();
+      for (let pos = 0; pos < chunk.length; ) {
+        if (received === size) throw badBlob(`the body goes past the blob's ${size} bytes`);
+        const n = Math.min(chunk.length - pos, piece.length - fill);
+        chunk.copy(piece, fill, pos, pos + n);
+        fill += n;
+        pos += n;
+        if (fill < piece.length) continue;
+        received = await store(ctx, cid, received, piece);
+        fill = 0;
+        if (received < size && pieceAt(received) !== piece.length) piece = Buffer.allocUnsafe(pieceAt(received));
+      }
+    }
+    if (!req.complete) throw new Error('the request ended before its body');
+  } catch (err) {
+    if (stalled) throw new HubError(408, 'BODY_TIMEOUT', `no byte of the blob came for ${STALL_MS / 1000} s`);
+    if (err instanceof HubError) throw err;
+    throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
+  } finally {
+    clearTimeout(stall);
+    ctx.blobs.pieces.give(client, held);
+  }
+  return received;
+}
+
+/** Stores one whole piece at `at`: the new `received`, or 409 when another upload moved it (or it is gone). */
+async function store(ctx: HubContext, cid: string, at: number, piece: Buffer): Promise<number> {
+  const received = await ctx.storage.blobs.writePiece(cid, at / BLOB_PIECE, piece, ctx.now());
+  if (received !== null) return received;
+  throw wrongOffset((await ctx.storage.blobs.status(cid))?.received ?? 0);
+}
+
+/** `Range: bytes=N-` → N; null for no Range (another form is ignored, as HTTP allows: the whole blob). */
+function rangeStart(req: IncomingMessage): number | null {
+  const m = /^bytes=([0-9]{1,16})-$/.exec(req.headers.range ?? '');
+  return m ? Number(m[1]) : null;
+}
+
+async function download(ctx: HubContext, req: IncomingMessage, res: ServerResponse, cid: string): Promise<void> {
+  digestOf(cid);
+  const s = await ctx.storage.blobs.status(cid);
+  if (!s?.complete) throw noBlob(cid);
+  const from = rangeStart(req);
+  if (from !== null && from >= s.size)
+    return send(res, 416, { error: { code: 'BAD_RANGE', message: `blob ${cid} has ${s.size} bytes` } }, 'application/json', {
+      'content-range': `bytes */${s.size}`,
+    });
+  const start = from ?? 0;
+  const headers: Record<string, string> = {
+    'content-type': 'application/octet-stream',
+    'cache-control': 'no-store',
+    'content-length': String(s.size - start),
+    'accept-ranges': 'bytes',
+  };
+  if (from !== null) headers['content-range'] = `bytes ${from}-${s.size - 1}/${s.size}`;
+  res.writeHead(from === null ? 200 : 206, headers);
+  const first = Math.floor(start / BLOB_PIECE);
+  let at = first * BLOB_PIECE;
+  for await (const piece of ctx.storage.blobs.read(cid, first)) {
+    if (res.destroyed) return;
+    const part = at < start ? piece.subarray(start - at) : piece;
+    at += piece.length;
+    if (!res.write(part)) await drained(res);
+    // At most once a piece: how far any download got, in storage so any replica answers it.
+    void ctx.storage.blobs.setServed(cid, at).catch(() => {});
+  }
+  res.end();
+}
+
+/** Resolves when `res` can take more, or is closed. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.once('drain', done);
+    res.once('close', done);
+  });
+}

@@ -1,0 +1,150 @@
+// The hub's blobs (issue 20, PROTOCOL §8.11): file ciphertexts uploaded under their content address, kept
+// in the hub's storage (src/hub/storage: files under the data dir, or 1 MiB rows in PostgreSQL) until a
+// signed acknowledgement names them, the mailbox TTL ends, or, incomplete, they get no piece for an hour.
+// This file holds what the routes (src/hub/blob-routes.ts) need beyond one storage call: the bounds (the
+// total, counted in storage and shared by replicas; the uploader's share, in this process's memory only,
+// as the relay's share of kept mail: the hub never writes who uploaded what), the digest check of a
+// complete blob, and the sweep.
+import { createHash } from 'node:crypto';
+import { BLOB_IDLE_MS, BLOB_PIECE, BLOB_TOTAL_BYTES, BLOB_UPLOADER_BYTES } from '../protocol/blob-address.js';
+import { mib } from '../protocol/relay.js';
+import { Budget } from './budget.js';
+import { HubError } from './http.js';
+import { blobCharge, type BlobStatus, type BlobStore } from './storage/types.js';
+
+export interface BlobLimits {
+  /** Bytes of blobs kept in all (hub option `blobBytes`). */
+  totalBytes: number;
+  /** Bytes of blobs one client may have kept or in progress on this process. */
+  perUploader: number;
+  /** A blob is deleted this long after it was begun (the mailbox TTL). */
+  ttlMs: number;
+  /** An incomplete blob with no new piece for this long is deleted. */
+  idleMs: number;
+}
+
+export const DEFAULT_BLOB_LIMITS: Omit<BlobLimits, 'ttlMs'> = {
+  totalBytes: BLOB_TOTAL_BYTES,
+  perUploader: BLOB_UPLOADER_BYTES,
+  idleMs: BLOB_IDLE_MS,
+};
+
+/**
+ * Piece buffers of uploads being received, in memory (each upload holds at most one piece): in all, and
+ * per client, so many slow uploads cannot fill the hub's memory.
+ */
+const PIECE_BUFFERS = 256 * BLOB_PIECE;
+const PIECE_BUFFERS_PER_CLIENT = 64 * BLOB_PIECE;
+
+/** A bound a blob would pass: 429 BLOB_QUOTA, naming which and its figure. */
+const quota = (message: string) => new HubError(429, 'BLOB_QUOTA', message);
+
+export class Blobs {
+  /** cid → the client whose upload began it, and what it counts (memory only, this process's uploads). */
+  private readonly shares = new Map<string, { client: string; n: number }>();
+  private readonly byClient = new Map<string, number>();
+  /** Piece buffers being filled (see PIECE_BUFFERS). */
+  readonly pieces = new Budget(PIECE_BUFFERS, PIECE_BUFFERS_PER_CLIENT);
+  /** When a full total last made this process sweep at once (at most once a second). */
+  private lastFullSweep = 0;
+
+  constructor(
+    readonly store: BlobStore,
+    private readonly now: () => number,
+    readonly limits: BlobLimits,
+  ) {}
+
+  /**
+   * The blob `cid`, begun by `client` with `size` bytes if it is new (its share and the total counted),
+   * else as it is stored (whatever its size: the route compares). 429 BLOB_QUOTA past a bound.
+   */
+  async begin(cid: string, size: number, client: string): Promise<BlobStatus> {
+    const known = await this.store.status(cid);
+    if (known) return known;
+    const n = blobCharge(size);
+    // Another upload of this process is beginning it now: that one holds the share.
+    const sharing = !this.shares.has(cid);
+    if (sharing) this.take(cid, client, n);
+    try {
+      const begun = await this.beginStored(cid, size);
+      if (begun === 'full')
+        throw quota(
+          `the hub keeps ${mib(this.limits.totalBytes)} of blobs in all, its total, and has no room for ${mib(n)} more; retry later`,
+        );
+      if (!begun.created && sharing) this.release(cid);
+      return begun.status;
+    } catch (err) {
+      if (sharing) this.release(cid);
+      throw err;
+    }
+  }
+
+  /** Counts `n` bytes for `client`'s new blob, before any await: its racing uploads cannot pass its share together. */
+  private take(cid: string, client: string, n: number): void {
+    const mine = this.byClient.get(client) ?? 0;
+    if (mine + n > this.limits.perUploader)
+      throw quota(
+        `this client's blobs on this hub would hold ${mib(mine + n)}, over its ${mib(this.limits.perUploader)} (per uploader); retry once some are acknowledged`,
+      );
+    this.shares.set(cid, { client, n });
+    this.byClient.set(client, mine + n);
+  }
+
+  /** A full total is swept of expired blobs once, then asked again. */
+  private async beginStored(cid: string, size: number) {
+    const now = this.now();
+    const args = [cid, size, now, now + this.limits.ttlMs, this.limits.totalBytes] as const;
+    const begun = await this.store.begin(...args);
+    if (begun !== 'full' || now - this.lastFullSweep < 1000) return begun;
+    this.lastFullSweep = now;
+    await this.sweep();
+    return this.store.begin(...args);
+  }
+
+  /**
+   * Checks a blob whose bytes are all in against its address, reading them back from storage (a resumed
+   * upload has no running hash): marked complete and true, or deleted and false.
+   */
+  async verify(cid: string, digest: Uint8Array): Promise<boolean> {
+    const hash = createHash('sha256');
+    for await (const piece of this.store.read(cid, 0)) hash.update(piece);
+    if (hash.digest().equals(digest)) return this.store.complete(cid);
+    await this.delete([cid]);
+    return false;
+  }
+
+  /** Deletes the named blobs (an acknowledgement): how many were kept. Their uploaders' shares go back. */
+  async delete(cids: string[]): Promise<number> {
+    const gone = await this.store.delete(cids);
+    for (const cid of cids) this.release(cid);
+    return gone.length;
+  }
+
+  /**
+   * Deletes blobs past their TTL and incomplete ones idle for idleMs (the relay's sweep calls it every
+   * minute), and gives back the shares of blobs gone, also those deleted through another replica.
+   */
+  async sweep(): Promise<number> {
+    const now = this.now();
+    const gone = await this.store.sweep(now, now - this.limits.idleMs);
+    for (const cid of gone) this.release(cid);
+    const held = [...this.shares.keys()];
+    const kept = await this.store.have(held);
+    for (const cid of held) if (!kept.has(cid)) this.release(cid);
+    return gone.length;
+  }
+
+  /** What `client`'s blobs count on this process now. */
+  sharedBy(client: string): number {
+    return this.byClient.get(client) ?? 0;
+  }
+
+  private release(cid: string): void {
+    const share = this.shares.get(cid);
+    if (!share) return;
+    this.shares.delete(cid);
+    const left = (this.byClient.get(share.client) ?? 0) - share.n;
+    if (left > 0) this.byClient.set(share.client, left);
+    else this.byClient.delete(share.client);
+  }
+}
