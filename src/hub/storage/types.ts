@@ -6,8 +6,9 @@
 //
 // What the hub keeps: agents (KEL, card wire, name, high-water mark, encryption key set) and the
 // directory's index over their cards; invites (by the digest of their token); seen request nonces, until
-// they are too old to pass the clock window; the credits ledger; and sealed envelopes waiting for offline
-// recipients. What it never keeps: who sent an envelope (WIRE §4), a plaintext byte, what a payment bought.
+// they are too old to pass the clock window; the credits ledger; sealed envelopes waiting for offline
+// recipients; and blobs, file ciphertexts in transit (issue 20). What it never keeps: who sent an envelope
+// (WIRE §4) or uploaded a blob, a plaintext byte, what a payment bought.
 
 /** An agent as the hub holds it. */
 export interface AgentRecord {
