@@ -9,9 +9,6 @@ import type { HubContext } from './context.js';
 import { HubError, dropRest, send } from './http.js';
 import type { BlobStatus } from './storage/types.js';
 
-/** An upload that sends no byte for this long is dropped (its whole pieces stay). */
-const STALL_MS = 30_000;
-
 const badBlob = (message: string) => new HubError(400, 'BAD_BLOB', message);
 const noBlob = (cid: string) => new HubError(404, 'NO_BLOB', `this hub keeps no complete blob ${cid}`);
 const wrongOffset = (received: number) =>
@@ -97,18 +94,11 @@ async function receive(ctx: HubContext, client: string, req: IncomingMessage, ci
   const pieceAt = (at: number) => Math.min(BLOB_PIECE, size - at);
   const held = pieceAt(offset);
   if (!ctx.blobs.pieces.take(client, held)) throw new HubError(503, 'BUSY', 'the hub is receiving too many blobs at once; retry shortly');
-  let stalled = false;
-  const stall = setTimeout(() => {
-    stalled = true;
-    req.destroy();
-  }, STALL_MS);
   let received = offset;
   let piece = Buffer.allocUnsafe(held);
   let fill = 0;
   try {
-    // Not destroyed on an early exit: a refusal (409, 400) is still answered on this connection.
-    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-      stall.refresh();
+    for await (const chunk of chunks(req, ctx.blobs.limits.stallMs)) {
       for (let pos = 0; pos < chunk.length; ) {
         if (received === size) throw badBlob(`the body goes past the blob's ${size} bytes`);
         const n = Math.min(chunk.length - pos, piece.length - fill);
@@ -121,16 +111,44 @@ async function receive(ctx: HubContext, client: string, req: IncomingMessage, ci
         if (received < size && pieceAt(received) !== piece.length) piece = Buffer.allocUnsafe(pieceAt(received));
       }
     }
-    if (!req.complete) throw new Error('the request ended before its body');
-  } catch (err) {
-    if (stalled) throw new HubError(408, 'BODY_TIMEOUT', `no byte of the blob came for ${STALL_MS / 1000} s`);
-    if (err instanceof HubError) throw err;
-    throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
   } finally {
-    clearTimeout(stall);
     ctx.blobs.pieces.give(client, held);
   }
   return received;
+}
+
+/**
+ * The body's chunks as they come (one at a time: the socket waits while a piece is stored). 408
+ * BODY_TIMEOUT when none comes for `stallMs` while one is awaited, 400 when the connection drops. The
+ * request is never destroyed here, so a refusal is still answered (refuse() then closes the connection).
+ */
+async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Buffer> {
+  const it = req.iterator({ destroyOnReturn: false }) as AsyncIterator<Buffer>;
+  let stalled!: (err: HubError) => void;
+  const stall = new Promise<never>((_, reject) => (stalled = reject));
+  stall.catch(() => {});
+  const timer = setTimeout(() => stalled(new HubError(408, 'BODY_TIMEOUT', `no byte of the blob came for ${stallMs / 1000} s`)), stallMs);
+  try {
+    for (;;) {
+      timer.refresh();
+      const next = it.next();
+      next.catch(() => {});
+      let step: IteratorResult<Buffer>;
+      try {
+        step = await Promise.race([next, stall]);
+      } catch (err) {
+        if (err instanceof HubError) throw err;
+        throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
+      }
+      if (step.done) break;
+      yield step.value;
+    }
+  } finally {
+    clearTimeout(timer);
+    // Its listeners off the request (not destroyed): a refusal's drain of the rest can then flow.
+    void it.return?.().catch(() => {});
+  }
+  if (!req.complete) throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
 }
 
 /** Stores one whole piece at `at`: the new `received`, or 409 when another upload moved it (or it is gone). */

@@ -21,12 +21,15 @@ export interface BlobLimits {
   ttlMs: number;
   /** An incomplete blob with no new piece for this long is deleted. */
   idleMs: number;
+  /** An upload that sends no byte for this long is dropped (its whole pieces stay). */
+  stallMs: number;
 }
 
 export const DEFAULT_BLOB_LIMITS: Omit<BlobLimits, 'ttlMs'> = {
   totalBytes: BLOB_TOTAL_BYTES,
   perUploader: BLOB_UPLOADER_BYTES,
   idleMs: BLOB_IDLE_MS,
+  stallMs: 30_000,
 };
 
 /**

@@ -61,6 +61,8 @@ export interface HubOptions {
   blobBytes?: number;
   /** Bytes of blobs one client may have kept or in progress on this process (default BLOB_UPLOADER_BYTES, 1 GiB). */
   blobBytesPerUploader?: number;
+  /** A blob upload that sends no byte for this long is dropped (default 30 s). */
+  blobStallMs?: number;
 }
 
 const BODY_IDLE_MS = 10_000;
@@ -122,6 +124,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     ...DEFAULT_BLOB_LIMITS,
     totalBytes: opts.blobBytes ?? DEFAULT_BLOB_LIMITS.totalBytes,
     perUploader: opts.blobBytesPerUploader ?? DEFAULT_BLOB_LIMITS.perUploader,
+    stallMs: opts.blobStallMs ?? DEFAULT_BLOB_LIMITS.stallMs,
     ttlMs: opts.limits?.ttlMs ?? DEFAULT_LIMITS.ttlMs,
   });
   relay.sweepAlso(() => blobs.sweep());
