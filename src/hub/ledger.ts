@@ -31,7 +31,16 @@ import { pack, unpack } from '../../store/codec.js';
 import { validateKel } from '../identity/kel.js';
 import { MAX_AMOUNT, isAmount, peekAuthorization, readAuthorization } from '../protocol/authorization.js';
 import type { MintAnswer, HoldAnswer, SettleAnswer, HistoryKind, HistoryEntry, Account } from '../protocol/hub-api.js';
-import type { AccountRecord, AgentStore, HoldRecord, HubStorage, LedgerReads, LedgerStore, LedgerWrites } from './storage/types.js';
+import type {
+  AccountRecord,
+  AgentStore,
+  HoldRecord,
+  HubStorage,
+  LedgerPlan,
+  LedgerReads,
+  LedgerStore,
+  LedgerWrites,
+} from './storage/types.js';
 
 /** A hold not settled within this is released to the payer. */
 export const HOLD_TTL_MS = 24 * 3_600_000;
@@ -112,6 +121,11 @@ class Change {
     readonly at: number,
     private readonly where: string,
   ) {}
+
+  /** Declares what this op will read, at its time (a backend may fetch it all in one round trip). */
+  prefetch(plan: Omit<LedgerPlan, 'at'>): Promise<void> {
+    return this.reads.prefetch({ ...plan, at: this.at });
+  }
 
   async account(aid: string): Promise<Loaded> {
     let a = this.loaded.get(aid);
@@ -233,7 +247,7 @@ export class Ledger {
     if (!isAmount(amount))
       throw new LedgerRefused(400, 'BAD_REQUEST', 'amount must be a canonical decimal string from 1 to 9223372036854775807');
     const registered = (await this.agents.get(aid)) !== undefined;
-    return this.op(`mint:${nonce}`, digestOf('mint', aid, amount), async (c) => {
+    return this.op(`mint:${nonce}`, digestOf('mint', aid, amount), {}, async (c) => {
       if (!registered)
         throw new LedgerRefused(
           404,
@@ -264,7 +278,9 @@ export class Ledger {
     // the payer rotated its key.
     const payer = await this.agents.get(peek.auth.from);
     const read = payer ? readAuthorization(bytes, validateKel(payer.kel)) : null;
-    return this.op(`hold:${peek.auth.nonce}`, hex(sha256(bytes)), async (c) => {
+    // Its nonce's hold (a tombstone would refuse it) and its payer's account, with the payer's due holds.
+    const plan = { holds: [peek.auth.nonce], accounts: read?.ok ? [read.auth.from] : [] };
+    return this.op(`hold:${peek.auth.nonce}`, hex(sha256(bytes)), plan, async (c) => {
       if (!read) throw new LedgerRefused(404, 'UNKNOWN_AID', `the payer ${peek.auth.from} is not registered on this hub`);
       if (!read.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', read.why);
       const auth = read.auth;
@@ -308,9 +324,12 @@ export class Ledger {
       const rec = await c.hold(hold);
       if (rec && rec.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee of a hold can settle it');
     };
+    // The hold, its payer's account (and its payee's for a capture), with their due holds.
+    const plan = { holds: [hold], parties: action === 'capture' ? ('both' as const) : ('payer' as const) };
     return this.op(
       `settle:${hold}`,
       digestOf('settle', hold, action, nonce),
+      plan,
       async (c) => {
         let rec = await c.hold(hold);
         if (!rec) {
@@ -343,6 +362,7 @@ export class Ledger {
     const { balance, held } = await this.track(
       this.ledger.transact(async (reads) => {
         const c = new Change(reads, this.now(), this.where);
+        await c.prefetch({ accounts: [aid] });
         const a = await c.account(aid);
         return { answer: { balance: a.balance.toString(), held: a.held.toString() }, writes: c.changed ? c.writes(null) : null };
       }),
@@ -376,6 +396,7 @@ export class Ledger {
       const done = await this.track(
         this.ledger.transact(async (reads) => {
           const c = new Change(reads, this.now(), this.where);
+          await c.prefetch({ holds: [hold], parties: 'payer' });
           const rec = await c.hold(hold);
           if (rec?.state !== 'held' || rec.expires === null || rec.expires > c.at) return { answer: false, writes: null };
           await c.endHold(hold, rec, 'expired');
@@ -407,13 +428,14 @@ export class Ledger {
   }
 
   /**
-   * Runs one op as a transaction: `guard` may refuse; a key seen before answers as it did (same body) or
+   * Runs one op as a transaction, its record and what `plan` names read first: `guard` may refuse; a key seen before answers as it did (same body) or
    * is refused (another body); otherwise `fn` decides, and its writes and answer are committed together.
    * A refusal `fn` defers (c.defer) commits the writes made before it, without an op record, then throws.
    */
   private async op<T>(
     key: string,
     digest: string,
+    plan: Omit<LedgerPlan, 'at' | 'op'>,
     fn: (c: Change) => Promise<T | Deferred>,
     guard?: (c: Change) => Promise<void>,
   ): Promise<T> {
@@ -421,6 +443,7 @@ export class Ledger {
     const result = await this.track(
       this.ledger.transact(async (reads) => {
         const c = new Change(reads, this.now(), this.where);
+        await c.prefetch({ ...plan, op: key });
         await guard?.(c);
         const seen = await reads.op(key);
         if (seen) {

@@ -225,6 +225,8 @@ export class LevelLedger implements LedgerStore {
   }
 
   private readonly reads: LedgerReads = {
+    // Reads are local and transactions run one at a time: nothing to gain from fetching ahead.
+    prefetch: async () => {},
     account: async (aid) => (await this.store.accounts.get(aid)) as AccountRecord | undefined,
     entry: async (aid, seq) => {
       const b = (await this.store.history.get(historyKey(aid, seq), { valueEncoding: 'buffer' })) as Buffer | undefined;

@@ -9,7 +9,7 @@
 // - a mailbox write holds the row locks of its counters (see `keepMail`).
 // Commits are synchronous (synchronous_commit on, whatever the server's default): an acknowledged write
 // survives a crash of the database server.
-import postgres, { type ISql, type PendingQuery, type Sql, type TransactionSql } from 'postgres';
+import postgres, { type ISql, type PendingQuery, type ReservedSql, type Row, type RowList, type Sql, type TransactionSql } from 'postgres';
 import { agentFromRow, BACKFILL_KEY, searchAgents, searchVector, type AgentRow } from '../search/postgres.js';
 import { migrate, SchemaTooNewError } from './migrations.js';
 import { PgBlobs } from './postgres-blobs.js';
@@ -22,6 +22,7 @@ import {
   type HoldState,
   type HubStorage,
   type Invite,
+  type LedgerPlan,
   type LedgerReads,
   type LedgerStore,
   type LedgerWrites,
@@ -348,63 +349,177 @@ function holdFromRow(row: HoldRow): HoldRecord {
  * unique keys), on any number of replicas, without SERIALIZABLE's predicate locks: at 32 transactions at
  * once on distinct payers those locked whole small tables and index pages, and most transactions failed
  * as pivots again and again (measured: under 200 ops/s, and some still failing after 20 attempts).
+ *
+ * Round trips: a read a round trip made about ten an op, each a socket write on both sides (most of the
+ * hub's CPU). So the transaction runs on a connection of its own, BEGIN goes with its first reads and
+ * COMMIT with its writes, each group one batch (one Sync: the server answers it at once); what the ledger
+ * declared (`prefetch`) is that first batch. A row read once is answered again from memory: it stays
+ * locked, so a second read could only give the same row; an absent one stays absent to this transaction,
+ * and its insert still fails if a racer made it meanwhile.
  */
 class LockingReads implements LedgerReads {
-  /** Per AID read: whether its account was there. */
-  readonly accountsSeen = new Map<string, boolean>();
-  /** Per hold nonce read: whether the hold was there. */
-  readonly holdsSeen = new Map<string, boolean>();
+  /** Per AID read: its account, undefined when there was none (the write is then an insert). */
+  readonly accounts = new Map<string, AccountRecord | undefined>();
+  /** Per hold nonce read: the hold, undefined when there was none. */
+  readonly holds = new Map<string, HoldRecord | undefined>();
+  private readonly ops = new Map<string, OpRecord | undefined>();
+  /** Per payer whose due holds were read: at which time, and their nonces. */
+  private readonly due = new Map<string, { at: number; nonces: string[] }>();
+  private state: 'idle' | 'open' | 'ended' = 'idle';
 
-  constructor(private readonly tx: TransactionSql) {}
+  constructor(private readonly sql: ReservedSql) {}
+
+  async prefetch(plan: LedgerPlan): Promise<void> {
+    const holds = [...new Set(plan.holds ?? [])].sort();
+    const [holdRows, opRows, accountRows, dueRows] = (await this.send(prefetching(this.sql, plan, holds))) as unknown as [
+      NamedHoldRow[],
+      OpRow[],
+      (AccountRow & { aid: string })[],
+      NamedHoldRow[],
+    ];
+    for (const r of [...holdRows, ...dueRows]) this.holds.set(r.nonce, holdFromRow(r));
+    for (const n of holds) if (!this.holds.has(n)) this.holds.set(n, undefined);
+    if (plan.op !== undefined) this.ops.set(plan.op, opRows[0] ? opFromRow(opRows[0]) : undefined);
+    for (const r of accountRows) this.accounts.set(r.aid, accountFromRow(r));
+    // The AIDs whose accounts and due holds the batch read for sure; one it locked besides (a hold a racer
+    // made between its statements) is kept as read, its due holds read again if asked.
+    for (const aid of plannedAids(plan, holds, this.holds)) {
+      if (!this.accounts.has(aid)) this.accounts.set(aid, undefined);
+      this.due.set(aid, { at: plan.at, nonces: dueRows.filter((r) => r.from_aid === aid).map((r) => r.nonce) });
+    }
+  }
 
   async account(aid: string): Promise<AccountRecord | undefined> {
-    const [row] = await this.tx<AccountRow[]>`select balance, held, seq, head from accounts where aid = ${aid} for update`;
-    this.accountsSeen.set(aid, row !== undefined);
-    return row ? accountFromRow(row) : undefined;
+    if (!this.accounts.has(aid)) {
+      const [row] = await this.query<AccountRow>(this.sql`select balance, held, seq, head from accounts where aid = ${aid} for update`);
+      this.accounts.set(aid, row ? accountFromRow(row) : undefined);
+    }
+    return this.accounts.get(aid);
   }
 
   async entry(aid: string, seq: number): Promise<Uint8Array | undefined> {
     // History is append-only: an entry never changes once written, so it needs no lock.
-    const [row] = await this.tx<{ bytes: Buffer }[]>`select bytes from history where aid = ${aid} and seq = ${seq}`;
+    const [row] = await this.query<{ bytes: Buffer }>(this.sql`select bytes from history where aid = ${aid} and seq = ${seq}`);
     return row ? u8(row.bytes) : undefined;
   }
 
   async hold(nonce: string): Promise<HoldRecord | undefined> {
-    const [row] = await this.tx<HoldRow[]>`
-      select from_aid, to_aid, amount, state, at, expires, tx from holds where nonce = ${nonce} for update`;
-    this.holdsSeen.set(nonce, row !== undefined);
-    return row ? holdFromRow(row) : undefined;
+    if (!this.holds.has(nonce)) {
+      const [row] = await this.query<HoldRow>(this.sql`
+        select from_aid, to_aid, amount, state, at, expires, tx from holds where nonce = ${nonce} for update`);
+      this.holds.set(nonce, row ? holdFromRow(row) : undefined);
+    }
+    return this.holds.get(nonce);
   }
 
   async op(key: string): Promise<OpRecord | undefined> {
     // An op record never changes; one written meanwhile makes this transaction's insert of it fail (23505).
-    const [row] = await this.tx<{ digest: string; answer: string | null }[]>`select digest, answer from ops where key = ${key}`;
-    return row ? { digest: row.digest, answer: row.answer === null ? undefined : JSON.parse(row.answer) } : undefined;
+    if (!this.ops.has(key)) {
+      const [row] = await this.query<OpRow>(this.sql`select digest, answer from ops where key = ${key}`);
+      this.ops.set(key, row ? opFromRow(row) : undefined);
+    }
+    return this.ops.get(key);
   }
 
   async minted(): Promise<string> {
     // The row is there from the first migration, so mints take turns on its lock.
-    const [row] = await this.tx<{ value: string }[]>`select value from meta where key = ${MINTED} for update`;
+    const [row] = await this.query<{ value: string }>(this.sql`select value from meta where key = ${MINTED} for update`);
     return row?.value ?? '0';
   }
 
   async dueOf(payer: string, now: number): Promise<string[]> {
+    const known = this.due.get(payer);
+    if (known?.at === now) return known.nonces;
     // The payer's account first: every transaction that opens or ends a hold of this payer changes its
     // `held`, so holding that lock keeps this list true until the commit.
-    if (!this.accountsSeen.has(payer)) await this.account(payer);
-    const rows = await this.tx<{ nonce: string }[]>`
-      select nonce from holds where from_aid = ${payer} and state = 'held' and expires <= ${now} order by expires, nonce for update`;
-    for (const r of rows) this.holdsSeen.set(r.nonce, true);
-    return rows.map((r) => r.nonce);
+    await this.account(payer);
+    const rows = await this.query<NamedHoldRow>(this.sql`
+      select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds
+      where from_aid = ${payer} and state = 'held' and expires <= ${now} order by expires, nonce for update`);
+    for (const r of rows) this.holds.set(r.nonce, holdFromRow(r));
+    const nonces = rows.map((r) => r.nonce);
+    this.due.set(payer, { at: now, nonces });
+    return nonces;
   }
+
+  /** Commits `writes` (if any) in one round trip with the COMMIT. */
+  async commit(writes: LedgerWrites | null): Promise<void> {
+    if (this.state === 'idle' && !writes) return;
+    const results = await this.send(writes ? [writeLedger(this.sql, writes, this), this.sql`commit`] : [this.sql`commit`]);
+    this.state = 'ended';
+    const done = results[results.length - 1] as { command?: string };
+    if (done.command !== 'COMMIT') throw new Error(`the ledger transaction was rolled back (${done.command}) instead of committed`);
+  }
+
+  /** Ends a transaction that failed or was refused; a connection that broke is closed on release instead. */
+  async rollback(): Promise<void> {
+    if (this.state !== 'open') return;
+    this.state = 'ended';
+    await this.sql`rollback`.catch(() => {});
+  }
+
+  private async query<R>(q: PendingQuery<Row[]>): Promise<R[]> {
+    const [rows] = await this.send([q]);
+    return rows as unknown as R[];
+  }
+
+  /** `queries` as one batch, after a BEGIN when they are this transaction's first. */
+  private async send(queries: PendingQuery<Row[]>[]): Promise<RowList<Row[]>[]> {
+    if (this.state === 'open') return this.sql.batch(queries);
+    if (this.state === 'ended') throw new Error('ledger bug: a read after the transaction ended');
+    this.state = 'open';
+    const [, ...results] = await this.sql.batch([this.sql`begin`, ...queries]);
+    return results;
+  }
+}
+
+type NamedHoldRow = HoldRow & { nonce: string };
+type OpRow = { digest: string; answer: string | null };
+
+const opFromRow = (row: OpRow): OpRecord => ({ digest: row.digest, answer: row.answer === null ? undefined : JSON.parse(row.answer) });
+
+/**
+ * A plan's reads, one statement each, in the order every ledger transaction takes its locks: the named
+ * holds (by nonce), then the accounts (by AID: of the plan and the open holds' parties), then those
+ * accounts' due holds. Each statement takes its own snapshot after the locks before it, as separate reads
+ * do: a due hold committed while this waited for its payer's account is seen. Every statement always runs,
+ * so each is one prepared statement whatever the plan holds.
+ */
+function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): PendingQuery<Row[]>[] {
+  const payers = plan.parties ? holds : [];
+  const payees = plan.parties === 'both' ? holds : [];
+  const aids = () => sql`
+    select unnest(${[...new Set(plan.accounts ?? [])]}::text[]) collate "C"
+    union select from_aid from holds where nonce = any(${payers}::text[]) and state = 'held'
+    union select to_aid from holds where nonce = any(${payees}::text[]) and state = 'held'`;
+  return [
+    sql`select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds where nonce = any(${holds}::text[]) order by nonce for update`,
+    sql`select digest, answer from ops where key = any(${plan.op === undefined ? [] : [plan.op]}::text[])`,
+    sql`select aid, balance, held, seq, head from accounts where aid in (${aids()}) order by aid for update`,
+    sql`
+      select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds
+      where from_aid in (${aids()}) and state = 'held' and expires <= ${plan.at} order by expires, nonce for update`,
+  ];
+}
+
+/** The AIDs a plan names: its accounts and, as asked, the parties of those of its holds that are open. */
+function plannedAids(plan: LedgerPlan, holds: string[], read: Map<string, HoldRecord | undefined>): Set<string> {
+  const aids = new Set(plan.accounts ?? []);
+  for (const nonce of holds) {
+    const h = read.get(nonce);
+    if (h?.state !== 'held' || !plan.parties) continue;
+    aids.add(h.from!);
+    if (plan.parties === 'both') aids.add(h.to);
+  }
+  return aids;
 }
 
 /** How a row is written: updated (read as present), inserted (read as absent), or upserted (never read). */
 type WriteKind = 'update' | 'insert' | 'upsert';
 
-function writeKind(seen: Map<string, boolean>, key: string): WriteKind {
-  const present = seen.get(key);
-  return present === true ? 'update' : present === false ? 'insert' : 'upsert';
+function writeKind(read: Map<string, unknown>, key: string): WriteKind {
+  if (!read.has(key)) return 'upsert';
+  return read.get(key) === undefined ? 'insert' : 'update';
 }
 
 type Cell = string | number | null;
@@ -418,13 +533,13 @@ const col = (rows: Record<string, Cell>[], name: string): Cell[] => rows.map((r)
  * statement: a row read as present is updated, one read as absent inserted (failing on its key if another
  * transaction created it meanwhile), one never read upserted.
  */
-async function writeLedger(tx: TransactionSql, w: LedgerWrites, seen: LockingReads): Promise<void> {
+function writeLedger(tx: ReservedSql, w: LedgerWrites, seen: LockingReads): PendingQuery<Row[]> {
   const accounts: Record<WriteKind, Record<string, Cell>[]> = { update: [], insert: [], upsert: [] };
   for (const [aid, a] of w.accounts)
-    accounts[writeKind(seen.accountsSeen, aid)].push({ aid, balance: a.balance, held: a.held, seq: a.seq, head: a.head ?? null });
+    accounts[writeKind(seen.accounts, aid)].push({ aid, balance: a.balance, held: a.held, seq: a.seq, head: a.head ?? null });
   const holds: Record<WriteKind, Record<string, Cell>[]> = { update: [], insert: [], upsert: [] };
   for (const [nonce, h] of w.holds)
-    holds[writeKind(seen.holdsSeen, nonce)].push({
+    holds[writeKind(seen.holds, nonce)].push({
       nonce,
       from_aid: h.from,
       to_aid: h.to,
@@ -446,7 +561,7 @@ async function writeLedger(tx: TransactionSql, w: LedgerWrites, seen: LockingRea
       as v(nonce, from_aid, to_aid, amount, state, at, expires, tx)`;
   };
   const op = w.op ? [w.op] : [];
-  await tx`
+  return tx`
     with
     account_updates as (
       update accounts a set balance = v.balance, held = v.held, seq = v.seq, head = v.head from ${acct('update')} where a.aid = v.aid),
@@ -486,14 +601,21 @@ class PgLedger implements LedgerStore {
   constructor(private readonly sql: Sql) {}
 
   transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T> {
-    return retrying(() =>
-      this.sql.begin(async (tx) => {
-        const reads = new LockingReads(tx);
+    return retrying(async () => {
+      // A connection of its own, so BEGIN and COMMIT can ride with the reads and writes (see LockingReads).
+      const sql = await this.sql.reserve();
+      const reads = new LockingReads(sql);
+      try {
         const { answer, writes } = await fn(reads);
-        if (writes) await writeLedger(tx, writes, reads);
+        await reads.commit(writes);
         return answer;
-      }),
-    ) as Promise<T>;
+      } catch (err) {
+        await reads.rollback();
+        throw err;
+      } finally {
+        sql.release();
+      }
+    });
   }
 
   async due(now: number, limit: number): Promise<string[]> {

@@ -117,8 +117,25 @@ export interface OpRecord {
   answer: unknown;
 }
 
+/**
+ * What a ledger transaction is about to read, declared before it reads: its op record, holds (locked first,
+ * in nonce order), accounts (then, in AID order) with their holds due at `at`. A backend may fetch all of
+ * it at once; the reads answer exactly as they would without it, and what was not declared is read as asked.
+ */
+export interface LedgerPlan {
+  /** The time the transaction's dueOf reads will ask for. */
+  at: number;
+  op?: string;
+  holds?: string[];
+  accounts?: string[];
+  /** Also the accounts of `holds` that are open: their payer's, or their payer's and payee's. */
+  parties?: 'payer' | 'both';
+}
+
 /** What one ledger transaction reads (through its backend's transaction: every read is part of it). */
 export interface LedgerReads {
+  /** Declares what the transaction will read (see LedgerPlan): one round trip instead of one a read. */
+  prefetch(plan: LedgerPlan): Promise<void>;
   account(aid: string): Promise<AccountRecord | undefined>;
   /** The stored bytes of an account's history entry. */
   entry(aid: string, seq: number): Promise<Uint8Array | undefined>;
