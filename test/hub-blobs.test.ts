@@ -162,6 +162,7 @@ test('issue 20 / PROTOCOL §8.11: a wrong offset is 409 BLOB_OFFSET with `receiv
   const ahead = await put(hub.url, cid, bytes.length, MIB, bytes.subarray(MIB));
   t.is(ahead.status, 409);
   t.deepEqual(ahead.json(), { error: { code: 'BLOB_OFFSET', message: ahead.json().error.message }, received: 0 });
+  t.is((await get(hub.url, `/blobs/${cid}/status`)).status, 404, 'an upload from elsewhere begins nothing');
   const a = putting(hub.url, cid, bytes.length, 0, bytes.length);
   const b = putting(hub.url, cid, bytes.length, 0, bytes.length);
   a.req.write(bytes.subarray(0, 512 * 1024));

@@ -64,7 +64,10 @@ async function upload(ctx: HubContext, client: string, req: IncomingMessage, res
   const length = count(req, 'content-length');
   if (offset > size || (length !== null && length > size - offset))
     throw badBlob(`the body goes past the blob's ${size} bytes (from ${offset}, ${length ?? '?'} bytes)`);
-  const begun = await ctx.blobs.begin(cid, size, client);
+  // A blob the hub does not keep begins at 0: nothing is begun (or counted) for an upload from elsewhere.
+  const known = await ctx.storage.blobs.status(cid);
+  if (!known && offset !== 0) throw wrongOffset(0);
+  const begun = known ?? (await ctx.blobs.begin(cid, size, client));
   if (begun.size !== size) throw badBlob(`blob ${cid} was begun with ${begun.size} bytes, not ${size}`);
   if (begun.complete) return finish(req, res, begun);
   if (offset !== begun.received) throw wrongOffset(begun.received);

@@ -58,12 +58,11 @@ export class Blobs {
   ) {}
 
   /**
-   * The blob `cid`, begun by `client` with `size` bytes if it is new (its share and the total counted),
-   * else as it is stored (whatever its size: the route compares). 429 BLOB_QUOTA past a bound.
+   * Begins the blob `cid` for `client` with `size` bytes (its share and the total counted); one begun
+   * meanwhile is answered as it is stored (whatever its size: the route compares). 429 BLOB_QUOTA past a
+   * bound.
    */
   async begin(cid: string, size: number, client: string): Promise<BlobStatus> {
-    const known = await this.store.status(cid);
-    if (known) return known;
     const n = blobCharge(size);
     // Another upload of this process is beginning it now: that one holds the share.
     const sharing = !this.shares.has(cid);
