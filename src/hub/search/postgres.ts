@@ -87,13 +87,14 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
     if (!words) return { agents: [], next: null };
     const terms = await expand(sql, words);
     if (terms.some((t) => t.exact.length === 0 && t.prefix.length === 0)) return { agents: [], next: null };
+    const st = await stats(sql);
     // The walks in AID order must take the primary key: costed against a sequential scan of a small table
     // the planner may read and sort every later row instead (90 ms at 10k agents). No parallel plan: the
     // classes' rows must come in the order they are listed (see byClass). A read-only transaction, so the
     // settings die with it.
     found = (await sql.begin('read only', async (tx) => {
       await tx.unsafe('set local enable_seqscan = off; set local max_parallel_workers_per_gather = 0');
-      return ranked(tx as unknown as Sql, terms, filters, after, n);
+      return ranked(tx as unknown as Sql, st, terms, filters, after, n);
     })) as Position[];
   }
   const page = found.slice(0, query.limit);
@@ -156,15 +157,100 @@ async function vocabulary(sql: Sql, forms: string[]): Promise<Map<string, string
 /** The `meta` row that says the vocabulary is still being filled, and after which AID. */
 export const BACKFILL_KEY = 'search_words_backfill';
 
+/**
+ * What ANALYZE found of the `search` column: each common lexeme's share of the agents, the share the
+ * least common of them has (an upper bound for every other lexeme), and the table's size now (its rows
+ * per page then, times its pages now). The migration keeps 10,000 lexemes (statistics 1000).
+ */
+interface Stats {
+  agents: number;
+  share: Map<string, number>;
+  floor: number;
+}
+
+/** Stats are read again after this long (ANALYZE runs every so often; the table grows meanwhile). */
+const STATS_FOR_MS = 60_000;
+/** Without stats, this long: the ANALYZE asked for is done in seconds. */
+const NO_STATS_FOR_MS = 5_000;
+const statsKept = new WeakMap<Sql, { until: number; stats: Promise<Stats | null>; analyzed?: boolean }>();
+
+/**
+ * The stats of the `agents` table, kept a while per pool; null before its first ANALYZE, which is then
+ * asked for once (autovacuum would run it within a minute or so; a table just filled would meanwhile be
+ * searched by walks alone).
+ */
+function stats(sql: Sql): Promise<Stats | null> {
+  const kept = statsKept.get(sql);
+  if (kept && kept.until > Date.now()) return kept.stats;
+  const entry = { until: Date.now() + STATS_FOR_MS, stats: readStats(sql).catch(() => null), analyzed: kept?.analyzed };
+  statsKept.set(sql, entry);
+  void entry.stats.then((st) => {
+    if (st !== null) return;
+    entry.until = Date.now() + NO_STATS_FOR_MS;
+    if (entry.analyzed) return;
+    entry.analyzed = true;
+    sql.unsafe('analyze agents').catch(() => {});
+  });
+  return entry.stats;
+}
+
+async function readStats(sql: Sql): Promise<Stats | null> {
+  const [row] = await sql.unsafe<{ elems: string[] | null; freqs: number[] | null; agents: number }[]>(
+    `select s.most_common_elems::text::text[] as elems, s.most_common_elem_freqs as freqs,
+       case when c.relpages > 0 then c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::int)
+       else c.reltuples end::float8 as agents
+     from pg_class c join pg_namespace ns on ns.oid = c.relnamespace
+     left join pg_stats s on s.schemaname = ns.nspname and s.tablename = c.relname and s.attname = 'search'
+     where c.oid = 'agents'::regclass`,
+  );
+  if (!row?.elems || !row.freqs || row.agents <= 0) return null;
+  const share = new Map(row.elems.map((e, i) => [e, row.freqs![i]!]));
+  return { agents: row.agents, share, floor: row.freqs[row.elems.length] ?? 1 };
+}
+
+/**
+ * How many agents class `c` holds, as the statistics suggest: per combination, the product of each word's
+ * share at its weight (its lexemes' shares added; a lexeme outside the statistics at the least kept
+ * share; a word left as a prefix, all agents). A guess: `part` stays cheap when it is wrong.
+ */
+function estimate(st: Stats, terms: Terms[], c: Class): number {
+  const marks = [MARK.A, MARK.B, ''];
+  const share = (t: Terms, k: number) =>
+    t.prefix.length > 0
+      ? 1
+      : Math.min(
+          1,
+          t.exact.reduce((sum, l) => sum + (st.share.get(marks[k]! + l) ?? st.floor), 0),
+        );
+  const combos = c.combos.map((weights) => weights.reduce((x, k, i) => x * share(terms[i]!, k), 1));
+  return st.agents * combos.reduce((x, y) => x + y, 0);
+}
+
+/**
+ * How far a walk reads: √(n × agents), where walking on and reading the GIN index cost alike (1,449 at
+ * 100k agents and a page of 20); WALK without statistics.
+ */
+const spanOf = (st: Stats | null, n: number) => (st === null ? WALK : Math.round(Math.min(5000, Math.max(200, Math.sqrt(n * st.agents)))));
+
+/** How far a walk reads while the table has no statistics. */
+const WALK = 500;
+
 /** Queries of at most this many words run one AID-ordered part per score (up to 3 ** words combinations each). */
 const COMBINE_AT_MOST = 2;
 
 /** Up to `n` agents after the cursor, best first. */
-async function ranked(sql: Sql, terms: Terms[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
+async function ranked(
+  sql: Sql,
+  st: Stats | null,
+  terms: Terms[],
+  filters: string | null,
+  after: Position | null,
+  n: number,
+): Promise<Position[]> {
   const low = terms.length * SCORE.C;
   // A cursor below the lowest score (another query's) has nothing after it, as in the embedded index.
   if (after !== null && after.score < low) return [];
-  if (terms.length <= COMBINE_AT_MOST) return byClass(sql, terms, filters, after, n);
+  if (terms.length <= COMBINE_AT_MOST) return byClass(sql, st, terms, filters, after, n);
   return split(sql, terms, filters, after, n, low);
 }
 
@@ -182,119 +268,105 @@ class Params {
     this.values.push(value);
     return `$${this.values.length}::${type}`;
   }
+
+  /**
+   * A tsquery the planner does not look into (a subquery's value): where the statement fixes the plan's
+   * shape itself, estimating each `@@` from the column's 10,000 most common lexemes only costs planning
+   * time (3.7 ms for a one-word page at 100k agents). The GIN index serves it all the same.
+   */
+  opaque(tsquery: string): string {
+    return `(select ${this.of(tsquery, 'tsquery')})`;
+  }
 }
 
 /** The agents of one score: every combination of weights (A, B or C a word) that sums to it. */
 interface Class {
   score: number;
   tsquery: string;
+  /** Its combinations: the weight each word reaches, by index (0 A, 1 B, 2 C). */
+  combos: number[][];
   /** The AID it continues after (the cursor's, for the cursor's score), or null from the start. */
   from: string | null;
 }
 
-/** How many agents a walk in AID order reads to sample how common each class is. */
-const WALK = 500;
-
 /**
- * A class that the walk saw at least this often is read on in AID order (about n / share rows), a rarer
- * one through the GIN index (about share × agents rows): the two cost the same at share √(n / agents),
- * 1.4 % at 100k agents and a page of 20, which is 7 in 500.
+ * One statement: a part per score, best first, each the first `n` of its agents in AID order after the
+ * cursor, under one `limit n`. All agents of a part score the same, so the parts in turn are the result
+ * order, and PostgreSQL reads a part only while the page is short: the common low scores are never read
+ * when the high ones fill the page. How each part is read is chosen here, not by the planner (whose
+ * guess for a lexeme outside its statistics, 0.5 % of the table, once walked the whole primary key for
+ * a rare word: 800 ms at 100k agents); see `part`.
  */
-const COMMON_IN_WALK = 7;
-
-/**
- * Scores per class, best first; every agent of a class scores the same, so each class is in AID order
- * and the page is the first classes' first rows. One walk of WALK agents in AID order (two with a cursor:
- * from the start, and from the cursor for its score) sorts what it reads into classes: a class it found
- * `n` of is done. The others, down to the class where the page is sure to be full, are read in one
- * statement: on in AID order where the walk found the class common (stopping after `n`), through the GIN
- * index where rare (a common word's class of tens of thousands would cost 50+ ms there; a rare one's
- * whole primary key in AID order).
- */
-async function byClass(sql: Sql, terms: Terms[], filters: string | null, after: Position | null, n: number): Promise<Position[]> {
-  const classes = classesOf(terms, filters)
-    .filter((c) => after === null || c.score <= after.score)
-    .map((c) => ({ ...c, from: after !== null && c.score === after.score ? after.aid : null }));
-  const walked = await walk(sql, terms, filters, [...new Set(classes.map((c) => c.from))]);
-  const found: Position[] = [];
-  const lookups: { c: Class; common: boolean }[] = [];
-  let sure = 0;
-  for (const c of classes) {
-    if (sure >= n) break;
-    const w = walked.get(c.from) ?? { ended: false, rows: [] };
-    const mine = w.rows.filter((r) => r.score === c.score);
-    if (mine.length >= n || w.ended) found.push(...mine.slice(0, n));
-    else lookups.push({ c, common: mine.length >= COMMON_IN_WALK });
-    sure += Math.min(n, mine.length);
-  }
-  if (lookups.length > 0) found.push(...(await lookup(sql, lookups, n)));
-  return found.sort(compare).slice(0, n);
-}
-
-/** What a walk from one start read: the matches with their scores, and whether it reached the last agent. */
-interface Walked {
-  ended: boolean;
-  rows: Position[];
-}
-
-/** The next WALK agents in AID order after each start, those matching every word with their scores. */
-async function walk(sql: Sql, terms: Terms[], filters: string | null, starts: (string | null)[]): Promise<Map<string | null, Walked>> {
+async function byClass(
+  sql: Sql,
+  st: Stats | null,
+  terms: Terms[],
+  filters: string | null,
+  after: Position | null,
+  n: number,
+): Promise<Position[]> {
+  const span = spanOf(st, n);
   const p = new Params();
-  const all = p.of(and([...terms.map((t) => group(t, '')), filters]), 'tsquery');
-  const score = terms.map((t) => `(${wordScore(p, t)})`).join(' + ');
-  const text = starts
-    .map((start, i) => {
-      const from = start === null ? '' : `where aid collate "C" > ${p.of(start, 'text')}`;
-      return `(select ${i} as start, aid, case when search @@ ${all} then ${score} end as score, count(*) over () as walked
-        from (select aid, search from agents ${from} order by aid collate "C" limit ${WALK}) w)`;
-    })
-    .join(' union all ');
-  const rows = await sql.unsafe<{ start: number; aid: string; score: number | null; walked: string }[]>(
-    `select start, aid, score, walked from (${text}) w where score is not null`,
+  const parts = classesOf(terms, filters)
+    .filter((c) => after === null || c.score <= after.score)
+    .map((c) => ({ ...c, from: after !== null && c.score === after.score ? after.aid : null }))
+    .map((c) => {
+      const gin = st !== null && estimate(st, terms, c) <= GIN_ROWS;
+      return `(select aid, ${c.score} as score from (${part(p, c, gin, span)}) x limit ${n})`;
+    });
+  if (parts.length === 0) return [];
+  // No parallel plan runs here (max_parallel_workers_per_gather = 0): the parts come in their order.
+  const rows = await sql.unsafe<{ aid: string; score: number }[]>(
+    `select aid, score from (${parts.join(' union all ')}) parts limit ${n}`,
     p.values,
   );
-  // A walk that read fewer than WALK agents reached the last one (known when it matched any).
-  const out = new Map<string | null, Walked>(starts.map((s) => [s, { ended: false, rows: [] }]));
-  for (const row of rows) {
-    const w = out.get(starts[row.start]!)!;
-    w.ended = Number(row.walked) < WALK;
-    w.rows.push({ score: row.score!, aid: row.aid });
-  }
-  return out;
+  return rows.map((r) => ({ score: r.score, aid: r.aid })).sort(compare);
 }
 
 /**
- * The first `n` of each class after its start, in one statement, classes best first under one `limit n`:
- * PostgreSQL reads a class only while the page is short. A common class walks the primary key (its
- * condition `is true` is nothing the GIN index can serve), a rare one reads the GIN index and sorts
- * (`offset 0` keeps the order out of the scan).
+ * A part estimated at most this many agents is read through the GIN index, then sorted (about 3.5 µs a
+ * row at 100k agents); a larger one, or any without statistics, is walked.
  */
-async function lookup(sql: Sql, lookups: { c: Class; common: boolean }[], n: number): Promise<Position[]> {
-  const p = new Params();
-  const text = lookups
-    .map(({ c, common }) => {
-      const from = c.from === null ? '' : `and aid collate "C" > ${p.of(c.from, 'text')}`;
-      const q = p.of(c.tsquery, 'tsquery');
-      return common
-        ? `(select aid, ${c.score} as score from agents where (search @@ ${q}) is true ${from} order by aid collate "C" limit ${n})`
-        : `(select aid, ${c.score} as score from (select aid from agents where search @@ ${q} ${from} offset 0) g
-            order by aid collate "C" limit ${n})`;
-    })
-    .join(' union all ');
-  const rows = await sql.unsafe<{ aid: string; score: number }[]>(`select aid, score from (${text}) parts limit ${n}`, p.values);
-  return rows.map((r) => ({ score: r.score, aid: r.aid }));
+const GIN_ROWS = 2000;
+
+/**
+ * The AIDs of a class after its start, in AID order. `gin`: all of them through the GIN index, then sorted
+ * (`offset 0` keeps the AID order and condition out of the scan: as an index condition it would read the
+ * rest of the primary key into a bitmap). Else a walk of at most `span` agents in AID order, then the GIN
+ * index for what comes after them: never much more than 2 × span rows, however wrong the estimate (when
+ * the walk found fewer than `n`, the class holds fewer than n / span of the agents, so the GIN index reads
+ * fewer than n × agents / span = span rows of it).
+ */
+function part(p: Params, c: Class, gin: boolean, span: number): string {
+  const q = p.opaque(c.tsquery);
+  const from = c.from === null ? 'true' : `aid collate "C" > ${p.of(c.from, 'text')}`;
+  const indexed = (where: string) =>
+    `select aid from (select aid from agents where search @@ ${q} offset 0) g where ${where} order by aid collate "C"`;
+  if (gin) return indexed(from);
+  const walked = `select aid, search from agents where ${from} order by aid collate "C" limit ${span}`;
+  return `(select aid from (${walked}) w where search @@ ${q} order by aid collate "C")
+    union all
+    (${indexed(`aid collate "C" > (select max(aid collate "C") from (${walked}) b)`)})`;
 }
+
 /** The score classes of a query, best first, each as a tsquery of its combinations. */
 function classesOf(terms: Terms[], filters: string | null): Class[] {
-  let combos = [{ score: 0, tsquery: [] as string[] }];
+  let combos = [{ score: 0, weights: [] as number[], tsquery: [] as string[] }];
   for (const t of terms) {
-    combos = combos.flatMap((c) => weighted(t).map((x) => ({ score: c.score + x.score, tsquery: [...c.tsquery, x.tsquery] })));
+    combos = combos.flatMap((c) =>
+      weighted(t).map((x, k) => ({ score: c.score + x.score, weights: [...c.weights, k], tsquery: [...c.tsquery, x.tsquery] })),
+    );
   }
-  const byScore = new Map<number, string[]>();
-  for (const c of combos) byScore.set(c.score, [...(byScore.get(c.score) ?? []), `(${c.tsquery.join(' & ')})`]);
+  const byScore = new Map<number, typeof combos>();
+  for (const c of combos) byScore.set(c.score, [...(byScore.get(c.score) ?? []), c]);
   return [...byScore.entries()]
     .sort((x, y) => y[0] - x[0])
-    .map(([score, alternatives]) => ({ score, tsquery: and([`(${alternatives.join(' | ')})`, filters]), from: null }));
+    .map(([score, cs]) => ({
+      score,
+      tsquery: and([`(${cs.map((c) => `(${c.tsquery.join(' & ')})`).join(' | ')})`, filters]),
+      combos: cs.map((c) => c.weights),
+      from: null,
+    }));
 }
 
 /** Where a word can match, as disjoint tsqueries: its best weight A, B, or C (descriptions only). */
@@ -361,9 +433,10 @@ async function reached(sql: Sql, terms: Terms[], tsquery: string, after: Positio
 }
 
 /** A word's score: A where it reaches an A marker, else B where a B marker, else C. */
-function wordScore(p: Params, t: Terms): string {
-  return `case when search @@ ${p.of(group(t, MARK.A), 'tsquery')} then ${SCORE.A}
-    when search @@ ${p.of(group(t, MARK.B), 'tsquery')} then ${SCORE.B} else ${SCORE.C} end`;
+function wordScore(p: Params, t: Terms, opaque = false): string {
+  const q = (x: string) => (opaque ? p.opaque(x) : p.of(x, 'tsquery'));
+  return `case when search @@ ${q(group(t, MARK.A))} then ${SCORE.A}
+    when search @@ ${q(group(t, MARK.B))} then ${SCORE.B} else ${SCORE.C} end`;
 }
 
 /** A word's lexemes as tsquery alternatives behind `mark`: the exact ones, and the prefixes as prefixes. */

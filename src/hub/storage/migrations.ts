@@ -143,6 +143,11 @@ export const MIGRATIONS: readonly Migration[] = [
         for each row when (new.search is not null) execute function search_words_add();
       create trigger agents_search_words_update after update of search on agents
         for each row when (new.search is not null and new.search is distinct from old.search) execute function search_words_add();
+      -- Statistics on 10,000 lexemes rather than 1,000: a search estimates how many agents each part of a
+      -- query holds from them (a lexeme outside them counts as common as the least common kept, 1.3 % of
+      -- 100k agents with 1,000, 0.07 % with 10,000) to read a rare part through the GIN index. ANALYZE of
+      -- 100k agents: 0.6 -> 2.9 s.
+      alter table agents alter column search set statistics 1000;
       -- The agents already stored are read at start in batches (fillSearchWords in storage/postgres.ts); until
       -- this row is gone, searches use prefixes.
       insert into meta (key, value) values ('search_words_backfill', '');
