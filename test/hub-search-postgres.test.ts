@@ -94,7 +94,8 @@ const QUERIES: Partial<SearchQuery>[] = [
 
 async function sameAsEmbedded(t: ExecutionContext, pg: Search, want: Search, note: string): Promise<void> {
   for (const q of QUERIES)
-    for (const limit of [3, 20]) t.deepEqual(await pages(pg, q, limit), await pages(want, q, limit), `${note}: ${JSON.stringify(q)} by ${limit}`);
+    for (const limit of [3, 20])
+      t.deepEqual(await pages(pg, q, limit), await pages(want, q, limit), `${note}: ${JSON.stringify(q)} by ${limit}`);
 }
 
 test('SPEC §11, issue 19 (PostgreSQL search): a word in names of late AIDs and descriptions of early ones: names first, across pages of 1, 7, 20', async (t) => {
@@ -159,10 +160,7 @@ test('issue 19, migration 3: a version-1 database gets its vocabulary at start, 
   // The next start fills it, saying how far it got; then the words are expanded by it.
   const progress: string[] = [];
   const storage = await opened(t, url, progress);
-  t.deepEqual(progress, [
-    'directory vocabulary: 901 of 901 agents read',
-    'directory vocabulary complete (901 agents read)',
-  ]);
+  t.deepEqual(progress, ['directory vocabulary: 901 of 901 agents read', 'directory vocabulary complete (901 agents read)']);
   const words = await sql<{ word: string }[]>`select word from search_words where word in ('harbor', 'rarely', 'latecom', 'latecomer')`;
   t.deepEqual(words.map((w) => w.word).sort(), ['harbor', 'latecom', 'latecomer', 'rarely']);
   t.is((await sql`select 1 from meta where key = 'search_words_backfill'`).length, 0);
@@ -178,6 +176,12 @@ test('issue 19, migration 3: a card published or rewritten adds its words to the
   await storage.agents.update(aidOf(2), () => record(2, 'second', 'quixotic'));
   const words = await sql<{ word: string }[]>`select word from search_words where word like 'zeppelin%' or word like 'quixot%'`;
   t.deepEqual(words.map((w) => w.word).sort(), ['quixot', 'quixotic', 'zeppelin', 'zeppelins']);
-  t.deepEqual((await storage.agents.search(query({ words: ['zepp'] }))).agents.map((a) => a.aid), [aidOf(1)]);
-  t.deepEqual((await storage.agents.search(query({ words: ['quix'] }))).agents.map((a) => a.aid), [aidOf(2)]);
+  t.deepEqual(
+    (await storage.agents.search(query({ words: ['zepp'] }))).agents.map((a) => a.aid),
+    [aidOf(1)],
+  );
+  t.deepEqual(
+    (await storage.agents.search(query({ words: ['quix'] }))).agents.map((a) => a.aid),
+    [aidOf(2)],
+  );
 });
