@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import { authMessage, AUTH_WINDOW_MS } from '../protocol/hub-auth.js';
 import { verify as verifyEd25519 } from '../identity/ed25519.js';
 import type { KelState } from '../identity/kel.js';
-import type { NonceStore } from './storage/types.js';
+import type { NonceStore, RequestNonce } from './storage/types.js';
 import { HubError } from './http.js';
 
 export function header(req: IncomingMessage, name: string): string {
@@ -27,6 +27,14 @@ export class RequestAuth {
 
   /** Checks the request signature against `kel`'s current key, the clock window, and nonce reuse. */
   async check(req: IncomingMessage, path: string, body: Buffer, kel: KelState): Promise<void> {
+    await this.claim(this.verify(req, path, body, kel));
+  }
+
+  /**
+   * The signature and clock checks of `check`, without the claim: its nonce, for a ledger op to claim in
+   * its own transaction (one round trip less). `taken` after the op, or `claim` it here.
+   */
+  verify(req: IncomingMessage, path: string, body: Buffer, kel: KelState): RequestNonce {
     const aid = header(req, 'x-anet-aid');
     const time = header(req, 'x-anet-time');
     const nonce = header(req, 'x-anet-nonce');
@@ -40,8 +48,14 @@ export class RequestAuth {
     if (!verifyEd25519(kel.currentKey, authMessage(req.method ?? '', path, time, nonce, body), sig)) {
       throw new HubError(401, 'UNAUTHENTICATED', "the request is not signed by the agent's current key");
     }
+    return { aid, nonce, time: t };
+  }
+
+  /** Claims a verified request's nonce, unless a ledger transaction has (REPLAYED when it was seen before). */
+  async claim(n: RequestNonce): Promise<void> {
     // Of copies of one request arriving together, on one replica or several, one claim succeeds.
-    if (!(await this.nonces.claim(aid, nonce, t))) throw new HubError(401, 'REPLAYED', 'this request was already received');
+    if (!n.taken && !(await this.nonces.claim(n.aid, n.nonce, n.time)))
+      throw new HubError(401, 'REPLAYED', 'this request was already received');
     await this.prune(this.now());
   }
 

@@ -5,6 +5,7 @@ import type { HubContext } from './context.js';
 import { HubError, json } from './http.js';
 import { header } from './auth.js';
 import { known } from './directory.js';
+import type { RequestNonce } from './storage/types.js';
 
 /**
  * The ledger (SPEC §10, §11): POST /ledger/mint (the hub's own identity), /ledger/hold and /ledger/settle
@@ -24,6 +25,8 @@ export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: 
   // The hub is no agent of its own directory: its requests are checked against the KEL it loaded.
   const signer = header(req, 'x-anet-aid');
   const kel = signer === hubKel.aid ? hubKel : validateKel((await known(storage, signer)).kel);
+  if (route === 'hold' || route === 'settle')
+    return claimed(ctx, ctx.auth.verify(req, path, raw, kel), (n) => payeeOp(ctx, route, signer, raw, n));
   await ctx.auth.check(req, path, raw, kel);
   if (route === 'account') {
     const aid = parts[2]!;
@@ -32,14 +35,33 @@ export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: 
     return ledger.account(aid);
   }
   const body = json(raw);
-  if (route === 'mint') {
-    if (signer !== hubKel.aid) throw new HubError(403, 'NOT_HUB', "only the hub's operator mints (`anet hub mint`)");
-    return ledger.mint(body.aid as string, body.amount as string, body.nonce as string);
+  if (signer !== hubKel.aid) throw new HubError(403, 'NOT_HUB', "only the hub's operator mints (`anet hub mint`)");
+  return ledger.mint(body.aid as string, body.amount as string, body.nonce as string);
+}
+
+/**
+ * A payee's op with its request nonce `n` claimed in the op's transaction, or here when the op did not
+ * get that far (refused before, or failed): a replayed request is REPLAYED whatever the op would answer.
+ */
+async function claimed<T>(ctx: HubContext, n: RequestNonce, op: (n: RequestNonce) => Promise<T>): Promise<T> {
+  let answer: T;
+  try {
+    answer = await op(n);
+  } catch (err) {
+    await ctx.auth.claim(n);
+    throw err;
   }
+  await ctx.auth.claim(n);
+  return answer;
+}
+
+/** POST /ledger/hold and /ledger/settle, asked for by the payee. */
+async function payeeOp(ctx: HubContext, route: 'hold' | 'settle', signer: string, raw: Buffer, n: RequestNonce) {
+  const body = json(raw);
   if (route === 'hold') {
     if (typeof body.authorization !== 'string')
       throw new HubError(400, 'BAD_AUTHORIZATION', 'authorization must be the signed authorization, base64');
-    return ledger.hold(signer, new Uint8Array(Buffer.from(body.authorization, 'base64')));
+    return ctx.ledger.hold(signer, new Uint8Array(Buffer.from(body.authorization, 'base64')), n);
   }
-  return ledger.settle(signer, body.hold as string, body.action as 'capture' | 'release', body.nonce as string);
+  return ctx.ledger.settle(signer, body.hold as string, body.action as 'capture' | 'release', body.nonce as string, n);
 }

@@ -40,6 +40,7 @@ import type {
   LedgerReads,
   LedgerStore,
   LedgerWrites,
+  RequestNonce,
 } from './storage/types.js';
 
 /** A hold not settled within this is released to the payer. */
@@ -123,8 +124,9 @@ class Change {
   ) {}
 
   /** Declares what this op will read, at its time (a backend may fetch it all in one round trip). */
-  prefetch(plan: Omit<LedgerPlan, 'at'>): Promise<void> {
-    return this.reads.prefetch({ ...plan, at: this.at });
+  async prefetch(plan: Omit<LedgerPlan, 'at'>): Promise<void> {
+    if (!(await this.reads.prefetch({ ...plan, at: this.at })))
+      throw new LedgerRefused(401, 'REPLAYED', 'this request was already received');
   }
 
   async account(aid: string): Promise<Loaded> {
@@ -266,8 +268,11 @@ export class Ledger {
     });
   }
 
-  /** Holds the amount of a payer's authorization, asked for by its payee (`signer`). */
-  async hold(signer: string, bytes: Uint8Array): Promise<HoldAnswer> {
+  /**
+   * Holds the amount of a payer's authorization, asked for by its payee (`signer`). `claim`: the request's
+   * nonce, claimed in the op's transaction (one round trip less); the caller claims it if the op did not.
+   */
+  async hold(signer: string, bytes: Uint8Array, claim?: RequestNonce): Promise<HoldAnswer> {
     const peek = peekAuthorization(bytes);
     if (!peek.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', peek.why);
     // Only the payee may hold, and learns a retried hold's answer.
@@ -279,7 +284,7 @@ export class Ledger {
     const payer = await this.agents.get(peek.auth.from);
     const read = payer ? readAuthorization(bytes, validateKel(payer.kel)) : null;
     // Its nonce's hold (a tombstone would refuse it) and its payer's account, with the payer's due holds.
-    const plan = { holds: [peek.auth.nonce], accounts: read?.ok ? [read.auth.from] : [] };
+    const plan = { holds: [peek.auth.nonce], accounts: read?.ok ? [read.auth.from] : [], claim };
     return this.op(`hold:${peek.auth.nonce}`, hex(sha256(bytes)), plan, async (c) => {
       if (!read) throw new LedgerRefused(404, 'UNKNOWN_AID', `the payer ${peek.auth.from} is not registered on this hub`);
       if (!read.ok) throw new LedgerRefused(400, 'BAD_AUTHORIZATION', read.why);
@@ -311,8 +316,8 @@ export class Ledger {
     });
   }
 
-  /** Captures a hold to its payee or releases it to the payer; asked for by the payee (`signer`). */
-  async settle(signer: string, hold: string, action: 'capture' | 'release', nonce: string): Promise<SettleAnswer> {
+  /** Captures a hold to its payee or releases it to the payer; asked for by the payee (`signer`). `claim`: as hold's. */
+  async settle(signer: string, hold: string, action: 'capture' | 'release', nonce: string, claim?: RequestNonce): Promise<SettleAnswer> {
     checkNonce(nonce);
     if (typeof hold !== 'string' || !NONCE.test(hold))
       throw new LedgerRefused(400, 'BAD_REQUEST', 'hold must be the authorization nonce (32 lowercase hex)');
@@ -325,7 +330,7 @@ export class Ledger {
       if (rec && rec.to !== signer) throw new LedgerRefused(403, 'NOT_PAYEE', 'only the payee of a hold can settle it');
     };
     // The hold, its payer's account (and its payee's for a capture), with their due holds.
-    const plan = { holds: [hold], parties: action === 'capture' ? ('both' as const) : ('payer' as const) };
+    const plan = { holds: [hold], parties: action === 'capture' ? ('both' as const) : ('payer' as const), claim };
     return this.op(
       `settle:${hold}`,
       digestOf('settle', hold, action, nonce),

@@ -74,7 +74,7 @@ export class LevelStorage implements HubStorage {
   ) {
     this.agents = new LevelAgents(store);
     this.nonces = new LevelNonces(store.nonces);
-    this.ledger = new LevelLedger(store);
+    this.ledger = new LevelLedger(store, this.nonces);
     this.mailbox = new LevelMailbox(store.db);
     this.blobs = new LevelBlobs(store.db, join(where, 'blobs'));
   }
@@ -208,7 +208,10 @@ class LevelNonces implements NonceStore {
 export class LevelLedger implements LedgerStore {
   private readonly serial = new KeyedSerial();
 
-  constructor(private readonly store: HubStore) {}
+  constructor(
+    private readonly store: HubStore,
+    private readonly nonces: NonceStore,
+  ) {}
 
   /** One at a time: each transaction reads what the one before it wrote, and commits as one synced batch. */
   transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T> {
@@ -225,8 +228,14 @@ export class LevelLedger implements LedgerStore {
   }
 
   private readonly reads: LedgerReads = {
-    // Reads are local and transactions run one at a time: nothing to gain from fetching ahead.
-    prefetch: async () => {},
+    // Reads are local and transactions run one at a time: nothing to gain from fetching ahead. A claim is
+    // stored at once, as the hub's claims are (it stays, whatever the transaction does).
+    prefetch: async ({ claim }) => {
+      if (!claim) return true;
+      if (!(await this.nonces.claim(claim.aid, claim.nonce, claim.time))) return false;
+      claim.taken = true;
+      return true;
+    },
     account: async (aid) => (await this.store.accounts.get(aid)) as AccountRecord | undefined,
     entry: async (aid, seq) => {
       const b = (await this.store.history.get(historyKey(aid, seq), { valueEncoding: 'buffer' })) as Buffer | undefined;

@@ -26,6 +26,7 @@ import {
   type LedgerReads,
   type LedgerStore,
   type LedgerWrites,
+  type RequestNonce,
   type Mail,
   type MailboxLimits,
   type MailboxStore,
@@ -379,12 +380,29 @@ class LockingReads implements LedgerReads {
   /** Per payer whose due holds were read: at which time, and their nonces. */
   private readonly due = new Map<string, { at: number; nonces: string[] }>();
   private state: 'idle' | 'open' | 'ended' = 'idle';
+  /** The request nonce this transaction inserted: taken once it commits. */
+  private claim: RequestNonce | null = null;
 
   constructor(private readonly sql: ReservedSql) {}
 
-  async prefetch(plan: LedgerPlan): Promise<void> {
+  async prefetch(plan: LedgerPlan): Promise<boolean> {
     const holds = [...new Set(plan.holds ?? [])].sort();
-    const [rows] = (await this.send([prefetching(this.sql, plan, holds)])) as unknown as [PrefetchRow[]];
+    const { claim } = plan;
+    // The claim first, as the hub claims a nonce before anything else; a copy of the request in another
+    // transaction (on any replica) waits here for that one to end, then finds the nonce or inserts it.
+    const claiming = claim
+      ? [this.sql`insert into nonces (aid, nonce, time) values (${claim.aid}, ${claim.nonce}, ${claim.time}) on conflict do nothing`]
+      : [];
+    const results = await this.send([...claiming, prefetching(this.sql, plan, holds)]);
+    if (claim) {
+      if (results[0]!.count !== 1) return false;
+      this.claim = claim;
+    }
+    this.cache(plan, holds, results[results.length - 1] as unknown as PrefetchRow[]);
+    return true;
+  }
+
+  private cache(plan: LedgerPlan, holds: string[], rows: PrefetchRow[]): void {
     const due: PrefetchRow[] = [];
     for (const r of rows) {
       if (r.kind === 'a') this.accounts.set(r.key, accountFromRow(r));
@@ -461,11 +479,17 @@ class LockingReads implements LedgerReads {
     this.state = 'ended';
     const done = results[results.length - 1] as { command?: string };
     if (done.command !== 'COMMIT') throw new Error(`the ledger transaction was rolled back (${done.command}) instead of committed`);
+    if (this.claim) this.claim.taken = true;
   }
 
-  /** Ends a transaction that failed or was refused; a connection that broke is closed on release instead. */
-  async rollback(): Promise<void> {
+  /**
+   * Ends a transaction whose function threw: its claim alone is committed (a refused request was taken, as
+   * the hub's separate claim was; a transaction that failed answers ROLLBACK to that), else rolled back. A
+   * connection that broke is closed on release instead.
+   */
+  async abandon(): Promise<void> {
     if (this.state !== 'open') return;
+    if (this.claim) return this.commit(null).catch(() => {});
     this.state = 'ended';
     await this.sql`rollback`.catch(() => {});
   }
@@ -649,7 +673,7 @@ class PgLedger implements LedgerStore {
         await reads.commit(writes);
         return answer;
       } catch (err) {
-        await reads.rollback();
+        await reads.abandon();
         throw err;
       } finally {
         sql.release();

@@ -130,12 +130,29 @@ export interface LedgerPlan {
   accounts?: string[];
   /** Also the accounts of `holds` that are open: their payer's, or their payer's and payee's. */
   parties?: 'payer' | 'both';
+  /**
+   * The signed request's nonce, claimed (as NonceStore.claim) in the transaction, which then commits the
+   * claim also when it writes nothing else or its function throws (a refused request was still taken).
+   * `taken` is set once the claim is stored: the caller claims a nonce no transaction took (see auth.ts).
+   */
+  claim?: RequestNonce;
+}
+
+/** A signed request's nonce (its signature and time checked), to be claimed once. */
+export interface RequestNonce {
+  aid: string;
+  nonce: string;
+  time: number;
+  taken?: boolean;
 }
 
 /** What one ledger transaction reads (through its backend's transaction: every read is part of it). */
 export interface LedgerReads {
-  /** Declares what the transaction will read (see LedgerPlan): one round trip instead of one a read. */
-  prefetch(plan: LedgerPlan): Promise<void>;
+  /**
+   * Declares what the transaction will read (see LedgerPlan): one round trip instead of one a read. False
+   * when the plan's claim finds its nonce seen before (the request is a replay; nothing else was read).
+   */
+  prefetch(plan: LedgerPlan): Promise<boolean>;
   account(aid: string): Promise<AccountRecord | undefined>;
   /** The stored bytes of an account's history entry. */
   entry(aid: string, seq: number): Promise<Uint8Array | undefined>;
