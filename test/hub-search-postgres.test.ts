@@ -185,3 +185,24 @@ test('issue 19, migration 3: a card published or rewritten adds its words to the
     [aidOf(2)],
   );
 });
+
+test('SPEC §11, issue 19 (PostgreSQL search): cards published while the pages are read: every agent there from the start is visited once, none twice', async (t) => {
+  const records = fixture();
+  const storage = await opened(t, await postgresUrl(t));
+  for (const rec of records) await storage.agents.put(rec);
+  const before = records.filter((r) => JSON.parse(r.card!).description.includes('often') || r.card!.includes('often.run'));
+  let publishing = true;
+  // New agents mentioning `often` in names (scoring above every page read so far) and descriptions.
+  const writer = (async () => {
+    for (let i = 0; publishing && i < 400; i++) await storage.agents.put(record(2000 + i, i % 2 ? `often-${i}` : `new-${i}`, 'often and fast'));
+  })();
+  const visited = await pages((q) => storage.agents.search(q), { words: ['often'] }, 7);
+  publishing = false;
+  await writer;
+  t.is(new Set(visited).size, visited.length, 'no agent twice');
+  const seen = new Set(visited);
+  t.deepEqual(
+    before.filter((r) => !seen.has(r.aid)).map((r) => r.aid),
+    [],
+  );
+});
