@@ -70,6 +70,9 @@ export async function benchRegistration(
   }
 }
 
+/** Hold+capture pairs run before the ledger is measured, at 32 at once (4,000 ops). */
+const LEDGER_WARM_PAIRS = 2000;
+
 export interface LedgerFigures {
   seq: Rates;
   par: Rates;
@@ -121,7 +124,10 @@ export async function benchLedger(
     // Each worker pays from its own two payers to its own payee; `one`: every worker from payers[0].
     const run = (pairs: number, concurrency: number, one = false) =>
       rate(pairs, concurrency, (i, w) => pair(one ? payers[0]! : payers[w + 32 * (i % 2)]!, payees[w]!)).then((perSec) => perSec * 2);
-    await run(64, 8); // warm-up
+    // Warm-up until the hub runs compiled code: a fresh process spends most of its first thousands of ops
+    // compiling them (measured on 2 cores at 32 at once, PostgreSQL: hub 2.9 ms CPU an op after 128 ops,
+    // 1.1 ms after 6,000; the bench's own client 1.1 -> 0.4 ms), which is not what a running hub costs.
+    await run(LEDGER_WARM_PAIRS, 32);
     const seq = await alternate(n.rounds, hub, plain, n.seq * 2, 1, () => run(n.seq, 1));
     const par = await alternate(n.rounds, hub, plain, n.par * 2, 32, () => run(n.par, 32));
     const onePayer = await alternate(n.rounds, hub, plain, n.par * 2, 32, () => run(n.par, 32, true));
