@@ -80,7 +80,7 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
   const after = query.cursor === null ? null : decodeCursor(query.cursor);
   const filters = filterQuery(query);
   const n = query.limit + 1;
-  let found: Position[];
+  let found: Found[];
   if (query.words.length === 0) {
     found = await inAidOrder(sql, filters === null ? null : filters, 0, after, n);
   } else {
@@ -96,7 +96,7 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
     found = (await sql.begin('read only', async (tx) => {
       await tx.unsafe('set local enable_seqscan = off; set local max_parallel_workers_per_gather = 0');
       return ranked(tx as unknown as Sql, st, terms, filters, after, n);
-    })) as Position[];
+    })) as Found[];
   }
   const page = found.slice(0, query.limit);
   const next = found.length > query.limit ? encodeCursor(page[page.length - 1]!) : null;
@@ -247,7 +247,7 @@ async function ranked(
   filters: string | null,
   after: Position | null,
   n: number,
-): Promise<Position[]> {
+): Promise<Found[]> {
   const low = terms.length * SCORE.C;
   // A cursor below the lowest score (another query's) has nothing after it, as in the embedded index.
   if (after !== null && after.score < low) return [];
@@ -305,7 +305,7 @@ async function byClass(
   filters: string | null,
   after: Position | null,
   n: number,
-): Promise<Position[]> {
+): Promise<Found[]> {
   const span = spanOf(st, n);
   const p = new Params();
   const parts = classesOf(terms, filters)
@@ -316,12 +316,14 @@ async function byClass(
       return `(select aid, ${c.score} as score from (${part(p, c, gin, span)}) x limit ${n})`;
     });
   if (parts.length === 0) return [];
-  // No parallel plan runs here (max_parallel_workers_per_gather = 0): the parts come in their order.
-  const rows = await sql.unsafe<{ aid: string; score: number }[]>(
-    `select aid, score from (${parts.join(' union all ')}) parts limit ${n}`,
+  // No parallel plan runs here (max_parallel_workers_per_gather = 0): the parts come in their order. The
+  // page's records come with it, in the same round trip and snapshot.
+  const rows = await sql.unsafe<(AgentRow & { score: number })[]>(
+    `select r.score, ${COLUMNS.map((c) => `a.${c}`).join(', ')}
+     from (select aid, score from (${parts.join(' union all ')}) parts limit ${n}) r join agents a on a.aid = r.aid`,
     p.values,
   );
-  return rows.map((r) => ({ score: r.score, aid: r.aid })).sort(compare);
+  return rows.map((r) => ({ score: r.score, aid: r.aid, row: r })).sort(compare);
 }
 
 /**
@@ -459,13 +461,22 @@ function filterQuery(query: SearchQuery): string | null {
   return terms.length === 0 ? null : terms.join(' & ');
 }
 
-/** The records of a page, in its order. */
-async function records(sql: Sql, page: Position[]): Promise<AgentRecord[]> {
-  if (page.length === 0) return [];
-  const rows = await sql<AgentRow[]>`
+/** The columns of an AgentRow. */
+const COLUMNS = ['aid', 'name', 'kel', 'card', 'seq', 'digest', 'keys', 'updated_at'] as const;
+
+/** A place in the result order, with its row when the query that found it read that too. */
+type Found = Position & { row?: AgentRow };
+
+/** The records of a page, in its order: the rows found with it, the others read. */
+async function records(sql: Sql, page: Found[]): Promise<AgentRecord[]> {
+  const missing = page.filter((p) => p.row === undefined).map((p) => p.aid);
+  const rows =
+    missing.length === 0
+      ? []
+      : await sql<AgentRow[]>`
     select aid, name, kel, card, seq, digest, keys, updated_at from agents
-    where aid in ${sql(page.map((p) => p.aid))} and search is not null`;
-  const byAid = new Map(rows.map((r) => [r.aid, r]));
+    where aid in ${sql(missing)} and search is not null`;
+  const byAid = new Map([...page.flatMap((p) => (p.row ? [p.row] : [])), ...rows].map((r) => [r.aid, r]));
   return page.flatMap((p) => {
     const row = byAid.get(p.aid);
     return row ? [agentFromRow(row)] : [];
