@@ -128,13 +128,14 @@ const RECIPIENT_CACHE = 100_000;
 
 class PgAgents implements AgentStore {
   private readonly recipients = new Set<string>();
+  private readonly reads: AgentReads;
 
-  constructor(private readonly sql: Sql) {}
+  constructor(private readonly sql: Sql) {
+    this.reads = new AgentReads(sql);
+  }
 
-  async get(aid: string): Promise<AgentRecord | undefined> {
-    const [row] = await this.sql<AgentRow[]>`
-      select aid, name, kel, card, seq, digest, keys, updated_at from agents where aid = ${aid}`;
-    return row ? agentFromRow(row) : undefined;
+  get(aid: string): Promise<AgentRecord | undefined> {
+    return this.reads.get(aid);
   }
 
   put(rec: AgentRecord): Promise<void> {
@@ -278,6 +279,57 @@ function fillBatch(sql: Sql): Promise<number | null> {
     else await tx`update meta set value = ${last.aid} where key = ${BACKFILL_KEY}`;
     return Number(last?.n ?? 0);
   }) as Promise<number | null>;
+}
+
+/** Agent reads in one statement at most this many at once; more wait for one to end. */
+const AGENT_READS_IN_FLIGHT = 2;
+const AGENT_READ_BATCH = 500;
+
+/**
+ * Reads of agents by AID (every signed request reads its signer's KEL; a hold also its payer's), several
+ * in one statement: a read asked while AGENT_READS_IN_FLIGHT statements are under way waits for one to end
+ * and goes with all that waited (at 32 ledger ops at once: one statement for many, each statement costing
+ * both sides far more than its rows). Alone, a read goes at once. A read asked after a write ended is sent
+ * after it, so it sees it.
+ */
+class AgentReads {
+  private readonly waiting: { aid: string; resolve: (rec: AgentRecord | undefined) => void; reject: (err: unknown) => void }[] = [];
+  private inFlight = 0;
+
+  constructor(private readonly sql: Sql) {}
+
+  get(aid: string): Promise<AgentRecord | undefined> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ aid, resolve, reject });
+      this.next();
+    });
+  }
+
+  private next(): void {
+    if (this.inFlight >= AGENT_READS_IN_FLIGHT || this.waiting.length === 0) return;
+    this.inFlight++;
+    const batch = this.waiting.splice(0, AGENT_READ_BATCH);
+    void this.read(batch).finally(() => {
+      this.inFlight--;
+      this.next();
+    });
+  }
+
+  private async read(batch: AgentReads['waiting']): Promise<void> {
+    try {
+      const aids = [...new Set(batch.map((w) => w.aid))];
+      const rows = await this.sql<AgentRow[]>`
+        select aid, name, kel, card, seq, digest, keys, updated_at from agents where aid = any(${aids}::text[])`;
+      const found = new Map(rows.map((r) => [r.aid, r]));
+      // A record of its own for each reader, as a read of one row gave.
+      for (const w of batch) {
+        const row = found.get(w.aid);
+        w.resolve(row ? agentFromRow(row) : undefined);
+      }
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+    }
+  }
 }
 
 // ---- Request nonces ----
