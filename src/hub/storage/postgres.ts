@@ -439,18 +439,12 @@ class LockingReads implements LedgerReads {
 
   async prefetch(plan: LedgerPlan): Promise<boolean> {
     const holds = [...new Set(plan.holds ?? [])].sort();
-    const { claim } = plan;
-    // The claim first, as the hub claims a nonce before anything else; a copy of the request in another
-    // transaction (on any replica) waits here for that one to end, then finds the nonce or inserts it.
-    const claiming = claim
-      ? [this.sql`insert into nonces (aid, nonce, time) values (${claim.aid}, ${claim.nonce}, ${claim.time}) on conflict do nothing`]
-      : [];
-    const results = await this.send([...claiming, prefetching(this.sql, plan, holds)]);
-    if (claim) {
-      if (results[0]!.count !== 1) return false;
-      this.claim = claim;
+    const [rows] = (await this.send([prefetching(this.sql, plan, holds)])) as unknown as [PrefetchRow[]];
+    if (plan.claim) {
+      if (rows[0]?.kind !== 'c') return false;
+      this.claim = plan.claim;
     }
-    this.cache(plan, holds, results[results.length - 1] as unknown as PrefetchRow[]);
+    this.cache(plan, holds, rows);
     return true;
   }
 
@@ -459,7 +453,7 @@ class LockingReads implements LedgerReads {
     for (const r of rows) {
       if (r.kind === 'a') this.accounts.set(r.key, accountFromRow(r));
       else if (r.kind === 'o') this.ops.set(r.key, opFromRow(r));
-      else this.holds.set(r.key, holdFromRow(r));
+      else if (r.kind !== 'c') this.holds.set(r.key, holdFromRow(r));
       if (r.kind === 'd') due.push(r);
     }
     for (const n of holds) if (!this.holds.has(n)) this.holds.set(n, undefined);
@@ -578,8 +572,8 @@ type OpRow = { digest: string; answer: string | null };
 
 const opFromRow = (row: OpRow): OpRecord => ({ digest: row.digest, answer: row.answer === null ? undefined : JSON.parse(row.answer) });
 
-/** One row of a prefetch: a named hold ('h'), an account ('a'), a due hold ('d') or an op record ('o'). */
-type PrefetchRow = NamedHoldRow & AccountRow & OpRow & { kind: 'h' | 'a' | 'd' | 'o'; key: string };
+/** One row of a prefetch: the claim ('c'), a named hold ('h'), an account ('a'), a due hold ('d') or an op record ('o'). */
+type PrefetchRow = NamedHoldRow & AccountRow & OpRow & { kind: 'c' | 'h' | 'a' | 'd' | 'o'; key: string };
 
 /**
  * A plan's reads as ONE statement (each statement costs both sides more than its rows do), taking its locks
@@ -592,8 +586,14 @@ type PrefetchRow = NamedHoldRow & AccountRow & OpRow & { kind: 'h' | 'a' | 'd' |
  */
 function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): PendingQuery<Row[]> {
   const aids = [...new Set(plan.accounts ?? [])];
+  const { claim } = plan;
+  // The claim first, as the hub claims a nonce before anything else: a copy of the request in another
+  // transaction (on any replica) waits here for that one to end, then finds the nonce (no 'c' row) or
+  // inserts it. A data-modifying CTE runs to its end when its arm of the UNION ALL is read: the first, which
+  // names the columns.
   return sql`
     with
+    ${claim ? sql`c as (insert into nonces (aid, nonce, time) values (${claim.aid}, ${claim.nonce}, ${claim.time}) on conflict do nothing returning nonce),` : sql``}
     h as materialized (
       select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds where nonce = any(${holds}::text[])
       order by nonce for update),
@@ -608,6 +608,13 @@ function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): Pendi
       select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds
       where from_aid in (select aid collate "default" from a) and state = 'held' and expires <= ${plan.at}
       order by expires, nonce for update)
+    ${
+      claim
+        ? sql`select 'c' as kind, nonce as key, null::text as from_aid, null::text as to_aid, null::text as amount, null::text as state,
+      null::int8 as at, null::int8 as expires, null::text as tx, null::text as balance, null::text as held, null::int8 as seq, null::text as head,
+      null::text as digest, null::text as answer from c union all`
+        : sql``
+    }
     select 'h' as kind, nonce as key, from_aid, to_aid, amount::text, state, at, expires, tx,
       null::text as balance, null::text as held, null::int8 as seq, null::text as head, null::text as digest, null::text as answer from h
     union all select 'a', aid, null, null, null, null, null, null, null, balance::text, held::text, seq, head, null, null from a
