@@ -327,7 +327,9 @@ class AgentReads {
         w.resolve(row ? agentFromRow(row) : undefined);
       }
     } catch (err) {
-      for (const w of batch) w.reject(err);
+      if (batch.length === 1) return batch[0]!.reject(err);
+      // One reader's AID that the statement cannot take (a NUL byte, say) fails that reader alone.
+      await Promise.all(batch.map((w) => this.read([w])));
     }
   }
 }
