@@ -1,8 +1,12 @@
 // `anet call`, `anet tasks`, `anet task` (SPEC §12): capability calls to other nodes and their records.
-import { readFile } from 'node:fs/promises';
-import { basename } from 'node:path';
 import { run } from '../node/open.js';
-import { CliError, printJson, usageError, type Io } from './output.js';
+import { CliError, printJson, processIo, usageError, type Io } from './output.js';
+import { transferBar } from './progress.js';
+import { readConfig } from '../config/load.js';
+import { FileCheckError, filesFromPaths, uploadFiles, uploadedArg, type FileToSend } from '../node/caller/files.js';
+import { blobStatus } from '../hub-client/blobs.js';
+import { sealedSize } from '../protocol/blob-seal.js';
+import type { FileRef } from '../protocol/file-ref.js';
 import { isAid } from '../identity/cid.js';
 import type { TaskRecord } from '../node/operations.js';
 import { CHAT } from '../protocol/messages.js';
@@ -11,6 +15,8 @@ import { CHAT } from '../protocol/messages.js';
 const WAIT_MS = 150_000;
 const FIRST_WAIT_MS = 2_000;
 const POLL_MS = 500;
+/** How often `anet call` asks the hub how much of its files the provider has read. */
+const DOWNLOAD_POLL_MS = 1_000;
 const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
 
 /** Progress of a long call on stderr (stdout keeps the data): each change of state, and a line every 5 s. */
@@ -49,15 +55,73 @@ export async function cmdCall(
   } catch {
     throw usageError(`--args is not JSON: ${argsText.slice(0, 80)}`);
   }
-  const attached = await Promise.all(
-    files.map(async (path) => ({ name: basename(path), data_b64: (await readFile(path)).toString('base64') })),
-  );
+  const attached = files.length ? await uploadPaths(io, dataDir, files) : { refs: [], hub: '' };
   const show = progress(io);
+  // The provider reads the files while the call runs: how far, as the hub tells it.
+  const reading = attached.refs.length ? watchDownload(io, attached.hub, attached.refs) : null;
   // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
   // In-process the node lives only as long as the operation: it waits the whole time, telling progress.
-  const req = { aid, capability, args: argsText, files: attached, waitMs: FIRST_WAIT_MS };
-  const first = await run(dataDir, 'call', req, { waitMs: WAIT_MS, onUpdate: show.update });
-  return finishTask(io, dataDir, first, show, json);
+  const req = { aid, capability, args: argsText, files: attached.refs.map(uploadedArg), waitMs: FIRST_WAIT_MS };
+  try {
+    const first = await run(dataDir, 'call', req, { waitMs: WAIT_MS, onUpdate: show.update });
+    return await finishTask(io, dataDir, first, show, json);
+  } finally {
+    reading?.stop();
+  }
+}
+
+/**
+ * `--file` paths: checked (all of them before any byte leaves), then sealed and uploaded to the node's
+ * hub here, in the CLI, read from disk as they go, with a progress bar; the node gets their references.
+ */
+async function uploadPaths(io: Io, dataDir: string, paths: string[]): Promise<{ refs: FileRef[]; hub: string }> {
+  const { config, problems } = await readConfig(dataDir);
+  if (!config) throw new CliError(`cannot read the config: ${problems[0]?.message ?? 'unknown problem'}; run \`anet doctor\``, 2);
+  let files: FileToSend[];
+  try {
+    files = await filesFromPaths(paths);
+  } catch (err) {
+    if (err instanceof FileCheckError) throw new CliError(err.message, 2);
+    throw err;
+  }
+  const bar = transferBar(io, 'upload', process.stderr.isTTY && io === processIo ? process.stderr : undefined);
+  try {
+    const refs = await uploadFiles(config.hub, files, (done, total) => bar.update(done, total));
+    return { refs, hub: config.hub.replace(/\/+$/, '') };
+  } finally {
+    bar.end();
+  }
+}
+
+/** Polls the hub for how much of the files the provider has read; stops when told or when all is read. */
+function watchDownload(io: Io, hub: string, refs: FileRef[]): { stop(): void } {
+  const bar = transferBar(io, 'provider reading', process.stderr.isTTY && io === processIo ? process.stderr : undefined);
+  const total = refs.reduce((s, r) => s + sealedSize(r.size, r.chunk), 0);
+  let stopped = false;
+  const poll = async () => {
+    while (!stopped) {
+      await new Promise((r) => setTimeout(r, DOWNLOAD_POLL_MS));
+      const served = await Promise.all(
+        refs.map((r) =>
+          blobStatus(hub, r.cid)
+            .then((s) => s?.served ?? null)
+            .catch(() => null),
+        ),
+      );
+      // A blob gone from the hub was read and deleted (or never will be): nothing more to show.
+      if (served.some((s) => s === null)) return;
+      const done = served.reduce<number>((a, s) => a + (s ?? 0), 0);
+      if (done > 0) bar.update(done, total);
+      if (done >= total) return;
+    }
+  };
+  void poll();
+  return {
+    stop() {
+      stopped = true;
+      bar.end();
+    },
+  };
 }
 
 /** Polls the task (through the daemon) until it ends or waits for the operator, then prints it. */

@@ -4,7 +4,6 @@ import type { Config, PublicCapability, ServiceCapability } from './schema.js';
 import { error, warning, type Problem } from './problem.js';
 import { noFaults, type Faulty } from './repair.js';
 import { parseServiceUrl } from '../service/url.js';
-import { MAX_MESSAGE, filesFit, fileBytesThatFit, mib } from '../protocol/relay.js';
 
 export const RESERVED_IDS = new Set(['chat']);
 
@@ -72,30 +71,12 @@ function checkPublic(config: Config, faulty: Faulty): Problem[] {
     if (!faulty(`${at}.per_caller_inflight`, `${at}.max_inflight`) && cap.per_caller_inflight > cap.max_inflight) {
       problems.push(error(`${at}.per_caller_inflight`, `${cap.per_caller_inflight} exceeds max_inflight ${cap.max_inflight}`));
     }
-    if (!faulty(`${at}.files.max_count`, `${at}.files.max_bytes`, `${at}.max_args_bytes`)) {
-      const tooMany = filesOverRelay(cap, `${at}.files`);
-      if (tooMany) problems.push(tooMany);
-    }
     if (servedKnown && !faulty(`${at}.id`, `${at}.files`) && !served.has(cap.id) && !RESERVED_IDS.has(cap.id)) {
       if (cap.files) problems.push(error(`${at}.files`, `"${cap.id}" accepts files but no modules.service.capabilities entry serves it`));
       else problems.push(warning(`${at}.id`, `"${cap.id}" is not offered: no modules.service.capabilities entry serves it`));
     }
   });
   return problems;
-}
-
-/**
- * A warning, not an error: the limits are valid, but a call that uses them all is one message larger than
- * the relay carries, so the caller could never send it (it would be told so, before sending).
- */
-function filesOverRelay(cap: PublicCapability, at: string): Problem | null {
-  const files = cap.files;
-  if (!files || filesFit(files.max_count, files.max_bytes, cap.max_args_bytes)) return null;
-  const promised = `${files.max_count} × ${mib(files.max_bytes)}`;
-  return warning(
-    at,
-    `"${cap.id}" accepts ${promised} of files, but one relay message carries at most ${mib(MAX_MESSAGE)} (about ${mib(fileBytesThatFit(cap.max_args_bytes))} of files once base64-encoded): larger calls cannot be sent; lower max_count or max_bytes`,
-  );
 }
 
 function checkService(config: Config, faulty: Faulty): Problem[] {

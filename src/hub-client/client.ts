@@ -150,6 +150,11 @@ export class HubClient {
     return (await (await this.request('POST', '/ledger/settle', { hold, action, nonce }, true)).json()) as SettleAnswer;
   }
 
+  /** Deletes file blobs (PROTOCOL §8.11): their files were read, or never will be. At most 1000 at once. */
+  async deleteBlobs(cids: string[]): Promise<void> {
+    await this.request('POST', '/relay/v2/ack', { blobs: cids }, true);
+  }
+
   /** An account: balance, open holds as payer, recent history. Shown to that AID and to the hub only. */
   async account(aid: string): Promise<Account> {
     return (await (await this.request('GET', `/ledger/accounts/${aid}`, undefined, true)).json()) as Account;

@@ -7,12 +7,15 @@ import process from 'node:process';
 import type { Readable, Writable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { MAX_MESSAGE, fileBytesThatFit, mib } from '../protocol/relay.js';
+import { MAX_MESSAGE, mib } from '../protocol/relay.js';
+
+/** File bytes whose base64 fits in `limit` bytes of request, with 64 KiB for the rest of the request. */
+const inlineFileBytes = (limit: number) => Math.max(0, Math.floor((limit - 64 * 1024) / 4) * 3);
 
 /**
- * The longest request line read: twice what one relay message carries. A call or text that can be sent
- * at all is one message of at most 16 MiB, and its JSON here is about as long (base64 needs no escaping;
- * arguments and text are JSON in both), so every one fits, with room for escaped characters.
+ * The longest request line read: 32 MiB (twice what one relay message carries, so every text or argument
+ * document that can be sent fits, with room for escaped characters). Files inline in a line are held in
+ * memory until they are uploaded as blobs (issue 20): this also bounds that, at about 24 MiB of files.
  */
 export const MAX_LINE_BYTES = 2 * MAX_MESSAGE;
 
@@ -20,7 +23,7 @@ const NEWLINE = 0x0a;
 
 /** What a line over the limit is answered with: one sentence naming the limit and what to do. */
 export function tooLongMessage(bytes: number, limit: number): string {
-  return `a request of ${bytes} bytes is over anet mcp's limit of ${limit} bytes (${mib(limit)}): one relay message carries at most ${mib(MAX_MESSAGE)} (about ${mib(fileBytesThatFit(0))} of files once base64-encoded), so no call this large can be sent; send fewer or smaller files, or a shorter text`;
+  return `a request of ${bytes} bytes is over anet mcp's limit of ${limit} bytes (${mib(limit)}): files sent inline as base64 are held in memory, so a call through MCP carries at most about ${mib(inlineFileBytes(limit))} of files; send larger files with \`anet call --file\` (up to 8 × 64 MiB, read from disk), or a shorter text`;
 }
 
 export class LineStdioTransport implements Transport {

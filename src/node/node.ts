@@ -94,7 +94,16 @@ export class Node {
       hubAid: () => this.hubAid(),
       signedPrice: (aid, skill) => this.signedPrice(aid, skill),
     });
-    this.caller = new Caller({ me: identity.aid, store, reader, messenger: () => this.network(), now: this.now, payer, clock });
+    this.caller = new Caller({
+      me: identity.aid,
+      store,
+      reader,
+      messenger: () => this.network(),
+      now: this.now,
+      payer,
+      clock,
+      hub: client.base,
+    });
   }
 
   readonly caller: Caller;

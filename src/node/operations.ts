@@ -17,11 +17,9 @@ import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from './a
 export type { CardView, OwnCard, ReadCard, Account, TaskRecord, InboxEntry, CardAuditRow, PriceAudit };
 export { PaymentError } from './caller/payment.js';
 
-/** A file sent with a call: its name and its bytes in base64. */
-export interface FileArg {
-  name: string;
-  data_b64: string;
-}
+/** A file sent with a call: inline (base64) or uploaded already (caller/files.ts). */
+export type { FileArg, UploadedFileArg } from './caller/files.js';
+import type { FileArg } from './caller/files.js';
 
 /** Arguments of an operation that takes none. */
 export type NoArgs = Record<string, never>;
@@ -138,7 +136,14 @@ const WIRE_ARGS: { [K in OpName]: z.ZodType<Omit<ArgsOf<K>, 'onUpdate'>> } = {
     aid: z.string(),
     capability: z.string(),
     args: z.string(),
-    files: z.array(z.object({ name: z.string(), data_b64: z.string() })).default([]),
+    files: z
+      .array(
+        z.union([
+          z.object({ name: z.string(), data_b64: z.string() }),
+          z.object({ name: z.string(), cid: z.string(), size: z.number(), key_b64: z.string(), chunk: z.number() }),
+        ]),
+      )
+      .default([]),
     waitMs: z.number(),
   }),
   send: z.object({ aid: z.string(), text: z.string(), waitMs: z.number() }),

@@ -7,10 +7,10 @@ import { createHash } from 'node:crypto';
 export const MIB = 1024 * 1024;
 
 /**
- * The largest padded inner message the relay carries. SPEC §2.1 promises files of up to 8 MiB by default
- * (`files.max_bytes`); as base64 such a file is ~10.7 MiB and envelope.ts `padded` rounds every message up
- * to the next power of two, so one call with one default-sized file is a 16 MiB message. Anything lower
- * breaks that promise; 32 MiB would double what every queued or in-flight envelope may cost the hub.
+ * The largest padded inner message the relay carries. Files do not ride in messages (they are blobs,
+ * PROTOCOL §8.11, issue 20); it was sized for one file of the default 8 MiB as base64 when they did, and
+ * is kept so nodes from before blobs still reach each other. 32 MiB would double what every queued or
+ * in-flight envelope may cost the hub.
  */
 export const MAX_MESSAGE = 16 * MIB;
 
@@ -19,20 +19,6 @@ const OUTER_ROOM = 4096;
 
 /** The one envelope limit: the hub's send body, the client's stream frames, the local A2A body all use it. */
 export const MAX_ENVELOPE = MAX_MESSAGE + OUTER_ROOM;
-
-/**
- * Room in a message for everything but the files: arguments are counted apart; this covers the sender's
- * KEL and key set, file names and CBOR heads, with a margin for a KEL that grew with rotations.
- */
-const MESSAGE_ROOM = 64 * 1024;
-
-/** Whether `count` files of `bytes` bytes each, with `argsBytes` of arguments, fit in one relay message. */
-export function filesFit(count: number, bytes: number, argsBytes: number): boolean {
-  return count * 4 * Math.ceil(bytes / 3) + argsBytes + MESSAGE_ROOM <= MAX_MESSAGE;
-}
-
-/** How many file bytes in all one message carries besides `argsBytes` of arguments (base64 is 4/3). */
-export const fileBytesThatFit = (argsBytes: number) => Math.floor((MAX_MESSAGE - MESSAGE_ROOM - argsBytes) / 4) * 3;
 
 /** Sizes in the lines people read: `16 MiB`, `57.3 MiB`. */
 export const mib = (bytes: number) => `${Number((bytes / MIB).toFixed(1))} MiB`;

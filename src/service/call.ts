@@ -3,6 +3,8 @@
 // by the table of §3.1. The socket is checked (§3.2) before anything is sent; what a caller is told never
 // holds a local path — `operatorDetail` (logs only) may.
 import { Agent, request, type IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
+import { oneLine } from '../util/text.js';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ServiceUrl } from './url.js';
 import { checkSocket } from './socket.js';
@@ -17,12 +19,21 @@ export interface ServiceTarget {
   timeoutMs: number;
 }
 
+/**
+ * A body written as it is read (a call's files come from the hub as the request goes out): its exact
+ * length first, for Content-Length. A failing source ends the call `failed`, reason `file_unavailable`.
+ */
+export interface StreamBody {
+  length: number;
+  chunks(): AsyncIterable<Buffer>;
+}
+
 export interface ServiceRequest {
   caller: string;
   callId: string;
   capability: string;
-  /** The exact body: the argument object, or `{args, files}` (SPEC §3). */
-  body: Uint8Array;
+  /** The exact body: the argument object, or `{args, files}` (SPEC §3), streamed when it holds files. */
+  body: Uint8Array | StreamBody;
 }
 
 export type ServiceOutcome =
@@ -30,8 +41,9 @@ export type ServiceOutcome =
   | { state: 'rejected'; reason: 'service_rejected'; message: string }
   | {
       state: 'failed';
-      reason: 'service_unavailable' | 'service_busy' | 'service_error' | 'outcome_unknown';
-      detail?: 'timeout' | 'connection_lost';
+      reason: 'service_unavailable' | 'service_busy' | 'service_error' | 'outcome_unknown' | 'file_unavailable';
+      /** For `file_unavailable`: which file, and why (a blob gone from the hub, damaged, or the hub unreachable). */
+      detail?: string;
       retryAfterMs?: number;
       /** For the operator's log only: may name local paths. */
       operatorDetail?: string;
@@ -112,7 +124,7 @@ export async function callService(
 function post(
   target: ServiceTarget,
   headers: Record<string, string | number>,
-  body: Uint8Array,
+  body: Uint8Array | StreamBody,
   now: () => number,
   signal?: AbortSignal,
 ): Promise<ServiceOutcome> {
@@ -124,6 +136,7 @@ function post(
       clearTimeout(timer);
       // The node-wide stop signal must not keep this call (and its answer) alive after it ended.
       signal?.removeEventListener('abort', onStop);
+      started?.destroy();
       // A complete exchange leaves its connection to the agent, for the next call; anything else (a
       // timeout, a stop, an answer not read to its end, or an early answer while the body is still being
       // sent) closes it, or the unsent body would hold the connection for ever.
@@ -131,6 +144,8 @@ function post(
       resolve(outcome);
     };
     const onStop = () => settle(unknown('connection_lost', 'the node stopped'));
+    /** The streamed body, once it is being written: stopped with the call. */
+    let started: Readable | undefined;
     /** Whether any byte of the request may have reached the service: from then on, a failure is "unknown". */
     let connected = false;
     const url = target.url;
@@ -180,7 +195,14 @@ function post(
     );
     if (signal?.aborted) return settle(unknown('connection_lost', 'the node stopped'));
     signal?.addEventListener('abort', onStop, { once: true });
-    req.end(body);
+    if (body instanceof Uint8Array) return void req.end(body);
+    // Streamed with backpressure: never more than a chunk or two of a file in this process.
+    const source = Readable.from(body.chunks(), { objectMode: false });
+    started = source;
+    source.on('error', (err) =>
+      settle({ state: 'failed', reason: 'file_unavailable', detail: oneLine(err.message, 200), operatorDetail: err.message }),
+    );
+    source.pipe(req);
   });
 }
 

@@ -22,6 +22,8 @@ import { Resends } from './resend.js';
 import { sendTask, wireBody, type Request } from './send.js';
 import { sendFailure } from './limits.js';
 import { takeAnswer, type AnswerParts } from './answers.js';
+import { filesFromInline, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
+import type { FileRef } from '../../protocol/file-ref.js';
 
 export type { TaskRecord, TaskState } from './records.js';
 export {
@@ -45,9 +47,9 @@ export interface CallerParts {
   payer: Payer;
   /** Timers for resends (the node's clock; tests move it). */
   clock?: Pick<Clock, 'at'>;
+  /** The hub's base URL: a call's files are uploaded there as sealed blobs (issue 20). */
+  hub: string;
 }
-
-type File = { name: string; data_b64: string };
 
 export class Caller {
   private readonly book: TaskBook;
@@ -77,21 +79,26 @@ export class Caller {
   }
 
   /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
-  call(
+  async call(
     to: string,
     capability: string,
     argsText: string,
-    files: File[],
+    files: FileArg[],
     waitMs: number,
     onUpdate?: (r: TaskRecord) => void,
   ): Promise<TaskRecord> {
-    const request: Request = {
-      capability,
-      args: argsText,
-      ...(files.length ? { files: files.map((f) => ({ name: f.name, data_b64: f.data_b64 })) } : {}),
-    };
+    // Files are checked and uploaded before the task exists: a file refused here leaves no record.
+    const refs = files.length ? await this.fileRefs(files) : [];
+    const request: Request = { capability, args: argsText, ...(refs.length ? { files: refs } : {}) };
     // A quote the operator must decide on is an answer too: `anet pay` or `anet reject` goes on from there.
     return this.start(to, capability, request, waitMs, onUpdate, awaitingOperator);
+  }
+
+  /** The references of a call's files: inline ones sealed and uploaded here, uploaded ones checked. */
+  private async fileRefs(files: FileArg[]): Promise<FileRef[]> {
+    const inline = files.filter((f): f is InlineFile => 'data_b64' in f);
+    const uploaded = await uploadFiles(this.parts.hub, await filesFromInline(inline));
+    return files.map((f) => ('data_b64' in f ? uploaded.shift()! : uploadedRef(f)));
   }
 
   /** A new task: its record and outbox entry are written while the `task.send` goes out; resends are armed. */

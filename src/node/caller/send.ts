@@ -6,12 +6,14 @@ import { toBody } from '../../protocol/body.js';
 import { MAX_MESSAGE_TTL_MS, PROMPT_MESSAGE_TTL_MS } from '../../protocol/envelope.js';
 import { TASK_SEND } from '../../protocol/messages.js';
 import type { CborValue } from '../../identity/cbor.js';
+import { fileRefBody, type FileRef } from '../../protocol/file-ref.js';
 
 /** What a task asks for, kept (payloads `outbox/<task>`) until the provider has answered, to send it again. */
 export interface Request {
   capability?: string;
   args?: string;
-  files?: { name: string; data_b64: string }[];
+  /** References to sealed blobs on the hub; inline base64 only in requests kept from before issue 20. */
+  files?: (FileRef | { name: string; data_b64: string })[];
   text?: string;
 }
 
@@ -29,7 +31,9 @@ export const TEXT_TASK_TTL_MS = MAX_MESSAGE_TTL_MS - 60_000;
 /** `task.send`'s body; with `resend` (the how-many-th) it is a repeat, and without a request a status poll. */
 export function wireBody(task: string, request: Request | null, resend?: number): Map<string, CborValue> {
   const r = request ?? {};
-  const files = r.files?.length ? { files: r.files.map((f) => toBody({ name: f.name, data_b64: f.data_b64 })) } : {};
+  const files = r.files?.length
+    ? { files: r.files.map((f) => ('data_b64' in f ? toBody({ name: f.name, data_b64: f.data_b64 }) : fileRefBody(f))) }
+    : {};
   return toBody({ task, capability: r.capability, args: r.args, ...files, text: r.text, resend });
 }
 

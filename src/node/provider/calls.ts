@@ -20,6 +20,8 @@ import { Gates } from './gate.js';
 import { WaitingQuotes } from './quotes.js';
 import { receive, refuse, runningMark, type Running } from './record.js';
 import { replyTo } from './reply.js';
+import { dropBlobs } from './files.js';
+import { isFileRefBody, parseFileRef } from '../../protocol/file-ref.js';
 import { answerRepeat, type RepeatParts } from './repeat.js';
 import { freeCall, type FreeCallParts } from './free-call.js';
 import { cancelQuote, payCall, quoteCall, type PaidCallParts } from './paid-call.js';
@@ -97,6 +99,11 @@ export class Provider {
 
   /** Once the relay is open: settles the paid calls a stop left owing the hub, and answers them. */
   resumeSettlements(calls: Running[]): Promise<void> {
+    dropBlobs(
+      this.parts.client,
+      calls.flatMap((r) => r.blobs ?? []),
+      this.parts.log,
+    );
     return resumeSettlements(this.parts, calls);
   }
 
@@ -113,14 +120,19 @@ export class Provider {
     }
     if (body.capability === undefined && typeof body.text === 'string') return !(await textTask(this.parts, record, body.text));
     const argsText = typeof body.args === 'string' ? body.args : '';
+    const blobs = blobsOf(body.files);
     const running: Running = {
       caller: record.caller,
       task: record.task,
       capability: typeof body.capability === 'string' ? body.capability : '',
+      ...(blobs.length ? { blobs } : {}),
     };
     const started = await this.capabilityCall(record, running, argsText, body.files);
     if (started === 'resend') return true;
+    // A refused call's files will never be read; a quoted one's wait for its payment (paid-call.ts).
+    if (started === 'refused') dropBlobs(this.parts.client, blobs, this.parts.log);
     if (typeof started === 'string') return false;
+    void started.done.finally(() => dropBlobs(this.parts.client, blobs, this.parts.log)).catch(() => {});
     // The service runs apart from the bus, so a long call never holds up card requests or other calls;
     // how many run at once is the admission's in-flight limit.
     void started.done.catch(
@@ -144,6 +156,15 @@ export class Provider {
   }
 }
 
+/** The blob CIDs a `task.send` names (valid references only: the others fail the checks and name nothing). */
+function blobsOf(files: CborValue | undefined): string[] {
+  if (!Array.isArray(files)) return [];
+  return files.flatMap((v) => {
+    const ref = isFileRefBody(v) ? parseFileRef(v) : null;
+    return ref && 'cid' in ref ? [ref.cid] : [];
+  });
+}
+
 /** The call as the admission checks read it: its arguments parsed, its files as sent. */
 function callInOf(call: Running, argsText: string, rawFiles: CborValue | undefined): CallIn {
   let args: unknown;
@@ -164,6 +185,7 @@ function callInOf(call: Running, argsText: string, rawFiles: CborValue | undefin
 }
 
 function fileIn(v: unknown): FileIn {
+  if (isFileRefBody(v)) return { ref: parseFileRef(v) };
   const f = fromBody(v as CborValue) ?? {};
   return {
     name: String(f.name ?? ''),

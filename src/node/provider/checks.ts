@@ -6,19 +6,24 @@ import { fileTypeFromBuffer } from 'file-type';
 import type { Config } from '../../config/schema.js';
 import { offeredCapabilities, type OfferedCapability } from '../../config/check.js';
 import { standing } from '../../contacts/lists.js';
+import type { FileRef } from '../../protocol/file-ref.js';
+import { sniffBlob, type FileOut } from './files.js';
 
-/** What the checks use of the node: the peer lists (in the data dir) and the config. */
+/** What the checks use of the node: the peer lists (in the data dir) and the config (its hub holds file blobs). */
 export interface CheckParts {
   dataDir: string;
   config: Config;
 }
 
-export interface FileIn {
-  name: string;
-  /** What the caller claims; ignored (the node detects the type itself). */
-  mime?: string;
-  data_b64: string;
-}
+/** A file as `task.send` carries it: a blob reference (or what is wrong with it), or inline base64 from an older node. */
+export type FileIn =
+  | {
+      name: string;
+      /** What the caller claims; ignored (the node detects the type itself). */
+      mime?: string;
+      data_b64: string;
+    }
+  | { ref: FileRef | { error: string } };
 
 export interface CallIn {
   id: string;
@@ -30,11 +35,7 @@ export interface CallIn {
   files?: FileIn[];
 }
 
-export interface FileOut {
-  name: string;
-  mime: string;
-  data_b64: string;
-}
+export type { FileOut };
 
 export type Refusal = {
   admitted: false;
@@ -78,7 +79,7 @@ export async function precheck(parts: CheckParts, call: CallIn): Promise<Checked
     return refusal(parts.config.inbound.policy === 'open' ? 'capability_not_public' : 'not_accepting');
   const argsRefusal = checkArgs(cap, call.args, call.argsBytes);
   if (argsRefusal) return { ...argsRefusal, listed };
-  const files = await checkFiles(cap, call.files ?? []);
+  const files = await checkFiles(parts.config.hub, cap, call.files ?? []);
   if ('admitted' in files) return { ...files, listed };
   return { capability: cap, files, listed };
 }
@@ -141,7 +142,7 @@ function accepts(ranges: string[], mime: string): boolean {
   return ranges.some((r) => r === '*/*' || r === mime || (r.endsWith('/*') && mime.startsWith(r.slice(0, -1))));
 }
 
-async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<FileOut[] | Refusal> {
+async function checkFiles(hub: string, cap: OfferedCapability, files: FileIn[]): Promise<FileOut[] | Refusal> {
   const rule = cap.inbound.files;
   const no = (detail: string) => refusal('files_not_accepted', { detail });
   if (files.length === 0) return [];
@@ -149,6 +150,12 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
   if (files.length > rule.max_count) return no(`${files.length} files; at most ${rule.max_count}`);
   const out: FileOut[] = [];
   for (const [i, f] of files.entries()) {
+    if ('ref' in f) {
+      const out1 = await checkBlobFile(hub, rule, f.ref, i);
+      if (typeof out1 === 'string') return no(out1);
+      out.push(out1);
+      continue;
+    }
     const name = safeFileName(f?.name, i);
     const label = `file ${i + 1} (${[...name].slice(0, 64).join('')})`;
     if (typeof f?.data_b64 !== 'string' || !isStrictBase64(f.data_b64)) return no(`${label}: not standard padded base64`);
@@ -160,4 +167,25 @@ async function checkFiles(cap: OfferedCapability, files: FileIn[]): Promise<File
     out.push({ name, mime, data_b64: f.data_b64 });
   }
   return out;
+}
+
+type FilesRule = NonNullable<OfferedCapability['inbound']['files']>;
+
+/**
+ * A file sent as a blob: its size from the reference (before any byte is fetched), then its media type
+ * from the first chunk alone. A line for `files_not_accepted`, or the file as the service will get it.
+ */
+async function checkBlobFile(hub: string, rule: FilesRule, ref: FileRef | { error: string }, i: number): Promise<FileOut | string> {
+  if ('error' in ref) return `file ${i + 1}: ${ref.error}`;
+  const name = safeFileName(ref.name, i);
+  const label = `file ${i + 1} (${[...name].slice(0, 64).join('')})`;
+  if (ref.size > rule.max_bytes) return `${label}: ${ref.size} bytes; at most ${rule.max_bytes}`;
+  let mime: string;
+  try {
+    mime = await sniffBlob(hub, ref);
+  } catch (err) {
+    return `${label}: cannot be read from the hub: ${(err as Error).message}`;
+  }
+  if (!accepts(rule.media_types, mime)) return `${label}: detected ${mime}, not one of ${rule.media_types.join(', ')}`;
+  return { name, mime, ref };
 }

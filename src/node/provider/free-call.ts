@@ -6,6 +6,7 @@ import { checkTarget, type ServiceOutcome } from '../../service/call.js';
 import { signReceipt, resultHash } from '../../protocol/receipt.js';
 import { crashPoint } from '../../util/crash.js';
 import type { Identity } from '../../identity/store.js';
+import type { HubClient } from '../../hub-client/client.js';
 import type { Call } from '../../actors/call.js';
 import type { CallIn, Checked } from './checks.js';
 import { admitTogether, type SlotParts } from './slots.js';
@@ -16,6 +17,8 @@ import { serve, target, type ServiceParts } from './service.js';
 /** What a free call uses of the node. */
 export interface FreeCallParts extends ReplyParts, ServiceParts, SlotParts {
   identity: Identity;
+  /** The hub: a call's file blobs are deleted there once it ended. */
+  client: Pick<HubClient, 'deleteBlobs'>;
   log: (line: string) => void;
 }
 

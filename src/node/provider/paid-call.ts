@@ -3,6 +3,8 @@
 // arguments wait in the node's WaitingQuotes. `task.pay` → PAY (journaled before the hub is asked) →
 // the hub holds the amount → HELD → the in-flight slot → the service → the outcome → settle.ts.
 // `task.cancel` → CANCELED. Hub operations are idempotent by nonce, so a retry never charges twice.
+import type { HubClient } from '../../hub-client/client.js';
+import { dropBlobs } from './files.js';
 import { randomHex } from '../../util/random.js';
 import { crashPoint } from '../../util/crash.js';
 import type { CborValue } from '../../identity/cbor.js';
@@ -24,6 +26,8 @@ import { paidAnswer, paidReceipt, settleAndAnswer, storedResult, type SettlePart
 /** What a paid call uses of the node, with the waiting quotes the node owns. */
 export interface PaidCallParts extends SettleParts, ServiceParts, SlotParts {
   quotes: WaitingQuotes;
+  /** The hub's ledger, and its blobs: a call's files are deleted there once it ended. */
+  client: Pick<HubClient, 'hold' | 'settle' | 'deleteBlobs'>;
 }
 
 /**
@@ -90,7 +94,10 @@ async function offerQuote(parts: PaidCallParts, q: Quoted): Promise<void> {
   await q.record.quoted({ quoteId, amount, expiresAt });
   // The machine ends the quote at its deadline; past it (and a second more) the arguments are let go,
   // and TICK ends the call in case the host's own timer has not run yet.
-  parts.quotes.hold(q, expiresAt - at + 1000, () => void q.record.tick(ending(q.record, null)).catch(() => {}));
+  parts.quotes.hold(q, expiresAt - at + 1000, () => {
+    dropBlobs(parts.client, q.call.blobs, parts.log);
+    void q.record.tick(ending(q.record, null)).catch(() => {});
+  });
   await reply({
     state: 'input-required',
     reason: 'payment_required',
@@ -110,25 +117,31 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
   const network = `hub:${await parts.hubAid()}`;
   const q = parts.quotes.take(record.id);
   if (!q) return answerAgain(parts, record, body);
+  // Taken: whatever happens now, the call's files are read at most once, so its blobs go after it.
+  const drop = () => dropBlobs(parts.client, q.call.blobs, parts.log);
   const reply = replyTo(parts, record.caller, record.task, q.listed);
   const ctx = (await record.state())!.context;
   const auth = readPayment(parts, body, ctx, record.caller, network);
   if (typeof auth === 'string') {
+    drop();
     await record.outcome({ type: 'FAILED', reason: 'settlement_failed', detail: auth }, ending(record, null));
     return reply({ state: 'failed', reason: 'settlement_failed', detail: auth, [X402_STATUS]: 'payment-failed' });
   }
   if (!(await record.pay({ payNonce: auth.nonce }))) {
+    drop();
     await parts.store.running.del(record.id);
     return reply({ state: 'failed', reason: 'quote_expired', [X402_STATUS]: 'payment-failed' });
   }
-  void runPaid(parts, q, auth.bytes, reply).catch(
-    (err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`),
-  );
+  void runPaid(parts, q, auth.bytes, reply)
+    .finally(drop)
+    .catch((err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`));
 }
 
 /** `task.cancel` with `payment-rejected`: the caller declined the quote; CANCELED lets it go. */
 export async function cancelQuote(parts: PaidCallParts, record: Call): Promise<void> {
-  if (!parts.quotes.take(record.id)) return;
+  const q = parts.quotes.take(record.id);
+  if (!q) return;
+  dropBlobs(parts.client, q.call.blobs, parts.log);
   await record.canceled({ reason: 'payment_rejected' }, ending(record, null));
 }
 

@@ -18,6 +18,8 @@ export interface Running {
   caller: string;
   task: string;
   capability: string;
+  /** The blob CIDs of its files (issue 20): deleted from the hub once the call has ended, even after a restart. */
+  blobs?: string[];
 }
 
 /** What a kept call leaves in `payloads`: its result, and the receipt it was answered with. */
@@ -99,6 +101,8 @@ export async function refuse(
 /** What a call without `discard` leaves for the operator: its arguments, its files' digests, its result. */
 export function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOutcome): unknown {
   const fileDigests = files.map((f) => {
+    // A blob file was hashed as it streamed to the service (no digest: it was not read whole).
+    if ('ref' in f) return { name: f.name, mime: f.mime, bytes: f.ref.size, sha256: f.sha256 ?? null };
     const bytes = Buffer.from(f.data_b64, 'base64');
     return { name: f.name, mime: f.mime, bytes: bytes.length, sha256: hex(sha256(bytes)) };
   });

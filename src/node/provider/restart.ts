@@ -12,6 +12,8 @@ import { call } from '../../actors/call.js';
 import { inflightLimits } from './slots.js';
 import type { Running } from './record.js';
 import { answer, type ReplyParts } from './reply.js';
+import { dropBlobs } from './files.js';
+import type { HubClient } from '../../hub-client/client.js';
 
 /** What ending the stopped calls uses of the node (the relay is not open yet). */
 export interface RestartParts {
@@ -45,8 +47,16 @@ export async function interruptRunning(parts: RestartParts): Promise<{ told: Run
   return { told, settle };
 }
 
-/** Tells the callers of interrupted calls, once the relay is open. */
-export async function tellInterrupted(parts: ReplyParts, calls: Running[]): Promise<void> {
+/** Tells the callers of interrupted calls, once the relay is open; their files' blobs go from the hub. */
+export async function tellInterrupted(
+  parts: ReplyParts & { client: Pick<HubClient, 'deleteBlobs'>; log: (line: string) => void },
+  calls: Running[],
+): Promise<void> {
+  dropBlobs(
+    parts.client,
+    calls.flatMap((r) => r.blobs ?? []),
+    parts.log,
+  );
   for (const r of calls) {
     await answer(parts, r.caller, r.task, {
       state: 'failed',

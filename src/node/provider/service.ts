@@ -3,9 +3,9 @@
 // Journals nothing: the call's outcome event is the step after this one.
 import type { Config } from '../../config/schema.js';
 import type { OfferedCapability } from '../../config/check.js';
-import { callService, type checkTarget, type ServiceOutcome } from '../../service/call.js';
+import { callService, type checkTarget, type ServiceOutcome, type StreamBody } from '../../service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../../service/url.js';
-import type { FileOut } from './checks.js';
+import { streamBody, type FileOut } from './files.js';
 import type { Running } from './record.js';
 import type { Reply } from './reply.js';
 
@@ -15,6 +15,8 @@ const WORKING_AFTER_MS = 500;
 /** What calling the service uses of the node. */
 export interface ServiceParts {
   now: () => number;
+  /** Its hub: a call's files are read from there as the service's request is written (issue 20). */
+  config: Config;
   /** Aborted when the node stops: the running call is dropped and left for the next start. */
   stopping: AbortSignal;
 }
@@ -50,7 +52,7 @@ export async function serve(
       caller: call.caller,
       callId: call.task,
       capability: call.capability,
-      body: serviceBody(argsText, files),
+      body: serviceBody(parts.config.hub, argsText, files, parts.stopping),
     },
     parts.now,
     parts.stopping,
@@ -58,8 +60,11 @@ export async function serve(
   ).finally(() => clearTimeout(status));
 }
 
-/** The argument object itself, or `{args, files}` with the node's own media types (SPEC §3). */
-function serviceBody(argsText: string, files: FileOut[]): Uint8Array {
+/**
+ * The argument object itself, or `{args, files}` with the node's own media types (SPEC §3), streamed:
+ * files are read from the hub as the request is written.
+ */
+function serviceBody(hub: string, argsText: string, files: FileOut[], stopping: AbortSignal): Uint8Array | StreamBody {
   if (files.length === 0) return Buffer.from(argsText);
-  return Buffer.from(`{"args":${argsText},"files":${JSON.stringify(files)}}`);
+  return streamBody(hub, argsText, files, stopping);
 }

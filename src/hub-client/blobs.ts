@@ -1,0 +1,229 @@
+// Blobs on the hub (PROTOCOL §8.11, issue 20): a file's sealed bytes uploaded under their content address
+// and downloaded by the recipient. Both directions survive a dropped connection or a hub restart: an upload
+// asks the hub how much it kept (`received`, whole pieces) and goes on from there; a download goes on from
+// the last byte it got (Range). Neither ever holds more than a chunk or two of a file.
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { blobCid } from '../protocol/blob-address.js';
+import { hubError } from '../protocol/hub-api.js';
+import { TAG_BYTES, sealChunks, sealedSize } from '../protocol/blob-seal.js';
+import { HubRefusedError, HubUnreachableError } from './client.js';
+
+/** A file's plaintext, readable again from any byte (a second pass, a resumed upload). */
+export interface PlainSource {
+  size: number;
+  read(start: number): AsyncIterable<Uint8Array>;
+}
+
+/** What a transfer says as it goes: bytes done of the total (sealed bytes). */
+export type Progress = (done: number, total: number) => void;
+
+export interface TransferOptions {
+  /** Waits between attempts after a dropped connection or a hub that is not there (ms); their count is the tries. */
+  backoffMs?: number[];
+  /** A transfer with no byte for this long is dropped and tried again. */
+  stallMs?: number;
+  signal?: AbortSignal;
+}
+
+/** 1 s, 2 s, 4 s … up to 30 s: about four minutes in all, long enough for a hub to restart. */
+const BACKOFF_MS = [1000, 2000, 4000, 8000, 15000, 30000, 30000, 30000, 30000, 30000, 30000];
+const STALL_MS = 30_000;
+
+export interface BlobStatus {
+  size: number;
+  received: number;
+  complete: boolean;
+  served: number;
+}
+
+/** The sealed bytes of a file from sealed offset `from`: its chunks from the one holding `from`, the first one cut. */
+export async function* sealedFrom(src: PlainSource, key: Uint8Array, chunk: number, from: number): AsyncGenerator<Buffer> {
+  const first = Math.floor(from / (chunk + TAG_BYTES));
+  let skip = from - first * (chunk + TAG_BYTES);
+  for await (const sealed of sealChunks(src.read(first * chunk), key, chunk, src.size, first)) {
+    if (skip >= sealed.length) {
+      skip -= sealed.length;
+      continue;
+    }
+    yield skip > 0 ? sealed.subarray(skip) : sealed;
+    skip = 0;
+  }
+}
+
+/** The content address of a file sealed under `key`: a first pass over it, nothing kept. */
+export async function addressOf(src: PlainSource, key: Uint8Array, chunk: number): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const sealed of sealedFrom(src, key, chunk, 0)) hash.update(sealed);
+  return blobCid(hash.digest());
+}
+
+/** Whether an error is the hub not being there (connection refused, reset, timed out) rather than an answer. */
+function isTransient(err: unknown): boolean {
+  return err instanceof HubUnreachableError || (err instanceof HubRefusedError && err.status >= 500);
+}
+
+async function refusal(res: Response): Promise<HubRefusedError> {
+  const { code, message } = hubError(res.status, await res.text());
+  return new HubRefusedError(res.status, code, message);
+}
+
+/** The hub's record of a blob, or null when it has none. */
+export async function blobStatus(base: string, cid: string, signal?: AbortSignal): Promise<BlobStatus | null> {
+  let res: Response;
+  try {
+    res = await fetch(`${base}/blobs/${cid}/status`, { ...(signal ? { signal } : {}) });
+  } catch (err) {
+    throw new HubUnreachableError(base, err);
+  }
+  if (res.status === 404) {
+    await res.body?.cancel();
+    return null;
+  }
+  if (!res.ok) throw await refusal(res);
+  return (await res.json()) as BlobStatus;
+}
+
+/**
+ * Uploads a file sealed under `key` as the blob `cid`; resolves once the hub holds all of it (and checked
+ * its digest). Resumes from what the hub kept after any dropped connection, for about four minutes.
+ */
+export async function uploadBlob(
+  base: string,
+  src: PlainSource,
+  key: Uint8Array,
+  chunk: number,
+  cid: string,
+  progress?: Progress,
+  opts: TransferOptions = {},
+): Promise<void> {
+  const total = sealedSize(src.size, chunk);
+  const backoff = opts.backoffMs ?? BACKOFF_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const status = await blobStatus(base, cid, opts.signal);
+      if (status?.complete) return progress?.(total, total);
+      const from = status?.received ?? 0;
+      if (await putFrom(base, src, key, chunk, cid, from, total, progress, opts)) return progress?.(total, total);
+    } catch (err) {
+      if (!isTransient(err) || attempt >= backoff.length || opts.signal?.aborted) throw err;
+      await sleep(backoff[attempt]!, undefined, opts.signal ? { signal: opts.signal } : {});
+    }
+  }
+}
+
+/** One PUT from `from`; true when the blob is complete, false when the hub kept another offset (409: ask again). */
+async function putFrom(
+  base: string,
+  src: PlainSource,
+  key: Uint8Array,
+  chunk: number,
+  cid: string,
+  from: number,
+  total: number,
+  progress: Progress | undefined,
+  opts: TransferOptions,
+): Promise<boolean> {
+  let sent = from;
+  const counted = async function* () {
+    for await (const b of sealedFrom(src, key, chunk, from)) {
+      sent += b.length;
+      progress?.(sent, total);
+      yield b;
+    }
+  };
+  const stall = new Stall(opts.stallMs ?? STALL_MS, opts.signal);
+  let res: Response;
+  try {
+    const body = Readable.toWeb(Readable.from(stall.watch(counted()))) as ReadableStream;
+    res = await fetch(`${base}/blobs/${cid}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/octet-stream', 'x-anet-blob-size': String(total), 'x-anet-blob-offset': String(from) },
+      body,
+      duplex: 'half',
+      signal: stall.signal,
+    } as RequestInit);
+  } catch (err) {
+    throw new HubUnreachableError(base, err);
+  } finally {
+    stall.stop();
+  }
+  if (res.status === 409) {
+    await res.body?.cancel();
+    return false;
+  }
+  if (!res.ok) throw await refusal(res);
+  return ((await res.json()) as { complete: boolean }).complete;
+}
+
+/**
+ * The sealed bytes of blob `cid` from byte `from`, going on after a dropped connection from the last byte
+ * received. Throws HubRefusedError (NO_BLOB: gone or never complete) or, once the tries are spent,
+ * HubUnreachableError.
+ */
+export async function* downloadBlob(base: string, cid: string, from = 0, opts: TransferOptions = {}): AsyncGenerator<Uint8Array> {
+  const backoff = opts.backoffMs ?? BACKOFF_MS;
+  let at = from;
+  for (let attempt = 0; ; ) {
+    const stall = new Stall(opts.stallMs ?? STALL_MS, opts.signal);
+    try {
+      let res: Response;
+      try {
+        res = await fetch(`${base}/blobs/${cid}`, { headers: at > 0 ? { range: `bytes=${at}-` } : {}, signal: stall.signal });
+      } catch (err) {
+        throw new HubUnreachableError(base, err);
+      }
+      if (!res.ok) throw await refusal(res);
+      if (!res.body) return;
+      try {
+        for await (const piece of stall.watch(res.body as unknown as AsyncIterable<Uint8Array>)) {
+          at += piece.length;
+          attempt = 0;
+          yield piece;
+        }
+      } catch (err) {
+        throw err instanceof HubRefusedError ? err : new HubUnreachableError(base, err);
+      }
+      return;
+    } catch (err) {
+      if (!isTransient(err) || attempt >= backoff.length || opts.signal?.aborted) throw err;
+      await sleep(backoff[attempt++]!, undefined, opts.signal ? { signal: opts.signal } : {});
+    } finally {
+      stall.stop();
+    }
+  }
+}
+
+/** Aborts a transfer that moved no byte for `ms`, or when the caller's signal aborts. */
+class Stall {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout;
+  readonly signal: AbortSignal;
+
+  constructor(
+    private readonly ms: number,
+    outer?: AbortSignal,
+  ) {
+    this.signal = outer ? AbortSignal.any([outer, this.controller.signal]) : this.controller.signal;
+    this.timer = this.arm();
+  }
+
+  private arm(): NodeJS.Timeout {
+    const t = setTimeout(() => this.controller.abort(new Error(`no byte moved for ${this.ms / 1000} s`)), this.ms);
+    t.unref();
+    return t;
+  }
+
+  async *watch<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
+    for await (const x of source) {
+      clearTimeout(this.timer);
+      this.timer = this.arm();
+      yield x;
+    }
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+}

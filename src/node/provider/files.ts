@@ -1,0 +1,102 @@
+// A call's files on the provider's side (SPEC §3, issue 20). A file arrives as a reference to a sealed
+// blob on the hub. Before the call is admitted, only its first chunk is fetched and opened, to read its
+// media type (the node's own reading, SPEC §3); once the call runs, the blob is downloaded, opened chunk
+// by chunk and written into the service's request as base64 as it comes: no file is ever whole in this
+// process, and no byte of it is ever written to disk (so `discard` has nothing to erase). The blobs go
+// from the hub once the call has ended, whatever the end.
+import { createHash } from 'node:crypto';
+import { fileTypeFromBuffer } from 'file-type';
+import { downloadBlob, type TransferOptions } from '../../hub-client/blobs.js';
+import type { HubClient } from '../../hub-client/client.js';
+import { openChunks } from '../../protocol/blob-seal.js';
+import { MAX_ACK_BLOBS } from '../../protocol/blob-address.js';
+import type { FileRef } from '../../protocol/file-ref.js';
+import type { StreamBody } from '../../service/call.js';
+export type { StreamBody };
+
+/** A file as the service gets it: inline base64 (from a node before issue 20), or a blob read as the call runs. */
+export type FileOut = { name: string; mime: string; data_b64: string } | BlobFileOut;
+/** A blob file; `sha256` (hex, of the plaintext) once it was read whole. */
+export type BlobFileOut = { name: string; mime: string; ref: FileRef; sha256?: string };
+
+/** The plaintext of a blob file, chunk by chunk, each checked before it is given out. */
+export function fileBytes(hub: string, ref: FileRef, opts: TransferOptions = {}): AsyncGenerator<Buffer> {
+  return openChunks(downloadBlob(hub, ref.cid, 0, opts), ref.key, ref.chunk, ref.size);
+}
+
+/**
+ * The type check runs while the call is being admitted, on the relay's delivery: a few quick tries only
+ * (a call whose file cannot be read now is refused; the caller may send it again).
+ */
+const SNIFF_TRIES: TransferOptions = { backoffMs: [500, 1000, 2000], stallMs: 10_000 };
+
+/** The media type of a blob file, read from its first chunk only (the rest stays on the hub). */
+export async function sniffBlob(hub: string, ref: FileRef): Promise<string> {
+  const controller = new AbortController();
+  try {
+    for await (const first of fileBytes(hub, ref, { ...SNIFF_TRIES, signal: controller.signal }))
+      return (await fileTypeFromBuffer(first))?.mime ?? 'application/octet-stream';
+    return 'application/octet-stream';
+  } finally {
+    // The hub streams the whole blob to a GET: only the first chunk was wanted.
+    controller.abort();
+  }
+}
+
+/** Bytes of the base64 text of `n` bytes. */
+const base64Length = (n: number) => 4 * Math.ceil(n / 3);
+
+/** The JSON text that opens a file's entry in the service's body, up to its base64. */
+const fileHead = (f: FileOut, first: boolean) =>
+  `${first ? '' : ','}{"name":${JSON.stringify(f.name)},"mime":${JSON.stringify(f.mime)},"data_b64":"`;
+const FILE_TAIL = '"}';
+
+/** The service's body `{"args": …, "files": [...]}` (SPEC §3), streamed, with its exact length. */
+export function streamBody(hub: string, argsText: string, files: FileOut[], signal?: AbortSignal): StreamBody {
+  const open = `{"args":${argsText},"files":[`;
+  const close = ']}';
+  let length = Buffer.byteLength(open) + Buffer.byteLength(close);
+  files.forEach((f, i) => {
+    const size = 'ref' in f ? base64Length(f.ref.size) : Buffer.byteLength(f.data_b64);
+    length += Buffer.byteLength(fileHead(f, i === 0)) + size + FILE_TAIL.length;
+  });
+  return {
+    length,
+    chunks: async function* () {
+      yield Buffer.from(open);
+      for (const [i, f] of files.entries()) {
+        yield Buffer.from(fileHead(f, i === 0));
+        if ('ref' in f) yield* base64Of(f, fileBytes(hub, f.ref, signal ? { signal } : {}));
+        else yield Buffer.from(f.data_b64);
+        yield Buffer.from(FILE_TAIL);
+      }
+      yield Buffer.from(close);
+    },
+  };
+}
+
+/** Base64 of a file as its chunks come, carrying the bytes past a multiple of 3 to the next; its digest kept on `f`. */
+async function* base64Of(f: BlobFileOut, plain: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const hash = createHash('sha256');
+  let carry = Buffer.alloc(0);
+  for await (const chunk of plain) {
+    hash.update(chunk);
+    const bytes = carry.length ? Buffer.concat([carry, chunk]) : chunk;
+    const whole = bytes.length - (bytes.length % 3);
+    yield Buffer.from(bytes.subarray(0, whole).toString('base64'));
+    carry = Buffer.from(bytes.subarray(whole));
+  }
+  if (carry.length) yield Buffer.from(carry.toString('base64'));
+  f.sha256 = hash.digest('hex');
+}
+
+/** Deletes a call's blobs from the hub (its files were read, or never will be); the hub's TTL is the fallback. */
+export function dropBlobs(client: Pick<HubClient, 'deleteBlobs'>, cids: string[] | undefined, log: (line: string) => void): void {
+  // An acknowledgement names at most MAX_ACK_BLOBS (a restart may end many calls at once).
+  for (let i = 0; i < (cids?.length ?? 0); i += MAX_ACK_BLOBS) {
+    const some = cids!.slice(i, i + MAX_ACK_BLOBS);
+    client
+      .deleteBlobs(some)
+      .catch((err: Error) => log(`could not delete ${some.length} file blob(s) from the hub (they expire): ${err.message}`));
+  }
+}

@@ -1,0 +1,95 @@
+// PROTOCOL §6.8 (issue 20): a file's chunked encryption. Every size round-trips; a blob cut after a whole
+// chunk, with chunks swapped, with bytes added or one byte changed does not open; a resumed upload sends
+// exactly the bytes a whole one would have from that offset.
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import {
+  BlobDamagedError,
+  MIN_CHUNK,
+  TAG_BYTES,
+  chunkCount,
+  exactPieces,
+  isChunkSize,
+  newBlobKey,
+  openChunks,
+  sealChunks,
+  sealedSize,
+} from '../../src/protocol/blob-seal.js';
+import { sealedFrom } from '../../src/hub-client/blobs.js';
+import { bytesSource } from '../../src/node/caller/files.js';
+
+const C = MIN_CHUNK;
+
+async function collect(gen: AsyncIterable<Uint8Array>): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const p of gen) parts.push(Buffer.from(p));
+  return Buffer.concat(parts);
+}
+
+/** A source that hands out bytes in odd pieces, so chunk boundaries never line up with reads. */
+async function* oddly(bytes: Buffer): AsyncGenerator<Buffer> {
+  for (let at = 0; at < bytes.length; ) {
+    const n = 1 + ((at * 7919) % 50_000);
+    yield bytes.subarray(at, at + n);
+    at += n;
+  }
+}
+
+const seal = (plain: Buffer, key: Uint8Array) => collect(sealChunks(oddly(plain), key, C, plain.length));
+const open = (sealed: Buffer, key: Uint8Array, size: number) => collect(openChunks(oddly(sealed), key, C, size));
+
+for (const size of [0, 1, C - 1, C, C + 1, 3 * C, 3 * C + 17]) {
+  test(`PROTOCOL §6.8: a file of ${size} bytes seals to its predicted size and opens to itself`, async (t) => {
+    const plain = randomBytes(size);
+    const key = newBlobKey();
+    const sealed = await seal(plain, key);
+    t.is(sealed.length, sealedSize(size, C));
+    t.is(sealed.length, size + TAG_BYTES * chunkCount(size, C));
+    t.deepEqual(await open(sealed, key, size), plain);
+  });
+}
+
+test('PROTOCOL §6.8: a blob cut after a whole chunk, chunks swapped, a byte changed or bytes added never opens', async (t) => {
+  const plain = randomBytes(3 * C);
+  const key = newBlobKey();
+  const sealed = await seal(plain, key);
+  const sc = C + TAG_BYTES;
+  const cut = sealed.subarray(0, 2 * sc);
+  await t.throwsAsync(open(cut, key, plain.length), { instanceOf: BlobDamagedError });
+  // Cut after chunk 2 and told the file is 2 chunks long: chunk 1 was sealed as not-last.
+  await t.throwsAsync(open(cut, key, 2 * C), { instanceOf: BlobDamagedError });
+  const swapped = Buffer.concat([sealed.subarray(sc, 2 * sc), sealed.subarray(0, sc), sealed.subarray(2 * sc)]);
+  await t.throwsAsync(open(swapped, key, plain.length), { instanceOf: BlobDamagedError });
+  const flipped = Buffer.from(sealed);
+  flipped[C + 5]! ^= 1;
+  await t.throwsAsync(open(flipped, key, plain.length), { instanceOf: BlobDamagedError });
+  await t.throwsAsync(open(Buffer.concat([sealed, Buffer.from([0])]), key, plain.length), { instanceOf: BlobDamagedError });
+  await t.throwsAsync(open(sealed, newBlobKey(), plain.length), { instanceOf: BlobDamagedError });
+});
+
+test('PROTOCOL §6.8: sealing a file that changed size while read fails rather than sealing a different file', async (t) => {
+  const plain = randomBytes(2 * C);
+  const key = newBlobKey();
+  await t.throwsAsync(collect(sealChunks(oddly(plain), key, C, plain.length + 1)), { message: /changed while it was read/ });
+  await t.throwsAsync(collect(sealChunks(oddly(plain), key, C, plain.length - 1)), { message: /changed while it was read/ });
+});
+
+test('PROTOCOL §8.11: an upload resumed from any offset sends exactly the rest of the whole upload', async (t) => {
+  const plain = randomBytes(3 * C + 100);
+  const key = newBlobKey();
+  const src = bytesSource(plain);
+  const whole = await collect(sealedFrom(src, key, C, 0));
+  for (const from of [0, 1, C, C + TAG_BYTES, C + TAG_BYTES + 3, 2 * (C + TAG_BYTES), whole.length - 1, whole.length])
+    t.deepEqual(await collect(sealedFrom(src, key, C, from)), whole.subarray(from), `from ${from}`);
+});
+
+test('PROTOCOL §6.8: exact pieces and chunk sizes', async (t) => {
+  const bytes = randomBytes(1000);
+  const pieces = [];
+  for await (const p of exactPieces(oddly(bytes), 300)) pieces.push(p.length);
+  t.deepEqual(pieces, [300, 300, 300, 100]);
+  t.true(isChunkSize(1 << 20));
+  t.false(isChunkSize((1 << 20) + 1));
+  t.false(isChunkSize(1 << 15));
+  t.false(isChunkSize(1 << 23));
+});
