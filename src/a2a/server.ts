@@ -26,8 +26,9 @@ export interface A2aEndpoint {
 }
 
 /**
- * Files travel as base64 inside the body; nothing larger could cross the relay anyway. 2 × (16 MiB + 4 KiB):
- * 33,562,624 bytes, "32 MiB" in the docs.
+ * Files travel as base64 inside the body and are held in memory until the node has uploaded them as blobs
+ * (issue 20), so the body stays bounded: 2 × (16 MiB + 4 KiB), 33,562,624 bytes, "32 MiB" in the docs.
+ * Larger files go with `anet call --file`, read from disk.
  */
 export const MAX_BODY = 2 * MAX_ENVELOPE;
 const ROUTE = /^\/a2a\/v1\/agents\/([^/]+)\/(\.well-known\/agent-card\.json|jsonrpc)$/;
