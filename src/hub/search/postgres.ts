@@ -75,8 +75,17 @@ export interface AgentRow {
   updated_at: string | number;
 }
 
+/**
+ * The settings a search's statements are planned under. The walks in AID order must take the primary
+ * key: costed against a sequential scan of a small table the planner may read and sort every later row
+ * instead (90 ms at 10k agents). No parallel plan: the parts' rows must come in the order they are listed
+ * (see byClass). A pool of sessions started with them (the hub's) passes `settled`; any other pool gets
+ * them for each search in a read-only transaction, three round trips more.
+ */
+export const SEARCH_SETTINGS = { enable_seqscan: 'off', max_parallel_workers_per_gather: '0' } as const;
+
 /** One page of a search, best first; `next` continues it. BadCursor / BadSearch as fields.ts says. */
-export async function searchAgents(sql: Sql, query: SearchQuery): Promise<SearchPage> {
+export async function searchAgents(sql: Sql, query: SearchQuery, settled = false): Promise<SearchPage> {
   const after = query.cursor === null ? null : decodeCursor(query.cursor);
   const filters = filterQuery(query);
   const n = query.limit + 1;
@@ -89,14 +98,13 @@ export async function searchAgents(sql: Sql, query: SearchQuery): Promise<Search
     const terms = await expand(sql, words);
     if (terms.some((t) => t.exact.length === 0 && t.prefix.length === 0)) return { agents: [], next: null };
     const st = await stats(sql);
-    // The walks in AID order must take the primary key: costed against a sequential scan of a small table
-    // the planner may read and sort every later row instead (90 ms at 10k agents). No parallel plan: the
-    // classes' rows must come in the order they are listed (see byClass). A read-only transaction, so the
-    // settings die with it.
-    found = (await sql.begin('read only', async (tx) => {
-      await tx.unsafe('set local enable_seqscan = off; set local max_parallel_workers_per_gather = 0');
-      return ranked(tx as unknown as Sql, st, terms, filters, after, n);
-    })) as Found[];
+    found = settled
+      ? await ranked(sql, st, terms, filters, after, n)
+      : ((await sql.begin('read only', async (tx) => {
+          const settings = Object.entries(SEARCH_SETTINGS).map(([k, v]) => `set local ${k} = ${v}`);
+          await tx.unsafe(settings.join('; '));
+          return ranked(tx as unknown as Sql, st, terms, filters, after, n);
+        })) as Found[]);
   }
   const page = found.slice(0, query.limit);
   const next = found.length > query.limit ? encodeCursor(page[page.length - 1]!) : null;
@@ -211,20 +219,22 @@ async function readStats(sql: Sql): Promise<Stats | null> {
 
 /**
  * How many agents class `c` holds, as the statistics suggest: per combination, the product of each word's
- * share at its weight (its lexemes' shares added; a lexeme outside the statistics at the least kept
- * share; a word left as a prefix, all agents). A guess: `part` stays cheap when it is wrong.
+ * share at its weight. A guess (words are not independent): `part` stays cheap when it is wrong.
  */
 function estimate(st: Stats, terms: Terms[], c: Class): number {
-  const marks = [MARK.A, MARK.B, ''];
-  const share = (t: Terms, k: number) =>
-    t.prefix.length > 0
-      ? 1
-      : Math.min(
-          1,
-          t.exact.reduce((sum, l) => sum + (st.share.get(marks[k]! + l) ?? st.floor), 0),
-        );
-  const combos = c.combos.map((weights) => weights.reduce((x, k, i) => x * share(terms[i]!, k), 1));
+  const combos = c.combos.map((weights) => weights.reduce((x, k, i) => x * termShare(st, terms[i]!, k), 1));
   return st.agents * combos.reduce((x, y) => x + y, 0);
+}
+
+/**
+ * A word's share of the agents at weight `k` (0 A, 1 B, 2 anywhere): its lexemes' shares added, a lexeme
+ * outside the statistics at the least share kept; a word left as a prefix, all agents.
+ */
+function termShare(st: Stats, t: Terms, k: number): number {
+  if (t.prefix.length > 0) return 1;
+  const mark = [MARK.A, MARK.B, ''][k]!;
+  const sum = t.exact.reduce((x, l) => x + (st.share.get(mark + l) ?? st.floor), 0);
+  return Math.min(1, sum);
 }
 
 /**
