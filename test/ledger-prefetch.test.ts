@@ -129,3 +129,35 @@ test('[postgres] SPEC §11 ledger prefetch: an account a replica made after the 
   for await (const [aid, rec] of a.ledger.accounts()) accounts.set(aid, rec);
   t.is(accounts.get('new')?.balance, '2', 'both credits kept');
 });
+
+test('[postgres] SPEC §11 ledger prefetch: the op record written by the transaction whose lock this one waited for is seen', async (t) => {
+  const url = await postgresUrl(t);
+  const [a, b] = [await openPostgresStorage(url), await openPostgresStorage(url)];
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  await fixture(a);
+  const plan: LedgerPlan = { at: 250, op: 'settle:h-open', holds: ['h-open'], parties: 'both' };
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let locked!: () => void;
+  const hasLock = new Promise<void>((r) => (locked = r));
+  // A capture on one replica holds the hold's lock until told to commit its record.
+  const first = a.ledger.transact(async (r) => {
+    await r.prefetch(plan);
+    locked();
+    await held;
+    const w = noWrites();
+    w.holds.set('h-open', { ...hold('alice', 'bob', 900), state: 'captured' });
+    w.op = { key: 'settle:h-open', digest: 'd-capture', answer: { state: 'captured' } };
+    return { answer: null, writes: w };
+  });
+  await hasLock;
+  // The same settlement on the other replica waits for that lock, then must answer from the record.
+  const second = b.ledger.transact(async (r) => {
+    await r.prefetch(plan);
+    return { answer: { op: await r.op('settle:h-open'), state: (await r.hold('h-open'))?.state }, writes: null };
+  });
+  await new Promise((r) => setTimeout(r, 300));
+  release();
+  await first;
+  t.deepEqual(await second, { op: { digest: 'd-capture', answer: { state: 'captured' } }, state: 'captured' });
+});

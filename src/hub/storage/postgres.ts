@@ -452,12 +452,23 @@ class LockingReads implements LedgerReads {
 
   async prefetch(plan: LedgerPlan): Promise<boolean> {
     const holds = [...new Set(plan.holds ?? [])].sort();
-    const [rows] = (await this.send([prefetching(this.sql, plan, holds)])) as unknown as [PrefetchRow[]];
+    // The op record in a statement of its own, after the locks: its snapshot then holds the record of an
+    // op whose transaction held a lock this one waited for (a settlement holds its hold's row), which
+    // the prefetch's snapshot, taken before it waited, does not.
+    const ops = plan.op === undefined ? [] : [plan.op];
+    const [rows, opRows] = (await this.send([
+      prefetching(this.sql, plan, holds),
+      this.sql`select key, digest, answer from ops where key = any(${ops}::text[])`,
+    ])) as unknown as [PrefetchRow[], (OpRow & { key: string })[]];
     if (plan.claim) {
       if (rows[0]?.kind !== 'c') return false;
       this.claim = plan.claim;
     }
     this.cache(plan, holds, rows);
+    for (const key of ops) {
+      const row = opRows.find((r) => r.key === key);
+      this.ops.set(key, row ? opFromRow(row) : undefined);
+    }
     return true;
   }
 
@@ -465,12 +476,10 @@ class LockingReads implements LedgerReads {
     const due: PrefetchRow[] = [];
     for (const r of rows) {
       if (r.kind === 'a') this.accounts.set(r.key, accountFromRow(r));
-      else if (r.kind === 'o') this.ops.set(r.key, opFromRow(r));
       else if (r.kind !== 'c') this.holds.set(r.key, holdFromRow(r));
       if (r.kind === 'd') due.push(r);
     }
     for (const n of holds) if (!this.holds.has(n)) this.holds.set(n, undefined);
-    if (plan.op !== undefined && !this.ops.has(plan.op)) this.ops.set(plan.op, undefined);
     // The accounts the statement read (the plan's and the parties of the holds it read open) and their due holds.
     for (const aid of plannedAids(plan, holds, this.holds)) {
       if (!this.accounts.has(aid)) this.accounts.set(aid, undefined);
@@ -585,17 +594,18 @@ type OpRow = { digest: string; answer: string | null };
 
 const opFromRow = (row: OpRow): OpRecord => ({ digest: row.digest, answer: row.answer === null ? undefined : JSON.parse(row.answer) });
 
-/** One row of a prefetch: the claim ('c'), a named hold ('h'), an account ('a'), a due hold ('d') or an op record ('o'). */
-type PrefetchRow = NamedHoldRow & AccountRow & OpRow & { kind: 'c' | 'h' | 'a' | 'd' | 'o'; key: string };
+/** One row of a prefetch: the claim ('c'), a named hold ('h'), an account ('a') or a due hold ('d'). */
+type PrefetchRow = NamedHoldRow & AccountRow & { kind: 'c' | 'h' | 'a' | 'd'; key: string };
 
 /**
  * A plan's reads as ONE statement (each statement costs both sides more than its rows do), taking its locks
  * in the order every ledger transaction does: the named holds (by nonce), then the accounts (by AID: of the
  * plan and the open holds' parties), then those accounts' due holds; each CTE is materialised, and each
- * part of the UNION ALL runs after the one before. One snapshot serves the three: a row another
- * transaction changed while this one waited for its lock is read as committed (READ COMMITTED re-reads a
- * locked row), and a hold inserted meanwhile is not due (a hold is due 24 h after it is made). Every part
- * always runs, so it is one prepared statement whatever the plan holds.
+ * part of the UNION ALL runs after the one before. One snapshot serves the three, so it reads locked rows
+ * only: a row another transaction changed while this one waited for its lock is read as committed (READ
+ * COMMITTED re-reads a locked row), and a hold inserted meanwhile is not due (a hold is due 24 h after it
+ * is made); a row read without a lock (the op record) is read after it (see prefetch). Every part always
+ * runs, so it is one prepared statement whatever the plan holds.
  */
 function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): PendingQuery<Row[]> {
   const aids = [...new Set(plan.accounts ?? [])];
@@ -624,16 +634,14 @@ function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): Pendi
     ${
       claim
         ? sql`select 'c' as kind, nonce as key, null::text as from_aid, null::text as to_aid, null::text as amount, null::text as state,
-      null::int8 as at, null::int8 as expires, null::text as tx, null::text as balance, null::text as held, null::int8 as seq, null::text as head,
-      null::text as digest, null::text as answer from c union all`
+      null::int8 as at, null::int8 as expires, null::text as tx, null::text as balance, null::text as held, null::int8 as seq, null::text as head
+      from c union all`
         : sql``
     }
     select 'h' as kind, nonce as key, from_aid, to_aid, amount::text, state, at, expires, tx,
-      null::text as balance, null::text as held, null::int8 as seq, null::text as head, null::text as digest, null::text as answer from h
-    union all select 'a', aid, null, null, null, null, null, null, null, balance::text, held::text, seq, head, null, null from a
-    union all select 'd', nonce, from_aid, to_aid, amount::text, state, at, expires, tx, null, null, null, null, null, null from d
-    union all select 'o', key, null, null, null, null, null, null, null, null, null, null, null, digest, answer
-      from ops where key = any(${plan.op === undefined ? [] : [plan.op]}::text[])`;
+      null::text as balance, null::text as held, null::int8 as seq, null::text as head from h
+    union all select 'a', aid, null, null, null, null, null, null, null, balance::text, held::text, seq, head from a
+    union all select 'd', nonce, from_aid, to_aid, amount::text, state, at, expires, tx, null, null, null, null from d`;
 }
 
 /** The AIDs a plan names: its accounts and, as asked, the parties of those of its holds that are open. */
