@@ -1,10 +1,11 @@
-// `npm run bench [-- runtime|step|relay|calls|a2a-body|hub] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
+// `npm run bench [-- runtime|step|relay|calls|a2a-body|hub|files] [-- --quick]`: runs the benchmarks and prints figures with their ratios.
 import { benchRuntime } from './runtime.js';
 import { benchStep } from './step.js';
 import { benchRelay } from './relay.js';
 import { benchCalls } from './calls.js';
 import { benchA2aBody } from './a2a-body.js';
 import { benchHub } from './hub.js';
+import { benchFiles } from './files.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -24,4 +25,6 @@ if (all || which.includes('calls')) ok = (await benchCalls(quick ? 300 : 2000, q
 if (all || which.includes('a2a-body')) ok = (await benchA2aBody(quick ? 8 : 30)) && ok;
 // Several minutes (100k agents on two backends): only when named.
 if (which.includes('hub')) ok = (await benchHub({ quick })) && ok;
+// Files of 64 MiB through separate processes (about 2 minutes): only when named.
+if (which.includes('files')) ok = (await benchFiles({ quick })) && ok;
 process.exitCode = ok ? 0 : 1;
