@@ -7,6 +7,7 @@ import test, { type ExecutionContext } from 'ava';
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { once } from 'node:events';
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { startNet, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
@@ -266,25 +267,40 @@ test("issue 20, PROTOCOL §8.11: an upload dropped mid-way goes on from the hub'
   const bytes = png(10 * MIB);
   const whole = bytesSource(bytes);
   const starts: number[] = [];
-  let failed = false;
-  // The upload's first read (the second read: the first pass learns the address) breaks off after 5 MiB,
-  // as a dropped connection would.
   const source = {
     size: bytes.length,
-    read: async function* (start: number) {
+    read: (start: number) => {
       starts.push(start);
-      let sent = 0;
-      for await (const piece of whole.read(start)) {
-        if (!failed && starts.length === 2 && sent >= 5 * MIB) {
-          failed = true;
-          throw new Error('connection dropped');
-        }
-        sent += piece.length;
-        yield piece;
-      }
+      return whole.read(start);
     },
   };
-  const [ref] = await uploadFiles(hub.url, [{ name: 'x.png', source, mime: 'image/png' }]);
+  // Between the client and the hub: the first upload's connection is cut after 5 MiB, as a dropped link would.
+  let cut = false;
+  const proxy = createNetServer((client) => {
+    const upstream = connect(Number(new URL(hub.url).port), '127.0.0.1');
+    let forwarded = 0;
+    let put = false;
+    client.on('data', (d: Buffer) => {
+      if (forwarded === 0) put = d.subarray(0, 4).toString() === 'PUT ';
+      forwarded += d.length;
+      if (put && !cut && forwarded > 5 * MIB) {
+        cut = true;
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      upstream.write(d);
+    });
+    upstream.pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => void proxy.close());
+  const via = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  const [ref] = await uploadFiles(via, [{ name: 'x.png', source, mime: 'image/png' }]);
+  t.true(cut, 'the connection was cut');
   // The first pass reads it all to learn the address; then the upload, broken off, then the rest.
   t.is(starts.length, 3, String(starts));
   t.deepEqual(starts.slice(0, 2), [0, 0]);

@@ -3,7 +3,7 @@ import { run } from '../node/open.js';
 import { CliError, printJson, processIo, usageError, type Io } from './output.js';
 import { transferBar } from './progress.js';
 import { readConfig } from '../config/load.js';
-import { FileCheckError, filesFromPaths, uploadFiles, uploadedArg, type FileToSend } from '../node/caller/files.js';
+import { FileCheckError, filesFromPaths, forgetBlobs, uploadFiles, uploadedArg, type FileToSend } from '../node/caller/files.js';
 import { blobStatus } from '../hub-client/blobs.js';
 import { sealedSize } from '../protocol/blob-seal.js';
 import type { FileRef } from '../protocol/file-ref.js';
@@ -62,8 +62,19 @@ export async function cmdCall(
   // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
   // In-process the node lives only as long as the operation: it waits the whole time, telling progress.
   const req = { aid, capability, args: argsText, files: attached.refs.map(uploadedArg), waitMs: FIRST_WAIT_MS };
+  let first: TaskRecord;
   try {
-    const first = await run(dataDir, 'call', req, { waitMs: WAIT_MS, onUpdate: show.update });
+    first = await run(dataDir, 'call', req, { waitMs: WAIT_MS, onUpdate: show.update });
+  } catch (err) {
+    // No task names the files (the node refused the call, or is not there): they go from the hub.
+    reading?.stop();
+    await forgetBlobs(
+      attached.hub,
+      attached.refs.map((r) => r.cid),
+    );
+    throw err;
+  }
+  try {
     return await finishTask(io, dataDir, first, show, json);
   } finally {
     reading?.stop();
@@ -100,7 +111,8 @@ function watchDownload(io: Io, hub: string, refs: FileRef[]): { stop(): void } {
   let stopped = false;
   const poll = async () => {
     while (!stopped) {
-      await new Promise((r) => setTimeout(r, DOWNLOAD_POLL_MS));
+      // Unref'd: the command ends when the call does, not a poll later.
+      await new Promise((r) => setTimeout(r, DOWNLOAD_POLL_MS).unref());
       const served = await Promise.all(
         refs.map((r) =>
           blobStatus(hub, r.cid)
@@ -108,6 +120,7 @@ function watchDownload(io: Io, hub: string, refs: FileRef[]): { stop(): void } {
             .catch(() => null),
         ),
       );
+      if (stopped) return;
       // A blob gone from the hub was read and deleted (or never will be): nothing more to show.
       if (served.some((s) => s === null)) return;
       const done = served.reduce<number>((a, s) => a + (s ?? 0), 0);

@@ -3,7 +3,6 @@
 // asks the hub how much it kept (`received`, whole pieces) and goes on from there; a download goes on from
 // the last byte it got (Range). Neither ever holds more than a chunk or two of a file.
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
@@ -59,14 +58,38 @@ export async function addressOf(src: PlainSource, key: Uint8Array, chunk: number
   return blobCid(hash.digest());
 }
 
-/** Whether an error is the hub not being there (connection refused, reset, timed out) rather than an answer. */
+/**
+ * Whether an error is the hub not being there (connection refused, reset, timed out, busy, restarting), or
+ * an upload it dropped as too slow (408: its whole pieces are kept), rather than a refusal.
+ */
 function isTransient(err: unknown): boolean {
-  return err instanceof HubUnreachableError || (err instanceof HubRefusedError && err.status >= 500);
+  return err instanceof HubUnreachableError || (err instanceof HubRefusedError && (err.status >= 500 || err.status === 408));
 }
 
 async function refusal(res: Response): Promise<HubRefusedError> {
   const { code, message } = hubError(res.status, await res.text());
   return new HubRefusedError(res.status, code, message);
+}
+
+/**
+ * Deletes blobs, anonymously (PROTOCOL §8.11): a signed request would tell the hub which AID read which
+ * blob. A few at a time; one the hub no longer keeps is no error.
+ */
+export async function deleteBlobs(base: string, cids: string[]): Promise<void> {
+  for (let i = 0; i < cids.length; i += 8) {
+    await Promise.all(
+      cids.slice(i, i + 8).map(async (cid) => {
+        let res: Response;
+        try {
+          res = await fetch(`${base}/blobs/${cid}`, { method: 'DELETE' });
+        } catch (err) {
+          throw new HubUnreachableError(base, err);
+        }
+        if (!res.ok) throw await refusal(res);
+        await res.body?.cancel();
+      }),
+    );
+  }
 }
 
 /** The hub's record of a blob, or null when it has none. */
@@ -100,11 +123,15 @@ export async function uploadBlob(
 ): Promise<void> {
   const total = sealedSize(src.size, chunk);
   const backoff = opts.backoffMs ?? BACKOFF_MS;
+  let kept = 0;
   for (let attempt = 0; ; attempt++) {
     try {
       const status = await blobStatus(base, cid, opts.signal);
       if (status?.complete) return progress?.(total, total);
       const from = status?.received ?? 0;
+      // The hub kept more since the last try: a slow link, not a dead hub; the tries start again.
+      if (from > kept) attempt = 0;
+      kept = from;
       if (await putFrom(base, src, key, chunk, cid, from, total, progress, opts)) return progress?.(total, total);
     } catch (err) {
       if (!isTransient(err) || attempt >= backoff.length || opts.signal?.aborted) throw err;
@@ -126,25 +153,35 @@ async function putFrom(
   opts: TransferOptions,
 ): Promise<boolean> {
   let sent = from;
+  /** An error of the file itself (changed while read, unreadable): not the hub's, so never retried. */
+  let sourceError: Error | null = null;
   const counted = async function* () {
-    for await (const b of sealedFrom(src, key, chunk, from)) {
-      sent += b.length;
-      progress?.(sent, total);
-      yield b;
+    try {
+      for await (const b of sealedFrom(src, key, chunk, from)) {
+        sent += b.length;
+        progress?.(sent, total);
+        yield b;
+      }
+    } catch (err) {
+      sourceError = err as Error;
+      throw err;
     }
   };
   const stall = new Stall(opts.stallMs ?? STALL_MS, opts.signal);
   let res: Response;
   try {
-    const body = Readable.toWeb(Readable.from(stall.watch(counted()))) as ReadableStream;
+    // The generator itself as the body: fetch pulls a chunk as it writes the last, so no stream queues
+    // sealed chunks ahead of the hub (a Readable and its web stream held up to 32 MiB between them).
+    const body = stall.watch(counted());
     res = await fetch(`${base}/blobs/${cid}`, {
       method: 'PUT',
       headers: { 'content-type': 'application/octet-stream', 'x-anet-blob-size': String(total), 'x-anet-blob-offset': String(from) },
       body,
       duplex: 'half',
       signal: stall.signal,
-    } as RequestInit);
+    } as unknown as RequestInit);
   } catch (err) {
+    if (sourceError) throw sourceError;
     throw new HubUnreachableError(base, err);
   } finally {
     stall.stop();

@@ -5,6 +5,7 @@ import { encodeKel } from '../identity/kel.js';
 import type { MintAnswer, HoldAnswer, SettleAnswer, Account } from '../protocol/hub-api.js';
 import { hubError } from '../protocol/hub-api.js';
 import { oneLine } from '../util/text.js';
+import { deleteBlobs } from './blobs.js';
 
 export class HubUnreachableError extends Error {
   override name = 'HubUnreachableError';
@@ -150,9 +151,9 @@ export class HubClient {
     return (await (await this.request('POST', '/ledger/settle', { hold, action, nonce }, true)).json()) as SettleAnswer;
   }
 
-  /** Deletes file blobs (PROTOCOL §8.11): their files were read, or never will be. At most 1000 at once. */
-  async deleteBlobs(cids: string[]): Promise<void> {
-    await this.request('POST', '/relay/v2/ack', { blobs: cids }, true);
+  /** Deletes file blobs (PROTOCOL §8.11): their files were read, or never will be. Unsigned (see deleteBlobs). */
+  deleteBlobs(cids: string[]): Promise<void> {
+    return deleteBlobs(this.base, cids);
   }
 
   /** An account: balance, open holds as payer, recent history. Shown to that AID and to the hub only. */

@@ -1,13 +1,18 @@
 // The blob routes (issue 20, PROTOCOL §8.11), anonymous like a relay send: PUT /blobs/<cid> (upload, from
 // the offset the hub has: resumable by whole pieces), GET /blobs/<cid>/status, GET /blobs/<cid> (download,
-// `Range: bytes=N-` to resume). Deletion is the relay's signed ack (src/hub/relay-routes.ts). A body is
+// `Range: bytes=N-` to resume), DELETE /blobs/<cid> (or the relay's signed ack naming blobs,
+// src/hub/relay-routes.ts). A body is
 // never held beyond one piece: each whole 1 MiB piece is stored as soon as it is in, so a dropped
 // connection keeps every whole piece; a download streams piece by piece as the socket drains.
+import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
 import type { HubContext } from './context.js';
 import { HubError, dropRest, send } from './http.js';
 import type { BlobStatus } from './storage/types.js';
+
+/** The longest a piece of an upload may take to arrive (the least rate: 1 MiB a minute, ~17 KiB/s). */
+const PIECE_MS = 60_000;
 
 const badBlob = (message: string) => new HubError(400, 'BAD_BLOB', message);
 const noBlob = (cid: string) => new HubError(404, 'NO_BLOB', `this hub keeps no complete blob ${cid}`);
@@ -27,7 +32,18 @@ export async function handleBlobs(
   if (parts.length === 3 && parts[2] === 'status' && method === 'GET') return statusOf(ctx, res, cid);
   if (parts.length === 2 && method === 'PUT') return upload(ctx, client, req, res, cid);
   if (parts.length === 2 && method === 'GET') return download(ctx, req, res, cid);
+  if (parts.length === 2 && method === 'DELETE') return remove(ctx, res, cid);
   throw new HubError(404, 'NOT_FOUND', `no route ${method} /${parts.join('/')}`);
+}
+
+/**
+ * DELETE /blobs/<cid>, anonymous: whoever knows a blob's address holds its task (the provider, once the
+ * call ended) or uploaded it (a caller whose send failed). Unsigned so the hub does not learn which AID
+ * read which blob. 200 `{"deleted": true|false}` (false: not kept, e.g. deleted already).
+ */
+async function remove(ctx: HubContext, res: ServerResponse, cid: string): Promise<void> {
+  digestOf(cid);
+  send(res, 200, { deleted: (await ctx.blobs.delete([cid])) === 1 });
 }
 
 /** The sha2-256 digest `cid` names, or 400 BAD_BLOB. */
@@ -71,13 +87,27 @@ async function upload(ctx: HubContext, client: string, req: IncomingMessage, res
   if (begun.size !== size) throw badBlob(`blob ${cid} was begun with ${begun.size} bytes, not ${size}`);
   if (begun.complete) return finish(req, res, begun);
   if (offset !== begun.received) throw wrongOffset(begun.received);
-  const received = await receive(ctx, client, req, cid, size, offset);
-  if (received === size && !(await ctx.blobs.verify(cid, digest)))
-    throw new HubError(422, 'BLOB_DIGEST', `the ${size} bytes received do not hash to ${cid}: the blob is deleted`);
+  // Hashed as it comes when the body starts at 0: a whole upload needs no read-back to be checked.
+  const hash = offset === 0 ? createHash('sha256') : null;
+  let received: number;
+  try {
+    received = await receive(ctx, client, req, cid, size, offset, hash);
+  } finally {
+    // Begun by this request and not one piece stored: nothing is kept (or counted) for an empty upload.
+    if (!known && size > 0) await dropIfEmpty(ctx, cid);
+  }
+  if (received === 0 && size > 0) return finish(req, res, { ...begun, received: 0, complete: false });
+  const ok = received !== size || (await ctx.blobs.verify(cid, digest, hash?.digest()));
+  if (!ok) throw new HubError(422, 'BLOB_DIGEST', `the ${size} bytes received do not hash to ${cid}: the blob is deleted`);
   const now = await ctx.storage.blobs.status(cid);
   // Deleted meanwhile (an ack, or the sweep): what this request stored is gone too.
   if (!now) throw wrongOffset(0);
   finish(req, res, now);
+}
+
+async function dropIfEmpty(ctx: HubContext, cid: string): Promise<void> {
+  const s = await ctx.storage.blobs.status(cid).catch(() => undefined);
+  if (s && s.received === 0 && !s.complete) await ctx.blobs.delete([cid]).catch(() => {});
 }
 
 /** 200 with the blob's progress; a body not read whole (a blob complete already) is not read on. */
@@ -92,30 +122,45 @@ function finish(req: IncomingMessage, res: ServerResponse, s: BlobStatus): void 
  * the last (shorter) one once it completes the blob: the blob's `received` after the body. The piece being
  * filled is the only body held, counted in the hub's piece budget under `client` (503 BUSY when full).
  */
-async function receive(ctx: HubContext, client: string, req: IncomingMessage, cid: string, size: number, offset: number) {
+async function receive(
+  ctx: HubContext,
+  client: string,
+  req: IncomingMessage,
+  cid: string,
+  size: number,
+  offset: number,
+  hash: Hash | null,
+) {
   if (offset === size) return offset;
   const pieceAt = (at: number) => Math.min(BLOB_PIECE, size - at);
-  const held = pieceAt(offset);
-  if (!ctx.blobs.pieces.take(client, held)) throw new HubError(503, 'BUSY', 'the hub is receiving too many blobs at once; retry shortly');
   let received = offset;
-  let piece = Buffer.allocUnsafe(held);
+  let want = pieceAt(offset);
+  // The piece being filled: the bytes come as they arrived, counted in the budget as they are held (a slow
+  // upload holds what it sent, not a whole piece).
+  let parts: Buffer[] = [];
   let fill = 0;
   try {
     for await (const chunk of chunks(req, ctx.blobs.limits.stallMs)) {
       for (let pos = 0; pos < chunk.length; ) {
         if (received === size) throw badBlob(`the body goes past the blob's ${size} bytes`);
-        const n = Math.min(chunk.length - pos, piece.length - fill);
-        chunk.copy(piece, fill, pos, pos + n);
+        const n = Math.min(chunk.length - pos, want - fill);
+        if (!ctx.blobs.pieces.take(client, n))
+          throw new HubError(503, 'BUSY', 'the hub is receiving too many blobs at once; retry shortly');
+        parts.push(chunk.subarray(pos, pos + n));
         fill += n;
         pos += n;
-        if (fill < piece.length) continue;
+        if (fill < want) continue;
+        const piece = parts.length === 1 ? parts[0]! : Buffer.concat(parts, want);
+        hash?.update(piece);
         received = await store(ctx, cid, received, piece);
+        ctx.blobs.pieces.give(client, fill);
+        parts = [];
         fill = 0;
-        if (received < size && pieceAt(received) !== piece.length) piece = Buffer.allocUnsafe(pieceAt(received));
+        if (received < size) want = pieceAt(received);
       }
     }
   } finally {
-    ctx.blobs.pieces.give(client, held);
+    ctx.blobs.pieces.give(client, fill);
   }
   return received;
 }
@@ -131,9 +176,16 @@ async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Bu
   const stall = new Promise<never>((_, reject) => (stalled = reject));
   stall.catch(() => {});
   const timer = setTimeout(() => stalled(new HubError(408, 'BODY_TIMEOUT', `no byte of the blob came for ${stallMs / 1000} s`)), stallMs);
+  // A piece buffer is held while its piece fills: a piece must fill at the least rate (a byte now and then
+  // must not hold one for ever, or 256 such uploads would hold them all).
+  const started = Date.now();
+  let bytes = 0;
   try {
     for (;;) {
       timer.refresh();
+      const late = Date.now() - started - PIECE_MS * Math.floor(bytes / BLOB_PIECE + 1);
+      if (late > 0)
+        throw new HubError(408, 'BODY_TIMEOUT', `the blob came slower than 1 MiB per ${PIECE_MS / 1000} s; its whole pieces are kept`);
       const next = it.next();
       next.catch(() => {});
       let step: IteratorResult<Buffer>;
@@ -144,6 +196,7 @@ async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Bu
         throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
       }
       if (step.done) break;
+      bytes += step.value.length;
       yield step.value;
     }
   } finally {

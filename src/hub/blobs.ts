@@ -104,13 +104,17 @@ export class Blobs {
   }
 
   /**
-   * Checks a blob whose bytes are all in against its address, reading them back from storage (a resumed
-   * upload has no running hash): marked complete and true, or deleted and false.
+   * Checks a blob whose bytes are all in against its address — `hashed`, the digest of a whole upload
+   * taken as it came, or else its bytes read back from storage (a resumed upload has no running hash):
+   * marked complete and true, or deleted and false.
    */
-  async verify(cid: string, digest: Uint8Array): Promise<boolean> {
-    const hash = createHash('sha256');
-    for await (const piece of this.store.read(cid, 0)) hash.update(piece);
-    if (hash.digest().equals(digest)) return this.store.complete(cid);
+  async verify(cid: string, digest: Uint8Array, hashed?: Buffer): Promise<boolean> {
+    if (!hashed) {
+      const hash = createHash('sha256');
+      for await (const piece of this.store.read(cid, 0)) hash.update(piece);
+      hashed = hash.digest();
+    }
+    if (hashed.equals(digest)) return this.store.complete(cid);
     await this.delete([cid]);
     return false;
   }

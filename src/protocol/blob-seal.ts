@@ -14,9 +14,12 @@ export const TAG_BYTES = 16;
 export const KEY_BYTES = 32;
 /** The chunk size a node seals with: 1 MiB of plaintext, 1 MiB + 16 bytes sealed. */
 export const DEFAULT_CHUNK = 1 << 20;
-/** The chunk sizes a receiver accepts: powers of two from 64 KiB to 4 MiB. */
+/**
+ * The chunk sizes a receiver accepts: powers of two from 64 KiB to 1 MiB. At most 1 MiB because a provider
+ * reads a whole first chunk of each file (to learn its type) before the call is admitted.
+ */
 export const MIN_CHUNK = 1 << 16;
-export const MAX_CHUNK = 1 << 22;
+export const MAX_CHUNK = 1 << 20;
 
 export class BlobDamagedError extends Error {
   override name = 'BlobDamagedError';

@@ -40,6 +40,6 @@ export function parseFileRef(v: unknown): FileRef | { error: string } {
   if (typeof cid !== 'string' || blobDigest(cid) === null) return { error: 'no valid content address (cid)' };
   if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) return { error: 'no valid size' };
   if (!(key instanceof Uint8Array) || key.length !== KEY_BYTES) return { error: 'no valid key' };
-  if (!isChunkSize(chunk)) return { error: 'no valid chunk size (a power of two, 64 KiB to 4 MiB)' };
+  if (!isChunkSize(chunk)) return { error: 'no valid chunk size (a power of two, 64 KiB to 1 MiB)' };
   return { name: typeof name === 'string' ? name : '', cid, size, key, chunk };
 }

@@ -2,8 +2,7 @@
 // Unix socket (or TCP when the module allows it), and the service's answer mapped to the caller's reply
 // by the table of §3.1. The socket is checked (§3.2) before anything is sent; what a caller is told never
 // holds a local path — `operatorDetail` (logs only) may.
-import { Agent, request, type IncomingMessage } from 'node:http';
-import { Readable } from 'node:stream';
+import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
 import { oneLine } from '../util/text.js';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ServiceUrl } from './url.js';
@@ -25,7 +24,7 @@ export interface ServiceTarget {
  */
 export interface StreamBody {
   length: number;
-  chunks(): AsyncIterable<Buffer>;
+  chunks(): AsyncIterable<Buffer | string>;
 }
 
 export interface ServiceRequest {
@@ -136,7 +135,6 @@ function post(
       clearTimeout(timer);
       // The node-wide stop signal must not keep this call (and its answer) alive after it ended.
       signal?.removeEventListener('abort', onStop);
-      started?.destroy();
       // A complete exchange leaves its connection to the agent, for the next call; anything else (a
       // timeout, a stop, an answer not read to its end, or an early answer while the body is still being
       // sent) closes it, or the unsent body would hold the connection for ever.
@@ -144,8 +142,6 @@ function post(
       resolve(outcome);
     };
     const onStop = () => settle(unknown('connection_lost', 'the node stopped'));
-    /** The streamed body, once it is being written: stopped with the call. */
-    let started: Readable | undefined;
     /** Whether any byte of the request may have reached the service: from then on, a failure is "unknown". */
     let connected = false;
     const url = target.url;
@@ -196,13 +192,36 @@ function post(
     if (signal?.aborted) return settle(unknown('connection_lost', 'the node stopped'));
     signal?.addEventListener('abort', onStop, { once: true });
     if (body instanceof Uint8Array) return void req.end(body);
-    // Streamed with backpressure: never more than a chunk or two of a file in this process.
-    const source = Readable.from(body.chunks(), { objectMode: false });
-    started = source;
-    source.on('error', (err) =>
-      settle({ state: 'failed', reason: 'file_unavailable', detail: oneLine(err.message, 200), operatorDetail: err.message }),
+    void writeStream(req, body, () => settled).then(
+      () => {},
+      (err: Error) =>
+        settle({ state: 'failed', reason: 'file_unavailable', detail: oneLine(err.message, 200), operatorDetail: err.message }),
     );
-    source.pipe(req);
+  });
+}
+
+/**
+ * Writes a streamed body with backpressure (never more than a chunk or two of a file in this process), and
+ * stops once the call is settled (an early answer, a timeout, a stop). Base64 comes as strings: written as
+ * they are, with no copy into a Buffer first.
+ */
+async function writeStream(req: ClientRequest, body: StreamBody, settled: () => boolean): Promise<void> {
+  for await (const piece of body.chunks()) {
+    if (settled() || req.destroyed) return;
+    if (!req.write(piece)) await drainOrClose(req);
+  }
+  if (!settled()) req.end();
+}
+
+function drainOrClose(req: ClientRequest): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      req.off('drain', done);
+      req.off('close', done);
+      resolve();
+    };
+    req.once('drain', done);
+    req.once('close', done);
   });
 }
 

@@ -23,14 +23,69 @@ export interface DigestService {
   close(): Promise<void>;
 }
 
-const MARK = '"data_b64":"';
+/** One open JSON container: its kind, and for an object the key being read or last read. */
+interface Frame {
+  object: boolean;
+  key: string | null;
+  /** In an object: whether the next string is a key. */
+  expectKey: boolean;
+}
+
+/**
+ * Follows the JSON outside the files' base64, one character at a time (that text is small: arguments,
+ * names, types), to tell where a file's `data_b64` string starts: only at `files[i].data_b64` of the top
+ * object, so an argument named `data_b64` (or holding that text) is never taken for a file.
+ */
+class JsonPath {
+  private readonly stack: Frame[] = [];
+  private inString = false;
+  private escaped = false;
+  private isKey = false;
+  private text = '';
+
+  /** Reads `c`; true when it opens the string value of a file's data_b64. */
+  step(c: string): boolean {
+    const top = this.stack.at(-1);
+    if (this.inString) {
+      if (this.escaped) this.escaped = false;
+      else if (c === '\\') this.escaped = true;
+      else if (c === '"') {
+        this.inString = false;
+        if (this.isKey && top) top.key = this.text;
+      }
+      if (this.isKey && this.inString) this.text += c;
+      return false;
+    }
+    if (c === '"') {
+      this.inString = true;
+      this.isKey = top?.object === true && top.expectKey;
+      this.text = '';
+      return !this.isKey && this.atData();
+    }
+    if (c === '{' || c === '[') this.stack.push({ object: c === '{', key: null, expectKey: c === '{' });
+    else if (c === '}' || c === ']') this.stack.pop();
+    else if (c === ':' && top) top.expectKey = false;
+    else if (c === ',' && top?.object) top.expectKey = true;
+    return false;
+  }
+
+  /** Inside `{"files": [{…, "data_b64": here`. */
+  private atData(): boolean {
+    const [root, list, file] = this.stack;
+    return this.stack.length === 3 && root!.object && root!.key === 'files' && !list!.object && file!.object && file!.key === 'data_b64';
+  }
+
+  /** The string being read ends (a file's data, read apart, was its content). */
+  endString(): void {
+    this.inString = false;
+  }
+}
 
 /** Reads one body: every byte outside the files' base64 kept (small), each file's base64 decoded and hashed as it comes. */
 export async function digestBody(req: AsyncIterable<Buffer>): Promise<{ args: unknown; files: FileDigest[] }> {
   // The JSON with each data_b64 emptied: small (arguments, names, types), parsed at the end.
   let skeleton = '';
-  /** Where the text after the last mark found starts: marks are never searched before it. */
-  let searched = 0;
+  const path = new JsonPath();
   let file: { hash: Hash; bytes: number; carry: string } | null = null;
   const done: { bytes: number; sha256: string }[] = [];
   const feed = (b64: string) => {
@@ -46,16 +101,12 @@ export async function digestBody(req: AsyncIterable<Buffer>): Promise<{ args: un
     let s = chunk.toString('latin1');
     while (s.length > 0) {
       if (!file) {
-        // A mark may span two chunks: search from just before the text appended, never before the last mark's end.
-        const from = Math.max(searched, skeleton.length - MARK.length + 1);
-        skeleton += s;
-        s = '';
-        const at = skeleton.indexOf(MARK, from);
-        if (at < 0) continue;
-        s = skeleton.slice(at + MARK.length);
-        skeleton = skeleton.slice(0, at + MARK.length);
-        searched = skeleton.length;
-        file = { hash: createHash('sha256'), bytes: 0, carry: '' };
+        let i = 0;
+        while (i < s.length && !path.step(s[i]!)) i++;
+        // Up to and with the quote that opens a file's data (or all of it, when none does).
+        skeleton += s.slice(0, i + 1);
+        if (i < s.length) file = { hash: createHash('sha256'), bytes: 0, carry: '' };
+        s = s.slice(i + 1);
         continue;
       }
       const end = s.indexOf('"');
@@ -63,7 +114,9 @@ export async function digestBody(req: AsyncIterable<Buffer>): Promise<{ args: un
       if (end < 0) break;
       done.push({ bytes: file.bytes, sha256: file.hash.digest('hex') });
       file = null;
-      s = s.slice(end);
+      path.endString();
+      skeleton += '"';
+      s = s.slice(end + 1);
     }
   }
   const parsed = JSON.parse(Buffer.from(skeleton, 'latin1').toString('utf8')) as {

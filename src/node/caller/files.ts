@@ -8,10 +8,11 @@ import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { fileTypeFromBuffer } from 'file-type';
-import { addressOf, uploadBlob, type PlainSource, type Progress } from '../../hub-client/blobs.js';
+import { addressOf, deleteBlobs, uploadBlob, type PlainSource, type Progress } from '../../hub-client/blobs.js';
 import { DEFAULT_CHUNK, newBlobKey, sealedSize } from '../../protocol/blob-seal.js';
 import { MAX_FILES, MAX_FILE_BYTES, fileRefBody, parseFileRef, type FileRef } from '../../protocol/file-ref.js';
 import { mib } from '../../protocol/relay.js';
+import { isStrictBase64 } from '../../protocol/base64.js';
 
 /** A file given inline (MCP, A2A, the control socket): its name and standard base64. */
 export interface InlineFile {
@@ -127,6 +128,8 @@ export async function filesFromInline(files: InlineFile[]): Promise<FileToSend[]
   checkCount(files.length);
   const out: FileToSend[] = [];
   for (const [i, f] of files.entries()) {
+    // A lenient decoder would read `YR==` as "a": the bytes sent must be exactly the ones given.
+    if (!isStrictBase64(f.data_b64)) throw new FileCheckError(`${label(i, f.name)}: not standard padded base64`);
     const bytes = Buffer.from(f.data_b64, 'base64');
     checkSize(i, f.name, bytes.length);
     out.push({ name: f.name, source: bytesSource(bytes), mime: await mimeOf(bytes.subarray(0, SNIFF_BYTES)) });
@@ -143,13 +146,26 @@ export async function uploadFiles(base: string, files: FileToSend[], progress?: 
   const total = files.reduce((s, f) => s + sealedSize(f.source.size, chunk), 0);
   let before = 0;
   const refs: FileRef[] = [];
-  for (const f of files) {
-    const key = newBlobKey();
-    const cid = await addressOf(f.source, key, chunk);
-    const at = before;
-    await uploadBlob(base, f.source, key, chunk, cid, progress && ((done) => progress(at + done, total)));
-    before += sealedSize(f.source.size, chunk);
-    refs.push({ name: f.name, cid, size: f.source.size, key, chunk });
+  const cids: string[] = [];
+  try {
+    for (const f of files) {
+      const key = newBlobKey();
+      const cid = await addressOf(f.source, key, chunk);
+      const at = before;
+      cids.push(cid);
+      await uploadBlob(base, f.source, key, chunk, cid, progress && ((done) => progress(at + done, total)));
+      before += sealedSize(f.source.size, chunk);
+      refs.push({ name: f.name, cid, size: f.source.size, key, chunk });
+    }
+  } catch (err) {
+    // No task will name them: what was uploaded goes (the hub's TTL would keep it a week).
+    await forgetBlobs(base, cids);
+    throw err;
   }
   return refs;
+}
+
+/** Deletes blobs this node uploaded for a task that never went out; best effort (the hub's TTL is the fallback). */
+export async function forgetBlobs(base: string, cids: string[]): Promise<void> {
+  if (cids.length) await deleteBlobs(base, cids).catch(() => {});
 }

@@ -22,7 +22,7 @@ import { Resends } from './resend.js';
 import { sendTask, wireBody, type Request } from './send.js';
 import { sendFailure } from './limits.js';
 import { takeAnswer, type AnswerParts } from './answers.js';
-import { filesFromInline, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
+import { filesFromInline, forgetBlobs, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
 import type { FileRef } from '../../protocol/file-ref.js';
 
 export type { TaskRecord, TaskState } from './records.js';
@@ -124,7 +124,8 @@ export class Caller {
       await Promise.all([written, sendTask(messenger, to, body)]);
     } catch (err) {
       const failure = sendFailure(err, body);
-      // Never sent: the record says so, rather than `submitted` for ever.
+      // Never sent: its files' blobs go, and the record says so, rather than `submitted` for ever.
+      await forgetBlobs(this.parts.hub, blobCids(request));
       await written.catch(() => {});
       const event: TaskEvent = { type: 'not-delivered', at: this.parts.now(), detail: failure.message.slice(0, 300) };
       await this.turns.run(task, () => this.record(task, next(record, event)));
@@ -246,3 +247,6 @@ export class Caller {
     this.resends.close();
   }
 }
+
+/** The blob CIDs a request names (references only: inline files of requests kept from before blobs name none). */
+const blobCids = (r: Request): string[] => (r.files ?? []).flatMap((f) => ('cid' in f ? [f.cid] : []));

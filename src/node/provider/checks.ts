@@ -6,8 +6,9 @@ import { fileTypeFromBuffer } from 'file-type';
 import type { Config } from '../../config/schema.js';
 import { offeredCapabilities, type OfferedCapability } from '../../config/check.js';
 import { standing } from '../../contacts/lists.js';
+import { isStrictBase64 } from '../../protocol/base64.js';
 import type { FileRef } from '../../protocol/file-ref.js';
-import { sniffBlob, type FileOut } from './files.js';
+import { SNIFF_DEADLINE_MS, sniffBlob, type FileOut } from './files.js';
 
 /** What the checks use of the node: the peer lists (in the data dir) and the config (its hub holds file blobs). */
 export interface CheckParts {
@@ -95,23 +96,6 @@ function checkArgs(cap: OfferedCapability, args: unknown, bytes?: number): Refus
   return null;
 }
 
-const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-
-/**
- * Standard padded base64 in its one canonical form (RFC 4648 §4, §3.5: the bits the padding leaves over
- * are zero), so the service gets exactly the text an encoder writes for those bytes: `YR==` decodes
- * to "a" in lenient decoders and fails in strict ones. Not one regex of 4-character groups: V8
- * backtracks through every group and its stack overflows past ~4.5 MB of text, so a file of the default
- * 8 MiB made the handler throw.
- */
-function isStrictBase64(text: string): boolean {
-  if (text.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return false;
-  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
-  if (pad === 0) return true;
-  const last = B64.indexOf(text[text.length - pad - 1]!);
-  return last % (pad === 2 ? 16 : 4) === 0;
-}
-
 /** The longest file name passed on, in UTF-8 bytes (most file systems' limit). */
 export const MAX_FILE_NAME_BYTES = 255;
 
@@ -148,10 +132,14 @@ async function checkFiles(hub: string, cap: OfferedCapability, files: FileIn[]):
   if (files.length === 0) return [];
   if (!rule) return no('this capability takes no files');
   if (files.length > rule.max_count) return no(`${files.length} files; at most ${rule.max_count}`);
+  // Every reference checked before any byte is read; then all first chunks within one deadline.
+  const refProblem = refProblems(rule, files);
+  if (refProblem) return no(refProblem);
+  const deadline = AbortSignal.timeout(SNIFF_DEADLINE_MS);
   const out: FileOut[] = [];
   for (const [i, f] of files.entries()) {
     if ('ref' in f) {
-      const out1 = await checkBlobFile(hub, rule, f.ref, i);
+      const out1 = await sniffBlobFile(hub, rule, f.ref as FileRef, i, deadline);
       if (typeof out1 === 'string') return no(out1);
       out.push(out1);
       continue;
@@ -171,20 +159,32 @@ async function checkFiles(hub: string, cap: OfferedCapability, files: FileIn[]):
 
 type FilesRule = NonNullable<OfferedCapability['inbound']['files']>;
 
-/**
- * A file sent as a blob: its size from the reference (before any byte is fetched), then its media type
- * from the first chunk alone. A line for `files_not_accepted`, or the file as the service will get it.
- */
-async function checkBlobFile(hub: string, rule: FilesRule, ref: FileRef | { error: string }, i: number): Promise<FileOut | string> {
-  if ('error' in ref) return `file ${i + 1}: ${ref.error}`;
+/** What is wrong with a call's blob references, read from the references alone: a line, or null. */
+function refProblems(rule: FilesRule, files: FileIn[]): string | null {
+  const seen = new Set<string>();
+  for (const [i, f] of files.entries()) {
+    if (!('ref' in f)) continue;
+    const ref = f.ref;
+    if ('error' in ref) return `file ${i + 1}: ${ref.error}`;
+    const label = `file ${i + 1} (${[...safeFileName(ref.name, i)].slice(0, 64).join('')})`;
+    if (ref.size > rule.max_bytes) return `${label}: ${ref.size} bytes; at most ${rule.max_bytes}`;
+    // One blob named twice would be read twice for one upload.
+    if (seen.has(ref.cid)) return `${label}: the same blob as an earlier file`;
+    seen.add(ref.cid);
+  }
+  return null;
+}
+
+/** A blob file's media type, from its first chunk alone: the file as the service will get it, or a line. */
+async function sniffBlobFile(hub: string, rule: FilesRule, ref: FileRef, i: number, deadline: AbortSignal): Promise<FileOut | string> {
   const name = safeFileName(ref.name, i);
   const label = `file ${i + 1} (${[...name].slice(0, 64).join('')})`;
-  if (ref.size > rule.max_bytes) return `${label}: ${ref.size} bytes; at most ${rule.max_bytes}`;
   let mime: string;
   try {
-    mime = await sniffBlob(hub, ref);
+    mime = await sniffBlob(hub, ref, deadline);
   } catch (err) {
-    return `${label}: cannot be read from the hub: ${(err as Error).message}`;
+    const why = deadline.aborted ? `not read within ${SNIFF_DEADLINE_MS / 1000} s` : (err as Error).message;
+    return `${label}: cannot be read from the hub: ${why}`;
   }
   if (!accepts(rule.media_types, mime)) return `${label}: detected ${mime}, not one of ${rule.media_types.join(', ')}`;
   return { name, mime, ref };

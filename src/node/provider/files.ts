@@ -9,7 +9,6 @@ import { fileTypeFromBuffer } from 'file-type';
 import { downloadBlob, type TransferOptions } from '../../hub-client/blobs.js';
 import type { HubClient } from '../../hub-client/client.js';
 import { openChunks } from '../../protocol/blob-seal.js';
-import { MAX_ACK_BLOBS } from '../../protocol/blob-address.js';
 import type { FileRef } from '../../protocol/file-ref.js';
 import type { StreamBody } from '../../service/call.js';
 export type { StreamBody };
@@ -30,11 +29,18 @@ export function fileBytes(hub: string, ref: FileRef, opts: TransferOptions = {})
  */
 const SNIFF_TRIES: TransferOptions = { backoffMs: [500, 1000, 2000], stallMs: 10_000 };
 
+/**
+ * How long reading the first chunks of a call's files may take in all (a hub that trickles bytes must not
+ * hold a delivery): the checks give one deadline to all of a call's files.
+ */
+export const SNIFF_DEADLINE_MS = 15_000;
+
 /** The media type of a blob file, read from its first chunk only (the rest stays on the hub). */
-export async function sniffBlob(hub: string, ref: FileRef): Promise<string> {
+export async function sniffBlob(hub: string, ref: FileRef, deadline = AbortSignal.timeout(SNIFF_DEADLINE_MS)): Promise<string> {
   const controller = new AbortController();
+  const signal = AbortSignal.any([deadline, controller.signal]);
   try {
-    for await (const first of fileBytes(hub, ref, { ...SNIFF_TRIES, signal: controller.signal }))
+    for await (const first of fileBytes(hub, ref, { ...SNIFF_TRIES, signal }))
       return (await fileTypeFromBuffer(first))?.mime ?? 'application/octet-stream';
     return 'application/octet-stream';
   } finally {
@@ -66,37 +72,53 @@ export function streamBody(hub: string, argsText: string, files: FileOut[], sign
       yield Buffer.from(open);
       for (const [i, f] of files.entries()) {
         yield Buffer.from(fileHead(f, i === 0));
-        if ('ref' in f) yield* base64Of(f, fileBytes(hub, f.ref, signal ? { signal } : {}));
-        else yield Buffer.from(f.data_b64);
-        yield Buffer.from(FILE_TAIL);
+        if ('ref' in f) yield* named(i, f, base64Of(f, fileBytes(hub, f.ref, signal ? { signal } : {})));
+        else yield f.data_b64;
+        yield FILE_TAIL;
       }
-      yield Buffer.from(close);
+      yield close;
     },
   };
 }
 
-/** Base64 of a file as its chunks come, carrying the bytes past a multiple of 3 to the next; its digest kept on `f`. */
-async function* base64Of(f: BlobFileOut, plain: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+/** A file's stream, its failure naming the file (the caller reads it in the `file_unavailable` detail). */
+async function* named<T>(i: number, f: FileOut, source: AsyncIterable<T>): AsyncGenerator<T> {
+  try {
+    yield* source;
+  } catch (err) {
+    throw new Error(`file ${i + 1} (${f.name}): ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Base64 of a file as its chunks come, as strings (no Buffer copy of each), its digest kept on `f`. A chunk
+ * is 1 MiB, not a multiple of 3: the 1 or 2 bytes left over start the next one, joined without copying the
+ * chunk itself.
+ */
+async function* base64Of(f: BlobFileOut, plain: AsyncIterable<Buffer>): AsyncGenerator<string> {
   const hash = createHash('sha256');
   let carry = Buffer.alloc(0);
   for await (const chunk of plain) {
     hash.update(chunk);
-    const bytes = carry.length ? Buffer.concat([carry, chunk]) : chunk;
-    const whole = bytes.length - (bytes.length % 3);
-    yield Buffer.from(bytes.subarray(0, whole).toString('base64'));
-    carry = Buffer.from(bytes.subarray(whole));
+    let at = 0;
+    if (carry.length > 0) {
+      at = Math.min(3 - carry.length, chunk.length);
+      carry = Buffer.concat([carry, chunk.subarray(0, at)]);
+      if (carry.length < 3) continue;
+      yield carry.toString('base64');
+    }
+    const whole = at + Math.floor((chunk.length - at) / 3) * 3;
+    if (whole > at) yield chunk.toString('base64', at, whole);
+    carry = Buffer.from(chunk.subarray(whole));
   }
-  if (carry.length) yield Buffer.from(carry.toString('base64'));
+  if (carry.length > 0) yield carry.toString('base64');
   f.sha256 = hash.digest('hex');
 }
 
 /** Deletes a call's blobs from the hub (its files were read, or never will be); the hub's TTL is the fallback. */
 export function dropBlobs(client: Pick<HubClient, 'deleteBlobs'>, cids: string[] | undefined, log: (line: string) => void): void {
-  // An acknowledgement names at most MAX_ACK_BLOBS (a restart may end many calls at once).
-  for (let i = 0; i < (cids?.length ?? 0); i += MAX_ACK_BLOBS) {
-    const some = cids!.slice(i, i + MAX_ACK_BLOBS);
-    client
-      .deleteBlobs(some)
-      .catch((err: Error) => log(`could not delete ${some.length} file blob(s) from the hub (they expire): ${err.message}`));
-  }
+  if (!cids?.length) return;
+  client
+    .deleteBlobs(cids)
+    .catch((err: Error) => log(`could not delete ${cids.length} file blob(s) from the hub (they expire): ${err.message}`));
 }
