@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
 import { TAG_BYTES, sealChunks, sealedSize } from '../protocol/blob-seal.js';
-import { HubRefusedError, HubUnreachableError } from './client.js';
+import { HubRefusedError, HubUnreachableError } from './errors.js';
 
 /** A file's plaintext, readable again from any byte (a second pass, a resumed upload). */
 export interface PlainSource {
