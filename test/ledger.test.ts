@@ -22,7 +22,7 @@ import type { HoldAnswer, SettleAnswer } from '../src/protocol/hub-api.js';
 import { HOLD_TTL_MS, LedgerDamagedError, checkLedger } from '../src/hub/ledger.js';
 import type { HistoryEntry } from '../src/protocol/hub-api.js';
 import { HubStore } from '../src/hub/store.js';
-import { LevelLedger } from '../src/hub/storage/level.js';
+import { LevelLedger, LevelNonces } from '../src/hub/storage/level.js';
 import { seqKey } from '../store/db.js';
 import { pack, unpack } from '../store/codec.js';
 import { sha256 } from '@noble/hashes/sha2.js';
@@ -670,7 +670,7 @@ levelDbTest(
     await store.history.put(historyKey(alice.aid, 2), old(2, '20'));
     await store.accounts.put(alice.aid, { balance: '20', held: '0', seq: 2 });
     await store.meta.put('ledger-minted', '20');
-    t.deepEqual(await checkLedger(new LevelLedger(store), env.hubDir, 'full'), { accounts: 1, entries: 2 });
+    t.deepEqual(await checkLedger(new LevelLedger(store, new LevelNonces(store.nonces)), env.hubDir, 'full'), { accounts: 1, entries: 2 });
     const oldBytes = (await store.history.get(historyKey(alice.aid, 2), { valueEncoding: 'buffer' })) as Buffer;
     await store.close();
 
@@ -683,10 +683,12 @@ levelDbTest(
       prev: string;
     };
     t.is(third.prev, Buffer.from(sha256(oldBytes)).toString('hex'), 'linked to the old newest entry');
-    t.deepEqual(await checkLedger(new LevelLedger(store), env.hubDir, 'full'), { accounts: 1, entries: 3 });
+    t.deepEqual(await checkLedger(new LevelLedger(store, new LevelNonces(store.nonces)), env.hubDir, 'full'), { accounts: 1, entries: 3 });
     // An old entry changed after the upgrade is caught through that link.
     await store.history.put(historyKey(alice.aid, 2), pack({ ...old(2, '20'), amount: '11' }), { valueEncoding: 'buffer' });
-    const err = await t.throwsAsync(checkLedger(new LevelLedger(store), env.hubDir, 'full'), { instanceOf: LedgerDamagedError });
+    const err = await t.throwsAsync(checkLedger(new LevelLedger(store, new LevelNonces(store.nonces)), env.hubDir, 'full'), {
+      instanceOf: LedgerDamagedError,
+    });
     t.is(err!.seq, 2);
     await store.history.put(historyKey(alice.aid, 2), oldBytes, { valueEncoding: 'buffer' });
     await store.close();

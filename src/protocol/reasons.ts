@@ -17,7 +17,7 @@ export const REASONS = {
   outcome_unknown: 'The call may or may not have run; do not resend it blindly.',
   interrupted: 'The provider restarted while the call was running; its outcome is unknown.',
   file_unavailable:
-    "A file of the call could not be read from the hub while the service was called (gone, damaged, or the hub unreachable): the service never got a whole request.",
+    'A file of the call could not be read from the hub while the service was called (gone, damaged, or the hub unreachable): the service never got a whole request.',
   not_delivered:
     'The task could not be sent to the other node (no encryption keys on the hub, the hub unreachable, or the message too large); nothing ran.',
   payment_required: 'The capability is priced: the task waits for payment.',

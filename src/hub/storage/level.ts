@@ -179,7 +179,7 @@ class LevelAgents implements AgentStore {
   }
 }
 
-class LevelNonces implements NonceStore {
+export class LevelNonces implements NonceStore {
   /** `<aid>!<nonce>` being claimed now: a copy arriving meanwhile is refused at once. */
   private readonly checking = new Set<string>();
 
