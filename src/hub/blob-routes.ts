@@ -8,6 +8,7 @@ import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
 import type { HubContext } from './context.js';
+import { drainedOrClosed } from '../util/stream.js';
 import { HubError, dropRest, send } from './http.js';
 import type { BlobStatus } from './storage/types.js';
 
@@ -244,22 +245,9 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
     if (res.destroyed) return;
     const part = at < start ? piece.subarray(start - at) : piece;
     at += piece.length;
-    if (!res.write(part)) await drained(res);
+    if (!res.write(part)) await drainedOrClosed(res);
     // At most once a piece: how far any download got, in storage so any replica answers it.
     void ctx.storage.blobs.setServed(cid, at).catch(() => {});
   }
   res.end();
-}
-
-/** Resolves when `res` can take more, or is closed. */
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.once('drain', done);
-    res.once('close', done);
-  });
 }

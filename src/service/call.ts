@@ -4,6 +4,7 @@
 // holds a local path — `operatorDetail` (logs only) may.
 import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
 import { oneLine } from '../util/text.js';
+import { drainedOrClosed } from '../util/stream.js';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ServiceUrl } from './url.js';
 import { checkSocket } from './socket.js';
@@ -208,21 +209,9 @@ function post(
 async function writeStream(req: ClientRequest, body: StreamBody, settled: () => boolean): Promise<void> {
   for await (const piece of body.chunks()) {
     if (settled() || req.destroyed) return;
-    if (!req.write(piece)) await drainOrClose(req);
+    if (!req.write(piece)) await drainedOrClosed(req);
   }
   if (!settled()) req.end();
-}
-
-function drainOrClose(req: ClientRequest): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      req.off('drain', done);
-      req.off('close', done);
-      resolve();
-    };
-    req.once('drain', done);
-    req.once('close', done);
-  });
 }
 
 async function answer(res: IncomingMessage, now: () => number): Promise<ServiceOutcome> {

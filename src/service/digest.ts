@@ -6,7 +6,8 @@
 // and `bench/files`; a starting point for a service developer.
 import { createHash, type Hash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { chmod, unlink } from 'node:fs/promises';
+import { unlink } from 'node:fs/promises';
+import { listenOnSocket } from './sample.js';
 
 export interface FileDigest {
   name: string;
@@ -140,15 +141,5 @@ export async function startDigestService(socketPath: string): Promise<DigestServ
       res.end(JSON.stringify({ error: `cannot read the call: ${(err as Error).message}` }));
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(socketPath, () => resolve());
-  });
-  await chmod(socketPath, 0o600);
-  return {
-    socketPath,
-    server,
-    calls,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  return { ...(await listenOnSocket(server, socketPath)), calls };
 }

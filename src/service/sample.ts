@@ -32,6 +32,11 @@ export async function startSampleService(socketPath: string, handler: SampleHand
       res.end(JSON.stringify({ error: (err as Error).message }));
     }
   });
+  return listenOnSocket(server, socketPath);
+}
+
+/** Listens on a Unix socket only its owner may use (mode 0600, SPEC §3.2); how to close it. */
+export async function listenOnSocket(server: Server, socketPath: string): Promise<SampleService> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socketPath, () => resolve());
