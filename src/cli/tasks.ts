@@ -95,10 +95,11 @@ async function uploadPaths(io: Io, dataDir: string, paths: string[]): Promise<{ 
     if (err instanceof FileCheckError) throw new CliError(err.message, 2);
     throw err;
   }
+  const hub = config.hub.replace(/\/+$/, '');
   const bar = transferBar(io, 'upload', process.stderr.isTTY && io === processIo ? process.stderr : undefined);
   try {
-    const refs = await uploadFiles(config.hub, files, (done, total) => bar.update(done, total));
-    return { refs, hub: config.hub.replace(/\/+$/, '') };
+    const refs = await uploadFiles(hub, files, (done, total) => bar.update(done, total));
+    return { refs, hub };
   } finally {
     bar.end();
   }
