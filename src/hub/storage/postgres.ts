@@ -38,7 +38,7 @@ import {
 
 export interface PostgresStorageOptions {
   now?: () => number;
-  /** Connections in this process's pool (default 20): the ledger's concurrency per replica. */
+  /** Connections in this process's main pool (default 20); the ledger's transactions have their own (LEDGER_CONNECTIONS). */
   max?: number;
   /** Where a long start-up task says how far it got (default: stderr, and only for large tables). */
   progress?: (line: string) => void;
@@ -48,6 +48,7 @@ export interface PostgresStorageOptions {
 export async function openPostgresStorage(url: string, opts: PostgresStorageOptions = {}): Promise<HubStorage> {
   const where = withoutPassword(url);
   let sql = connect(url, opts, {});
+  let durable: Record<string, string> = {};
   try {
     await migrate(sql, where, opts.now);
     await fillSearchWords(sql, opts.progress);
@@ -56,7 +57,8 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     const [row] = await sql<{ synchronous_commit: string }[]>`show synchronous_commit`;
     if (row?.synchronous_commit === 'off') {
       await sql.end({ timeout: 5 });
-      sql = connect(url, opts, { synchronous_commit: 'on' });
+      durable = { synchronous_commit: 'on' };
+      sql = connect(url, opts, durable);
     }
   } catch (err) {
     await sql.end({ timeout: 5 }).catch(() => {});
@@ -65,23 +67,36 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
   // Directory searches on sessions of their own, started with the settings they are planned under: no
   // transaction round trips to set them at each search (a few tenths of a millisecond, more under load).
   const search = connect(url, { max: SEARCH_CONNECTIONS }, { ...SEARCH_SETTINGS });
+  // Ledger transactions likewise, started with the plans they need (LEDGER_SETTINGS): no settings statement
+  // in each transaction's first batch.
+  const ledger = connect(url, { max: LEDGER_CONNECTIONS }, { ...durable, ...LEDGER_SETTINGS });
   return {
     kind: 'postgres',
     where,
     agents: new PgAgents(sql, search),
     nonces: new PgNonces(sql),
-    ledger: new PgLedger(sql),
+    ledger: new PgLedger(sql, ledger),
     mailbox: new PgMailbox(sql),
     blobs: new PgBlobs(sql),
     bind: (hubAid) => bind(sql, where, hubAid),
     close: async () => {
-      await Promise.all([sql.end({ timeout: 5 }), search.end({ timeout: 5 })]);
+      await Promise.all([sql.end({ timeout: 5 }), search.end({ timeout: 5 }), ledger.end({ timeout: 5 })]);
     },
   };
 }
 
 /** Connections for directory searches, beside the main pool, per replica. */
 const SEARCH_CONNECTIONS = 4;
+
+/**
+ * Connections for ledger transactions, beside the main pool, per replica: the ledger's concurrency. 20,
+ * what the ledger had when it shared the main pool, and the main pool's 20 are now left to mail, blobs
+ * and the directory, which no longer wait behind payments. A transaction holds its connection only for
+ * its two or three round trips; 32 (one per op of the bench's 32 at once) measured the same within noise
+ * (958-963 ops/s against 844-969 for 20, 2 cores), and 20 keep two replicas (2 × 44 connections) within
+ * PostgreSQL's default max_connections of 100.
+ */
+const LEDGER_CONNECTIONS = 20;
 
 function connect(url: string, opts: PostgresStorageOptions, settings: Record<string, string>): Sql {
   return postgres(url, {
@@ -572,22 +587,25 @@ class LockingReads implements LedgerReads {
     if (this.state === 'open') return this.sql.batch(queries);
     if (this.state === 'ended') throw new Error('ledger bug: a read after the transaction ended');
     this.state = 'open';
-    const [, , ...results] = await this.sql.batch([this.sql`begin`, ledgerPlans(this.sql), ...queries]);
+    const [, ...results] = await this.sql.batch([this.sql`begin`, ...queries]);
     return results;
   }
 }
 
 /**
- * How the ledger's statements are planned, for its transaction only. PostgreSQL would plan them again at
- * every execution (the prefetch: 0.4 ms to plan, 0.1 ms to run), as their generic plan looks dearer to it
- * for arrays of unknown length; their shapes are fixed, so the generic plan is kept. Every statement reads
- * by key, so it may never scan a table: a generic plan made while a table was small joined the writes'
- * rows to a whole scan of `holds` and `accounts` (measured: a quarter of the server's CPU an op, growing
- * with the ledger).
+ * How the ledger's statements are planned, set when each of its sessions starts (its own pool, which runs
+ * nothing else). PostgreSQL would plan them again at every execution (the prefetch: 0.4 ms to plan, 0.1 ms
+ * to run), as their generic plan looks dearer to it for arrays of unknown length; their shapes are fixed,
+ * so the generic plan is kept. Every statement reads by key, so it may never scan a table: a generic plan
+ * made while a table was small joined the writes' rows to a whole scan of `holds` and `accounts`
+ * (measured: a quarter of the server's CPU an op, growing with the ledger).
  */
-const ledgerPlans = (sql: ReservedSql) => sql`
-  select set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-    set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`;
+const LEDGER_SETTINGS = {
+  plan_cache_mode: 'force_generic_plan',
+  enable_seqscan: 'off',
+  enable_hashjoin: 'off',
+  enable_mergejoin: 'off',
+} as const;
 
 type NamedHoldRow = HoldRow & { nonce: string };
 type OpRow = { digest: string; answer: string | null };
@@ -750,12 +768,16 @@ function writeLedger(tx: ReservedSql, w: LedgerWrites, seen: LockingReads): Pend
 const BATCH = 1000;
 
 class PgLedger implements LedgerStore {
-  constructor(private readonly sql: Sql) {}
+  /** `sql` for reads outside transactions; `transactions`, sessions started with LEDGER_SETTINGS, for transact. */
+  constructor(
+    private readonly sql: Sql,
+    private readonly transactions: Sql,
+  ) {}
 
   transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T> {
     return retrying(async () => {
       // A connection of its own, so BEGIN and COMMIT can ride with the reads and writes (see LockingReads).
-      const sql = await this.sql.reserve();
+      const sql = await this.transactions.reserve();
       const reads = new LockingReads(sql);
       try {
         const { answer, writes } = await fn(reads);
