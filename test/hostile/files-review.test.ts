@@ -5,6 +5,7 @@
 // paid calls' blobs deleted on pay and on reject, no plaintext on any disk for `discard`, `anet call`
 // exiting at once after its result.
 import test, { type ExecutionContext } from 'ava';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { mkdir, open, readdir, writeFile } from 'node:fs/promises';
@@ -126,15 +127,16 @@ test("issue 20 review, PROTOCOL §8.11: the provider's blob deletion is anonymou
   await mkdir(dir);
   const path = join(dir, 'scan.png');
   await writeFile(path, png(MIB));
-  // What the hub sees: each request's signer, and the blobs each deletion named.
-  const linked: { aid: string; cids: string[] }[] = [];
-  let signer = '';
-  net.hub.server.prependListener('request', (req) => {
-    if (req.url === '/relay/v2/ack') signer = String(req.headers['x-anet-aid'] ?? '');
-  });
+  // What the hub sees: for each deletion, the request that made it (its method, path and signer, if any),
+  // followed through the request's own async context (a stale header of another request cannot count).
+  const requestOf = new AsyncLocalStorage<{ method: string; url: string; aid: string }>();
+  net.hub.server.prependListener('request', (req) =>
+    requestOf.enterWith({ method: req.method ?? '', url: req.url ?? '', aid: String(req.headers['x-anet-aid'] ?? '') }),
+  );
+  const linked: { method: string; url: string; aid: string; cids: string[] }[] = [];
   const del = net.hub.blobs.delete.bind(net.hub.blobs);
   net.hub.blobs.delete = async (cids: string[]) => {
-    linked.push({ aid: signer, cids });
+    linked.push({ ...(requestOf.getStore() ?? { method: '', url: '', aid: '' }), cids });
     return del(cids);
   };
   const r = await runCli(['call', p.aid, 'file.sum', '--file', path, '--json', '--data', c.dir]);
@@ -143,8 +145,12 @@ test("issue 20 review, PROTOCOL §8.11: the provider's blob deletion is anonymou
   t.log(JSON.stringify(linked));
   // PROTOCOL §8.11: the hub "never learns who uploaded it or which task, envelope or recipient it belongs to".
   t.false(
-    linked.some((l) => l.aid === p.aid),
-    'the recipient AID signed the request that named the blob',
+    linked.some((l) => l.aid !== ''),
+    'a signed request named the blob',
+  );
+  t.true(
+    linked.some((l) => l.method === 'DELETE' && l.url === `/blobs/${l.cids[0]}`),
+    'the blob was deleted by an anonymous DELETE',
   );
 });
 
