@@ -208,10 +208,9 @@ export class Node {
         await messenger.start();
       });
       this.openMessenger = messenger;
-      if (interrupted.told.length > 0) {
+      if (interrupted.told.length > 0)
         this.log(`${interrupted.told.length} call(s) were running when the node stopped: ended interrupted; telling their callers`);
-        void provider.tellInterrupted(interrupted.told);
-      }
+      if (interrupted.told.length > 0 || interrupted.ended.length > 0) void provider.tellInterrupted(interrupted.told, interrupted.ended);
       if (interrupted.settle.length > 0) {
         this.log(`${interrupted.settle.length} paid call(s) still owe the hub a settlement: settling, then answering their callers`);
         void provider.resumeSettlements(interrupted.settle);

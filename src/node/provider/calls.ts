@@ -88,13 +88,13 @@ export class Provider {
   };
 
   /** At start, before any message is taken: ends the calls a stop interrupted (restart.ts). */
-  interruptRunning(): Promise<{ told: Running[]; settle: Running[] }> {
+  interruptRunning(): Promise<{ told: Running[]; settle: Running[]; ended: Running[] }> {
     return interruptRunning(this.parts);
   }
 
-  /** Once the relay is open: tells the callers of interrupted calls. */
-  tellInterrupted(calls: Running[]): Promise<void> {
-    return tellInterrupted(this.parts, calls);
+  /** Once the relay is open: tells the callers of interrupted calls (and deletes blobs of calls that had ended). */
+  tellInterrupted(calls: Running[], ended: Running[] = []): Promise<void> {
+    return tellInterrupted(this.parts, calls, ended);
   }
 
   /** Once the relay is open: settles the paid calls a stop left owing the hub, and answers them. */

@@ -22,11 +22,15 @@ export interface RestartParts {
   host: ActorHost;
 }
 
-/** Returns the callers to tell, and the paid calls to settle once the relay is open. */
-export async function interruptRunning(parts: RestartParts): Promise<{ told: Running[]; settle: Running[] }> {
+/**
+ * Returns the callers to tell, the paid calls to settle once the relay is open, and the calls that had
+ * ended but were still marked (their files' blobs still go from the hub).
+ */
+export async function interruptRunning(parts: RestartParts): Promise<{ told: Running[]; settle: Running[]; ended: Running[] }> {
   for (const cap of offeredCapabilities(parts.config)) await inflight(parts.host, cap.id).clear(inflightLimits(cap));
   const told: Running[] = [];
   const settle: Running[] = [];
+  const ended: Running[] = [];
   for await (const [key, value] of parts.store.running.iterator()) {
     // A mark's value names its call (it is written with RECEIVED or STARTED, see record.ts).
     const running = value as Running;
@@ -40,21 +44,28 @@ export async function interruptRunning(parts: RestartParts): Promise<{ told: Run
     }
     await parts.store.running.del(key);
     // Ended but not yet unmarked when the node stopped: its caller already has the answer.
-    if (state && state.value !== 'submitted' && state.value !== 'working' && state.value !== 'quoted') continue;
+    if (state && state.value !== 'submitted' && state.value !== 'working' && state.value !== 'quoted') {
+      ended.push(running);
+      continue;
+    }
     await record.interrupted();
     told.push(running);
   }
-  return { told, settle };
+  return { told, settle, ended };
 }
 
-/** Tells the callers of interrupted calls, once the relay is open; their files' blobs go from the hub. */
+/**
+ * Tells the callers of interrupted calls, once the relay is open; their files' blobs go from the hub, and
+ * those of calls that had `ended` before the stop but were still marked.
+ */
 export async function tellInterrupted(
   parts: ReplyParts & { client: Pick<HubClient, 'deleteBlobs'>; log: (line: string) => void },
   calls: Running[],
+  ended: Running[] = [],
 ): Promise<void> {
   dropBlobs(
     parts.client,
-    calls.flatMap((r) => r.blobs ?? []),
+    [...calls, ...ended].flatMap((r) => r.blobs ?? []),
     parts.log,
   );
   for (const r of calls) {
