@@ -3,7 +3,7 @@
 // provider reads its type from the first chunk, then streams it into the service's request. A real hub,
 // real daemons and a real streaming service; each file's sha-256 as the service decoded it must equal the
 // caller's.
-import test, { type ExecutionContext } from 'ava';
+import test from 'ava';
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { once } from 'node:events';
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { startNet, type Net } from './helpers/net.js';
 import { runCli } from './helpers/cli.js';
 import { png } from './helpers/png.js';
-import { filesContaining } from './helpers/files.js';
+import { filePair, filesContaining } from './helpers/files.js';
 import { until } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
 import { freePort } from './helpers/postgres.js';
@@ -24,20 +24,6 @@ import { fileBytes } from '../src/node/provider/files.js';
 
 const MIB = 1024 * 1024;
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
-
-/** A provider whose `file.sum` capability takes up to 8 PNGs of up to 64 MiB, served by the streaming digest service. */
-async function provider(t: ExecutionContext, net: Net, extra: Record<string, unknown> = {}, files: Record<string, unknown> = {}) {
-  const run = join(net.root, 'run');
-  await mkdir(run, { recursive: true, mode: 0o700 });
-  const service = await startDigestService(join(run, 'sum.sock'));
-  t.teardown(() => service.close());
-  const caps = [{ id: 'file.sum', files: { media_types: ['image/png'], max_count: 8, max_bytes: 64 * MIB, ...files }, ...extra }];
-  const config = {
-    inbound: { policy: 'open', public_capabilities: caps },
-    modules: { service: { capabilities: [{ id: 'file.sum', url: `unix://${service.socketPath}` }] } },
-  };
-  return { ...(await net.node('p', config)), service };
-}
 
 async function writeFiles(net: Net, files: { name: string; bytes: Buffer }[]): Promise<string[]> {
   const dir = join(net.root, `files-${Math.random().toString(16).slice(2)}`);
@@ -56,21 +42,12 @@ async function call(dir: string, to: string, paths: string[], onErr?: (line: str
   return { ...r, record: r.stdout ? JSON.parse(r.stdout) : null };
 }
 
-async function pair(t: ExecutionContext, extra: Record<string, unknown> = {}, files: Record<string, unknown> = {}) {
-  const net = await startNet(t);
-  const p = await provider(t, net, extra, files);
-  const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
-  return { net, p, c };
-}
-
 /** The blob files a LevelDB hub keeps under its data dir. */
 const blobFiles = async (net: Net) => (await readdir(join(net.root, 'hub', 'blobs')).catch(() => [])).length;
 
 test('issue 20, SPEC §3: one 64 MiB file reaches the service whole; a PNG named .txt is typed image/png by the provider', async (t) => {
   t.timeout(180_000);
-  const { net, p, c } = await pair(t);
+  const { net, p, c } = await filePair(t);
   const image = png(64 * MIB);
   const [path] = await writeFiles(net, [{ name: 'holiday.txt', bytes: image }]);
   const progress: string[] = [];
@@ -89,7 +66,7 @@ test('issue 20, SPEC §3: one 64 MiB file reaches the service whole; a PNG named
 
 test('issue 20, SPEC §2.1: 8 files of 64 MiB reach the service, each byte for byte', async (t) => {
   t.timeout(600_000);
-  const { net, p, c } = await pair(t);
+  const { net, p, c } = await filePair(t);
   const images = Array.from({ length: 8 }, (_, i) => png(64 * MIB - i));
   const paths = await writeFiles(
     net,
@@ -105,7 +82,7 @@ test('issue 20, SPEC §2.1: 8 files of 64 MiB reach the service, each byte for b
 
 test('issue 20, SPEC §2.1: a file of 64 MiB + 1 byte, or a ninth file, is refused by the caller before any byte is uploaded', async (t) => {
   t.timeout(60_000);
-  const { net, p, c } = await pair(t);
+  const { net, p, c } = await filePair(t);
   let puts = 0;
   net.hub.server.prependListener('request', (req) => void (req.url?.startsWith('/blobs/') && puts++));
   const [big] = await writeFiles(net, [{ name: 'big.png', bytes: png(64 * MIB + 1) }]);
@@ -129,7 +106,7 @@ test('issue 20, SPEC §2.1: a file of 64 MiB + 1 byte, or a ninth file, is refus
 
 test('issue 20, SPEC §4.1: the provider refuses a file over its own max_bytes or of a type it does not take, and deletes the blob', async (t) => {
   t.timeout(60_000);
-  const { net, p, c } = await pair(t, {}, { max_bytes: MIB });
+  const { net, p, c } = await filePair(t, {}, { max_bytes: MIB });
   const [big, text] = await writeFiles(net, [
     { name: 'big.png', bytes: png(MIB + 1) },
     { name: 'notes.png', bytes: Buffer.from('plain words, not an image\n'.repeat(100)) },
@@ -148,7 +125,7 @@ test('issue 20, SPEC §4.1: the provider refuses a file over its own max_bytes o
 
 test('issue 20, SPEC §9.3: a discard capability leaves no byte of a file, plain or sealed, on either node or the hub', async (t) => {
   t.timeout(120_000);
-  const { net, p, c } = await pair(t, { discard: true });
+  const { net, p, c } = await filePair(t, { discard: true });
   const MARKER = 'FILE-MARKER-7f3a9c';
   const image = png(3 * MIB, (n) => Buffer.from(MARKER.repeat(Math.ceil(n / MARKER.length)).slice(0, n)));
   const [path] = await writeFiles(net, [{ name: 'secret.png', bytes: image }]);

@@ -1,5 +1,8 @@
-import { readdir, readFile } from 'node:fs/promises';
+import type { ExecutionContext } from 'ava';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { startNet, type Net } from './net.js';
+import { startDigestService } from '../../src/service/digest.js';
 
 /** Every file under `dir` whose raw bytes contain `marker` (to prove what a data dir does not hold). */
 export async function filesContaining(dir: string, marker: string): Promise<string[]> {
@@ -10,4 +13,38 @@ export async function filesContaining(dir: string, marker: string): Promise<stri
     if ((await readFile(path)).includes(marker)) hits.push(path);
   }
   return hits;
+}
+
+const MIB = 1024 * 1024;
+
+/**
+ * A provider whose `file.sum` capability takes up to 8 PNGs of up to 64 MiB (issue 20), served by the
+ * streaming digest service; `extra` adds to the capability, `files` to its files rule.
+ */
+export async function fileProvider(
+  t: ExecutionContext,
+  net: Net,
+  extra: Record<string, unknown> = {},
+  files: Record<string, unknown> = {},
+) {
+  const run = join(net.root, 'run');
+  await mkdir(run, { recursive: true, mode: 0o700 });
+  const service = await startDigestService(join(run, 'sum.sock'));
+  t.teardown(() => service.close());
+  const caps = [{ id: 'file.sum', files: { media_types: ['image/png'], max_count: 8, max_bytes: 64 * MIB, ...files }, ...extra }];
+  const config = {
+    inbound: { policy: 'open', public_capabilities: caps },
+    modules: { service: { capabilities: [{ id: 'file.sum', url: `unix://${service.socketPath}` }] } },
+  };
+  return { ...(await net.node('p', config)), service };
+}
+
+/** A net with that provider `p` and a caller `c`, both daemons running. */
+export async function filePair(t: ExecutionContext, extra: Record<string, unknown> = {}, files: Record<string, unknown> = {}) {
+  const net = await startNet(t);
+  const p = await fileProvider(t, net, extra, files);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  return { net, p, c };
 }

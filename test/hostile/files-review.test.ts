@@ -14,7 +14,7 @@ import { startNet, type Net } from '../helpers/net.js';
 import { runCli } from '../helpers/cli.js';
 import { png } from '../helpers/png.js';
 import { until } from '../helpers/wait.js';
-import { startDigestService } from '../../src/service/digest.js';
+import { filePair } from '../helpers/files.js';
 import { bytesSource, uploadFiles, uploadedArg } from '../../src/node/caller/files.js';
 import { run } from '../../src/node/open.js';
 import { sniffBlob } from '../../src/node/provider/files.js';
@@ -24,28 +24,6 @@ import { blobCid } from '../../src/protocol/blob-address.js';
 import { onLevelDb } from '../helpers/hub.js';
 
 const MIB = 1024 * 1024;
-
-async function provider(t: ExecutionContext, net: Net, extra: Record<string, unknown> = {}) {
-  const dir = join(net.root, 'run');
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const service = await startDigestService(join(dir, 'sum.sock'));
-  t.teardown(() => service.close());
-  const caps = [{ id: 'file.sum', files: { media_types: ['image/png'], max_count: 8, max_bytes: 64 * MIB }, ...extra }];
-  const config = {
-    inbound: { policy: 'open', public_capabilities: caps },
-    modules: { service: { capabilities: [{ id: 'file.sum', url: `unix://${service.socketPath}` }] } },
-  };
-  return { ...(await net.node('p', config)), service };
-}
-
-async function pair(t: ExecutionContext, extra: Record<string, unknown> = {}) {
-  const net = await startNet(t);
-  const p = await provider(t, net, extra);
-  const c = await net.node('c');
-  await net.start(p.dir);
-  await net.start(c.dir);
-  return { net, p, c };
-}
 
 const keptBlobs = async (net: Net) => (await net.hub.storage.blobs.size()).blobs;
 
@@ -58,7 +36,7 @@ async function listen(server: Server): Promise<string> {
 
 test('issue 20 review, PROTOCOL §6.9: a call that fails after its files were uploaded leaves no blob on the hub', async (t) => {
   t.timeout(60_000);
-  const { net, c } = await pair(t);
+  const { net, c } = await filePair(t);
   // An AID with no card on the hub: the node cannot send it anything, but `anet call` uploads first.
   const ghost = await net.node('ghost');
   const dir = join(net.root, 'files');
@@ -101,7 +79,7 @@ test('issue 20 review, PROTOCOL §6.9: an upload that fails on its second file d
   'issue 20 review, PROTOCOL §6.9: a blob damaged mid-stream ends the call file_unavailable with a detail that names the file',
   async (t) => {
     t.timeout(120_000);
-    const { net, p, c } = await pair(t);
+    const { net, p, c } = await filePair(t);
     const [ref] = await uploadFiles(net.hub.url, [{ name: 'holiday.png', source: bytesSource(png(8 * MIB)), mime: 'image/png' }]);
     // One byte of the sixth MiB flipped on the hub's disk: the first chunk (the type sniff) still opens.
     const fh = await open(join(net.root, 'hub', 'blobs', ref!.cid), 'r+');
@@ -122,7 +100,7 @@ test('issue 20 review, PROTOCOL §6.9: an upload that fails on its second file d
 
 test("issue 20 review, PROTOCOL §8.11: the provider's blob deletion is anonymous, so the hub does not learn which AID received a blob", async (t) => {
   t.timeout(60_000);
-  const { net, p, c } = await pair(t);
+  const { net, p, c } = await filePair(t);
   const dir = join(net.root, 'files');
   await mkdir(dir);
   const path = join(dir, 'scan.png');
@@ -350,7 +328,7 @@ async function filesHolding(dir: string, needle: Buffer): Promise<string[]> {
 
 test.failing("issue 20 review: a discard call's file key stays on the caller's disk (the outbox entry, in LevelDB's log) after the call ended", async (t) => {
   t.timeout(60_000);
-  const { net, p, c } = await pair(t, { discard: true });
+  const { net, p, c } = await filePair(t, { discard: true });
   const [ref] = await uploadFiles(net.hub.url, [{ name: 'k.png', source: bytesSource(png(MIB)), mime: 'image/png' }]);
   const record = await run(c.dir, 'call', { aid: p.aid, capability: 'file.sum', args: '{}', files: [uploadedArg(ref!)], waitMs: 30_000 });
   t.is(record.state, 'completed');
@@ -395,7 +373,7 @@ test("issue 20 review, PROTOCOL §8.11: a PUT with no body keeps no blob, so emp
 // have its first chunks read: at most 1 MiB a file (the largest chunk a provider takes) and each blob once.
 test('issue 20 review, PROTOCOL §6.5, §6.9: a chunk over 1 MiB, or one blob named twice, is refused before the provider reads a byte', async (t) => {
   t.timeout(120_000);
-  const { net, p, c } = await pair(t);
+  const { net, p, c } = await filePair(t);
   const { addressOf } = await import('../../src/hub-client/blobs.js');
   const source = bytesSource(png(4 * MIB));
   let served = 0;
