@@ -11,7 +11,7 @@
 import { setup, assign, assertEvent } from 'xstate';
 
 export type Settlement = 'capture' | 'release';
-export type Ending = 'completed' | 'failed' | 'rejected';
+export type Ending = 'completed' | 'failed' | 'rejected' | 'canceled';
 
 export interface CallContext {
   /** Random per delivery: tells the handler whether its RECEIVED was the first (a resend is ignored). */
@@ -91,6 +91,11 @@ const outcomes = {
     { guard: 'paid', actions: ['interrupt', 'owe'], target: 'settling' },
     { actions: 'interrupt', target: 'failed' },
   ],
+  // The caller canceled the running call (issue 21): its service request was aborted; a hold is released.
+  CANCELED: [
+    { guard: 'paid', actions: ['cancel', 'owe'], target: 'settling' },
+    { actions: 'cancel', target: 'canceled' },
+  ],
 } as const;
 
 export const callMachine = setup({
@@ -101,6 +106,7 @@ export const callMachine = setup({
     quoteOver: ({ context, event }) => event.at >= context.quoteExpiresAt!,
     endsCompleted: endingIs('completed'),
     endsRejected: endingIs('rejected'),
+    endsCanceled: endingIs('canceled'),
   },
   actions: {
     receive: assign(({ event }) => {
@@ -139,7 +145,13 @@ export const callMachine = setup({
     owe: assign(({ event }) => {
       const capture = event.type === 'COMPLETED' || (event.type === 'FAILED' && event.reason === 'outcome_unknown');
       const ending: Ending =
-        event.type === 'COMPLETED' ? 'completed' : event.type === 'SERVICE_REJECTED' || event.type === 'REFUSED' ? 'rejected' : 'failed';
+        event.type === 'COMPLETED'
+          ? 'completed'
+          : event.type === 'SERVICE_REJECTED' || event.type === 'REFUSED'
+            ? 'rejected'
+            : event.type === 'CANCELED'
+              ? 'canceled'
+              : 'failed';
       return { settlement: capture ? ('capture' as const) : ('release' as const), ending };
     }),
     quote: assign(({ event }) => {
@@ -206,6 +218,7 @@ export const callMachine = setup({
         FAILED: { actions: 'fail', target: 'failed' },
         SERVICE_REJECTED: { actions: 'serviceRejected', target: 'rejected' },
         INTERRUPTED: { actions: 'interrupt', target: 'failed' },
+        CANCELED: { actions: 'cancel', target: 'canceled' },
       },
     },
     // input-required: the quote's deadline is this state's timer (the host arms it from the context).
@@ -234,6 +247,7 @@ export const callMachine = setup({
         SETTLED: [
           { guard: 'endsCompleted', actions: 'settle', target: 'completed' },
           { guard: 'endsRejected', actions: 'settle', target: 'rejected' },
+          { guard: 'endsCanceled', actions: 'settle', target: 'canceled' },
           { actions: 'settle', target: 'failed' },
         ],
       },

@@ -4,7 +4,7 @@
 import test from 'ava';
 import { startNet, providerConfig } from './helpers/net.js';
 import { askDaemon, run, ControlError } from '../src/node/open.js';
-import { OP_NAMES, operate, type ArgsOf, type OpName } from '../src/node/operations.js';
+import { OP_NAMES, operate, type ArgsOf, type OpName, type TaskUpdate } from '../src/node/operations.js';
 import type { Node } from '../src/node/node.js';
 
 type Cases = { [K in OpName]?: ArgsOf<K> };
@@ -31,6 +31,8 @@ const refusals: Cases = {
   pay: { task: UNKNOWN_TASK, waitMs: 0 },
   reject: { task: UNKNOWN_TASK },
   reply: { task: UNKNOWN_TASK, text: 'hello' },
+  watch: { task: UNKNOWN_TASK, waitMs: 0 },
+  cancel: { task: UNKNOWN_TASK },
 };
 
 /** Sent to peers: test/mcp.test.ts and test/a2a.test.ts run them through the socket and the endpoint. */
@@ -88,6 +90,27 @@ test('SPEC §12: arguments from the socket are checked: a wrong field is refused
   // No service runs behind demo.echo here: the provider's own answer shows the call was sent, with no files.
   const done = await askDaemon(c.dir, 'call', args as never);
   t.like(done, { capability: 'demo.echo', state: 'failed', reason: 'service_unavailable' }, JSON.stringify(done));
+});
+
+test('SPEC §12 / issue 21: a call followed through the socket streams each update of its task as it happens, then the answer', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'demo.echo' }], 'open'));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const updates: TaskUpdate[] = [];
+  const args = { aid: p.aid, capability: 'demo.echo', args: '{}', files: [], waitMs: 20_000, onUpdate: (u: TaskUpdate) => updates.push(u) };
+  const done = await askDaemon(c.dir, 'call', args);
+  t.like(done, { state: 'failed', reason: 'service_unavailable' });
+  const states = updates.map((u) => (u.type === 'record' ? u.record.state : u.type));
+  t.is(states[0], 'submitted', 'the record as sent comes first');
+  t.is(states.at(-1), 'failed', 'the final record is streamed before the answer');
+  t.true(updates.every((u) => u.type === 'record' && u.record.task === done!.task));
+  // Following the ended task gives its record at once.
+  const watched: TaskUpdate[] = [];
+  const again = await askDaemon(c.dir, 'watch', { task: done!.task, waitMs: 5_000, onUpdate: (u) => watched.push(u) });
+  t.deepEqual(again, done);
+  t.deepEqual(watched, [{ type: 'record', record: done }]);
 });
 
 test("SPEC §12: without a daemon, run opens the data dir's node in-process and gives the daemon's answer", async (t) => {

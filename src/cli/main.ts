@@ -51,6 +51,8 @@ const HELP = `usage: anet <command> [options]
                        prices over time and the card each payment was checked against
   pay TASK, reject TASK
                        pay a quote the auto-pay rule left to you (SPEC §10), or decline it
+  cancel TASK          stop a task you sent: a quote is declined, a running call is stopped by its
+                       provider (a payment held for it is given back)
   send AID TEXT        a text task for another node's agent (or its operator's inbox)
   inbox, reply TASK TEXT
                        text tasks waiting for you (no local agent configured), and your answer
@@ -197,6 +199,8 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
       return (await tasks()).cmdPay(io, dataDir, rest[0], json);
     case 'reject':
       return (await tasks()).cmdReject(io, dataDir, rest[0], json);
+    case 'cancel':
+      return (await tasks()).cmdCancel(io, dataDir, rest[0], json);
     case 'allow':
     case 'trust':
     case 'deny':

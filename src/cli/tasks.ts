@@ -8,24 +8,29 @@ import { blobStatus } from '../hub-client/blobs.js';
 import { sealedSize } from '../protocol/blob-seal.js';
 import type { FileRef } from '../protocol/file-ref.js';
 import { isAid } from '../identity/cid.js';
-import type { TaskRecord } from '../node/operations.js';
+import type { TaskRecord, TaskUpdate } from '../node/operations.js';
 import { CHAT } from '../protocol/messages.js';
 
 /** How long `anet call` waits for the final answer before leaving the task to `anet task <id>`. */
 const WAIT_MS = 150_000;
-const FIRST_WAIT_MS = 2_000;
-const POLL_MS = 500;
 /** How often `anet call` asks the hub how much of its files the provider has read. */
 const DOWNLOAD_POLL_MS = 1_000;
 const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
 
-/** Progress of a long call on stderr (stdout keeps the data): each change of state, and a line every 5 s. */
-function progress(io: Io): { update(r: TaskRecord): void; stop(): void } {
+/**
+ * Progress of a long call on stderr (stdout keeps the data): each change of state, a line every 5 s, and
+ * each preview the provider sends (anet-preview, at most 4 a second).
+ */
+function progress(io: Io): { update(u: TaskUpdate): void; stop(): void } {
   const started = Date.now();
-  let last = '';
-  let lastAt = 0;
+  // A task just sent is `submitted`: said only if it still is 5 s later.
+  let last = 'submitted';
+  let lastAt = started;
+  const since = () => `${Math.round((Date.now() - started) / 1000)} s`;
   return {
-    update(r) {
+    update(u) {
+      if (u.type === 'preview') return io.err(`task ${u.task}: ${clean(previewLine(u.preview))} (${since()})`);
+      const r = u.record;
       const now = Date.now();
       if (FINAL.includes(r.state) || (r.state === last && now - lastAt < 5_000)) return;
       last = r.state;
@@ -59,12 +64,11 @@ export async function cmdCall(
   const show = progress(io);
   // The provider reads the files while the call runs: how far, as the hub tells it.
   const reading = attached.refs.length ? watchDownload(io, attached.hub, attached.refs) : null;
-  // Through the daemon: a short first wait, then the record is polled so a long call shows progress.
-  // In-process the node lives only as long as the operation: it waits the whole time, telling progress.
-  const req = { aid, capability, args: argsText, files: attached.refs.map(uploadedArg), waitMs: FIRST_WAIT_MS };
+  // Through the daemon as in-process, the updates come as they happen (the daemon streams them back).
+  const req = { aid, capability, args: argsText, files: attached.refs.map(uploadedArg), waitMs: WAIT_MS, onUpdate: show.update };
   let first: TaskRecord;
   try {
-    first = await run(dataDir, 'call', req, { waitMs: WAIT_MS, onUpdate: show.update });
+    first = await run(dataDir, 'call', req);
   } catch (err) {
     // No task names the files (the node refused the call, or is not there): they go from the hub.
     reading?.stop();
@@ -75,7 +79,7 @@ export async function cmdCall(
     throw err;
   }
   try {
-    return await finishTask(io, dataDir, first, show, json);
+    return finishTask(io, first, show, json);
   } finally {
     reading?.stop();
   }
@@ -138,29 +142,47 @@ function watchDownload(io: Io, hub: string, refs: FileRef[]): { stop(): void } {
   };
 }
 
-/** Polls the task (through the daemon) until it ends or waits for the operator, then prints it. */
-async function finishTask(io: Io, dataDir: string, first: TaskRecord, show: ReturnType<typeof progress>, json: boolean): Promise<void> {
-  let record = first;
-  const until = Date.now() + WAIT_MS - FIRST_WAIT_MS;
-  while (!FINAL.includes(record.state) && !operatorDecides(record) && Date.now() < until) {
-    show.update(record);
-    await new Promise((r) => setTimeout(r, POLL_MS));
-    record = (await run(dataDir, 'task', { id: record.task })) ?? record;
-  }
+/** Prints the task as the wait left it (ended, waiting for the operator, or still under way). */
+function finishTask(io: Io, record: TaskRecord, show: ReturnType<typeof progress>, json: boolean): void {
   show.stop();
   if (json) printJson(io, record);
   else printRecord(io, record);
   if (record.state !== 'completed' || receiptFailed(record)) throw new CliError('', 1);
 }
 
-/** A quote the auto-pay rule left to the operator: `anet pay` or `anet reject` decides. */
-const operatorDecides = (r: TaskRecord) => r.state === 'input-required' && r.payment?.decided === true;
-
 export async function cmdPay(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
   if (!id) throw usageError('pay needs a task id, as `anet tasks` prints it');
   const show = progress(io);
-  const first = await run(dataDir, 'pay', { task: id, waitMs: FIRST_WAIT_MS }, { waitMs: WAIT_MS, onUpdate: show.update });
-  return finishTask(io, dataDir, first, show, json);
+  const first = await run(dataDir, 'pay', { task: id, waitMs: WAIT_MS, onUpdate: show.update });
+  return finishTask(io, first, show, json);
+}
+
+/** `anet cancel <task>`: declines a quote, or asks the provider to stop a running task (issue 21). */
+export async function cmdCancel(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
+  if (!id) throw usageError('cancel needs a task id, as `anet tasks` prints it');
+  let r: TaskRecord;
+  try {
+    r = await run(dataDir, 'cancel', { task: id });
+  } catch (err) {
+    if ((err as { remoteName?: string }).remoteName === 'CancelError' || (err as Error).name === 'CancelError')
+      throw new CliError((err as Error).message, 1);
+    throw err;
+  }
+  if (json) printJson(io, r);
+  else if (r.state === 'canceled') io.out(`task ${r.task} canceled${r.reason ? ` (${r.reason})` : ''}`);
+  else
+    io.out(
+      FINAL.includes(r.state)
+        ? `task ${r.task} ended ${r.state} before the cancel reached its provider`
+        : `task ${r.task} is still ${r.state}: its provider has not answered the cancel yet; see \`anet task ${r.task}\``,
+    );
+  if (r.state !== 'canceled') throw new CliError('', 1);
+}
+
+/** A preview as one line: its text, else its data as JSON (cut to a line's worth). */
+function previewLine(p: { text?: string; data?: Record<string, unknown> }): string {
+  const line = p.text ?? JSON.stringify(p.data);
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
 }
 
 export async function cmdReject(io: Io, dataDir: string, id: string | undefined, json: boolean): Promise<void> {
@@ -240,7 +262,9 @@ export async function cmdSend(io: Io, dataDir: string, aid: string | undefined, 
   if (!aid || words.length === 0) throw usageError('send needs the AID and the text: anet send <aid> TEXT');
   if (!isAid(aid)) throw usageError(`"${aid}" is not a full AID (bafyrei...)`);
   const text = words.join(' ');
-  const record = await run(dataDir, 'send', { aid, text, waitMs: SEND_WAIT_MS });
+  const show = progress(io);
+  // Only previews: the send returns as soon as the other side has the task.
+  const record = await run(dataDir, 'send', { aid, text, waitMs: SEND_WAIT_MS, onUpdate: (u) => u.type === 'preview' && show.update(u) });
   if (json) printJson(io, record);
   else if (record.state === 'completed') io.out(clean(String((record.result as { text?: unknown })?.text ?? '')));
   else printRecord(io, record);

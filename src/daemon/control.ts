@@ -6,7 +6,8 @@ import { createServer, type Server } from 'node:http';
 import { chmod, unlink } from 'node:fs/promises';
 import type { Node } from '../node/node.js';
 import { isOpName, operate, wireArgs } from '../node/operations.js';
-import { controlPath, type ControlReply } from '../node/open.js';
+import { controlPath, NDJSON, type ControlReply } from '../node/open.js';
+import type { ArgsOf, TaskUpdate } from '../node/operations.js';
 import { jsonReplacer } from '../util/json.js';
 
 export async function serveControl(dataDir: string, node: Node): Promise<Server> {
@@ -16,14 +17,20 @@ export async function serveControl(dataDir: string, node: Node): Promise<Server>
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const op = (req.url ?? '/').slice(1);
+    // A client that follows the task gets each update as a line while the operation runs (open.ts).
+    const streamed = req.headers.accept === NDJSON;
+    if (streamed) res.writeHead(200, { 'content-type': NDJSON });
+    const onUpdate = (u: TaskUpdate) => {
+      if (!res.destroyed) res.write(`${JSON.stringify({ update: u }, jsonReplacer)}\n`);
+    };
     let reply: ControlReply;
     try {
       const args = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : {};
-      reply = { ok: true, result: await answer(node, op, args) };
+      reply = { ok: true, result: await answer(node, op, streamed ? { ...args, onUpdate } : args) };
     } catch (err) {
       reply = { ok: false, error: (err as Error).message, name: (err as Error).name };
     }
-    res.writeHead(200, { 'content-type': 'application/json' });
+    if (!streamed) res.writeHead(200, { 'content-type': 'application/json' });
     res.end(reply.ok ? JSON.stringify(reply, jsonReplacer) : JSON.stringify(reply));
   });
   await new Promise<void>((resolve, reject) => {
@@ -39,7 +46,9 @@ export async function serveControl(dataDir: string, node: Node): Promise<Server>
  * usual client is this program's `run`, but a hand-written client gets a line naming a wrong field, never
  * a crash inside the node).
  */
-function answer(node: Node, op: string, args: unknown): Promise<unknown> {
+function answer(node: Node, op: string, args: { onUpdate?: (u: TaskUpdate) => void }): Promise<unknown> {
   if (!isOpName(op)) throw new Error(`unknown control operation "${op}"`);
-  return operate(node, op, wireArgs(op, args));
+  // Checked without the function (the wire's arguments), then given it back: it never came over the wire.
+  const { onUpdate, ...wire } = args;
+  return operate(node, op, { ...wireArgs(op, wire), ...(onUpdate ? { onUpdate } : {}) } as ArgsOf<typeof op>);
 }

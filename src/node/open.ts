@@ -4,12 +4,18 @@
 // with the daemon; the daemon's side of the socket is src/daemon/control.ts.
 import { request } from 'node:http';
 import { join } from 'node:path';
-import type { ArgsOf, OpName, ResultOf } from './operations.js';
+import type { ArgsOf, OpName, ResultOf, TaskUpdate } from './operations.js';
 
 export const controlPath = (dataDir: string) => join(dataDir, 'control.sock');
 
 /** The control socket's answer to `POST /<op>` with the arguments as a JSON body. */
 export type ControlReply = { ok: true; result: unknown } | { ok: false; error: string; name: string };
+
+/**
+ * Asked with this `Accept`, an operation that follows a task (its arguments take `onUpdate`) answers with
+ * NDJSON: one `{"update": TaskUpdate}` line per update as it happens, then the ControlReply line.
+ */
+export const NDJSON = 'application/x-ndjson';
 
 /** An operation the daemon ran and refused or failed: its message, and the name of its error there. */
 export class ControlError extends Error {
@@ -40,22 +46,37 @@ export async function run<K extends OpName>(dataDir: string, op: K, args: ArgsOf
   }
 }
 
-/** Runs `op` through the daemon; undefined when no daemon listens on the data dir's control socket. */
+/**
+ * Runs `op` through the daemon; undefined when no daemon listens on the data dir's control socket. An
+ * `onUpdate` in the arguments is told of each update the daemon streams back (NDJSON).
+ */
 export function askDaemon<K extends OpName>(dataDir: string, op: K, args: ArgsOf<K>): Promise<ResultOf<K> | undefined> {
+  const onUpdate = (args as { onUpdate?: (u: TaskUpdate) => void }).onUpdate;
   return new Promise((resolve, reject) => {
     const body = Buffer.from(JSON.stringify(args));
-    const req = request(
-      { socketPath: controlPath(dataDir), path: `/${op}`, method: 'POST', agent: false, headers: { 'content-type': 'application/json' } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c) => chunks.push(c));
-        res.on('end', () => {
-          const reply = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ControlReply;
-          if (reply.ok) resolve(reply.result as ResultOf<K>);
-          else reject(new ControlError(reply.error, reply.name));
-        });
-      },
-    );
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...(onUpdate ? { accept: NDJSON } : {}) };
+    const req = request({ socketPath: controlPath(dataDir), path: `/${op}`, method: 'POST', agent: false, headers }, (res) => {
+      const finish = (line: string) => {
+        const reply = JSON.parse(line) as ControlReply;
+        if (reply.ok) resolve(reply.result as ResultOf<K>);
+        else reject(new ControlError(reply.error, reply.name));
+      };
+      let rest = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        rest += c;
+        // Every line but the last is an update; the last is the reply, read at the end.
+        for (let nl = rest.indexOf('\n'); nl >= 0 && onUpdate; nl = rest.indexOf('\n')) {
+          const line = rest.slice(0, nl);
+          rest = rest.slice(nl + 1);
+          const parsed = JSON.parse(line) as { update?: TaskUpdate } & Partial<ControlReply>;
+          if (parsed.update) onUpdate(parsed.update);
+          else return finish(line);
+        }
+      });
+      res.on('end', () => rest.trim() && finish(rest));
+      res.on('error', reject);
+    });
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') resolve(undefined);
       else reject(err);

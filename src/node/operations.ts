@@ -9,13 +9,14 @@ import type { Node, CardView } from './node.js';
 import type { OwnCard } from '../card/publish.js';
 import type { ReadCard } from '../reader/reader.js';
 import type { Account } from '../protocol/hub-api.js';
-import type { TaskRecord } from './caller/index.js';
+import type { TaskRecord, TaskUpdate, OnUpdate } from './caller/index.js';
 import type { InboxEntry } from './provider/text.js';
 import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from './audit.js';
 
 // The result types, for the surfaces that show them, and the refusal `pay` and `reject` throw.
-export type { CardView, OwnCard, ReadCard, Account, TaskRecord, InboxEntry, CardAuditRow, PriceAudit };
+export type { CardView, OwnCard, ReadCard, Account, TaskRecord, InboxEntry, CardAuditRow, PriceAudit, TaskUpdate, OnUpdate };
 export { PaymentError } from './caller/payment.js';
+export { CancelError, CANCEL_WAIT_MS } from './caller/index.js';
 
 /** A file sent with a call: inline (base64) or uploaded already (caller/files.ts). */
 export type { FileArg, UploadedFileArg } from './caller/files.js';
@@ -34,9 +35,6 @@ export interface FindArgs {
 /** A row of `anet find --json` and MCP `find_agents`: the directory's answer without each whole card. */
 export type AgentRow = Omit<ReadCard, 'card'>;
 
-/** Told of each change of a task's record while an operation waits for it. */
-export type OnUpdate = (r: TaskRecord) => void;
-
 export interface CallArgs {
   aid: string;
   capability: string;
@@ -45,14 +43,31 @@ export interface CallArgs {
   files: FileArg[];
   /** How long to wait for a final state before answering with the task as it stands. */
   waitMs: number;
-  /** In-process only: a function does not cross the control socket. */
+  /** The A2A contextId of the client, kept on the task's record. */
+  context?: string;
+  /** Told of each change of the task and each preview; across the control socket as NDJSON lines (control.ts). */
+  onUpdate?: OnUpdate;
+}
+
+export interface SendArgs {
+  aid: string;
+  text: string;
+  waitMs: number;
+  context?: string;
+  onUpdate?: OnUpdate;
+}
+
+export interface WatchArgs {
+  task: string;
+  /** How long to follow it at most; the record as it then stands is the result. */
+  waitMs: number;
   onUpdate?: OnUpdate;
 }
 
 export interface PayArgs {
   task: string;
   waitMs?: number;
-  /** In-process only, as for `call`. */
+  /** As for `call`. */
   onUpdate?: OnUpdate;
 }
 
@@ -74,7 +89,11 @@ export interface Operations {
   /** The public card alone, verified against the KEL (no extended-card fetch): what the A2A endpoint serves. */
   'public-card': { args: { aid: string }; result: ReadCard };
   call: { args: CallArgs; result: TaskRecord };
-  send: { args: { aid: string; text: string; waitMs: number }; result: TaskRecord };
+  send: { args: SendArgs; result: TaskRecord };
+  /** Follows a task: its record, then each change and preview, until it ends or `waitMs` passes. */
+  watch: { args: WatchArgs; result: TaskRecord };
+  /** Cancels a task: a quote is declined, a running call stopped by its provider (issue 21). */
+  cancel: { args: { task: string; waitMs?: number }; result: TaskRecord };
   tasks: { args: NoArgs; result: TaskRecord[] };
   task: { args: { id: string }; result: TaskRecord | null };
   pay: { args: PayArgs; result: TaskRecord };
@@ -105,8 +124,10 @@ const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<
   find: async (node, args) => findData(await node.find(args)),
   card: (node, { aid }) => node.card(aid),
   'public-card': (node, { aid }) => node.reader.publicCard(aid),
-  call: (node, a) => node.caller.call(a.aid, a.capability, a.args, a.files, a.waitMs, a.onUpdate),
-  send: (node, a) => node.caller.send(a.aid, a.text, a.waitMs),
+  call: (node, a) => node.caller.call(a.aid, a.capability, a.args, a.files, a.waitMs, follow(a)),
+  send: (node, a) => node.caller.send(a.aid, a.text, a.waitMs, follow(a)),
+  watch: (node, a) => node.caller.watch(a.task, a.waitMs, a.onUpdate),
+  cancel: (node, a) => node.caller.cancel(a.task, a.waitMs),
   tasks: (node) => node.caller.tasks(),
   task: async (node, { id }) => (await node.caller.task(id)) ?? null,
   pay: (node, a) => node.caller.pay(a.task, a.waitMs ?? 0, a.onUpdate),
@@ -117,6 +138,12 @@ const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<
   'audit-prices': (node, { aid }) => auditPrices(node, aid),
   balance: (node) => node.client.account(node.identity.aid),
 };
+
+/** Who follows a task a surface starts, and its client's contextId. */
+const follow = (a: { onUpdate?: OnUpdate; context?: string }) => ({
+  ...(a.onUpdate ? { onUpdate: a.onUpdate } : {}),
+  ...(a.context !== undefined ? { context: a.context } : {}),
+});
 
 const none = z.object({});
 const aidArg = z.object({ aid: z.string() });
@@ -145,8 +172,11 @@ const WIRE_ARGS: { [K in OpName]: z.ZodType<Omit<ArgsOf<K>, 'onUpdate'>> } = {
       )
       .default([]),
     waitMs: z.number(),
+    context: z.string().optional(),
   }),
-  send: z.object({ aid: z.string(), text: z.string(), waitMs: z.number() }),
+  send: z.object({ aid: z.string(), text: z.string(), waitMs: z.number(), context: z.string().optional() }),
+  watch: z.object({ task: z.string(), waitMs: z.number() }),
+  cancel: z.object({ task: z.string(), waitMs: z.number().optional() }),
   tasks: none,
   task: z.object({ id: z.string() }),
   pay: z.object({ task: z.string(), waitMs: z.number().optional() }),

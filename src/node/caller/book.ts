@@ -24,6 +24,8 @@ export class TaskBook {
   constructor(
     private readonly store: BookStore,
     private readonly now: () => number,
+    /** Told of every record written after the first (the caller's live updates, issue 21). */
+    private readonly changed: (r: TaskRecord) => void = () => {},
   ) {}
 
   /** The record as it stands (a quote past its end still says input-required: an answer may yet come). */
@@ -53,6 +55,7 @@ export class TaskBook {
    */
   async put(id: string, rec: TaskRecord, ops: WriteOp[] = []): Promise<void> {
     const written = this.write(id, rec, ops);
+    this.changed(rec);
     for (const wake of this.waiters.get(id) ?? []) wake(rec);
     await written;
     if (isFinal(rec.state)) this.live.delete(id);

@@ -4,8 +4,10 @@
 //   decide          a quote → the auto-pay rule (payment.ts: the payment and spend actors journal it)
 //   pay / reject    the operator's answer to a quote left to them
 //   resume, resendPayments   at start: tasks not answered go out again, authorized payments are sent again
+//   cancel / watch  the operator (or a local client) stops a task, or follows it (issue 21)
 // Every record change is `next(record, event)` of records.ts, written through the book (book.ts), one
-// change of a task at a time (a status and a result arriving together must not cross).
+// change of a task at a time (a status and a result arriving together must not cross). Each change, and
+// each preview the provider sends (never written anywhere), is a TaskUpdate on `updates`.
 import type { Store, WriteOp } from '../../../store/db.js';
 import type { Messenger, MessageHandler } from '../../relay/messenger.js';
 import type { Reader } from '../../reader/reader.js';
@@ -16,7 +18,7 @@ import type { Clock } from '../../runtime/clock.js';
 import { Contacts } from '../../contacts/credential.js';
 import { randomHex } from '../../util/random.js';
 import { PaymentError, type Payer, type PaymentRecord } from './payment.js';
-import { awaitingOperator, isFinal, newRecord, next, resendsOver, type TaskEvent, type TaskRecord } from './records.js';
+import { awaitingOperator, isFinal, newRecord, next, resendsOver, type TaskEvent, type TaskRecord, type TaskState } from './records.js';
 import { TaskBook } from './book.js';
 import { Resends } from './resend.js';
 import { sendTask, wireBody, type Request } from './send.js';
@@ -24,6 +26,35 @@ import { sendFailure } from './limits.js';
 import { takeAnswer, type AnswerParts } from './answers.js';
 import { filesFromInline, forgetBlobs, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
 import type { FileRef } from '../../protocol/file-ref.js';
+import { Subject, filter } from 'rxjs';
+import { readPreview, type Preview } from '../../protocol/preview.js';
+import { toBody } from '../../protocol/body.js';
+import { TASK_CANCEL } from '../../protocol/messages.js';
+import { MESSAGE_TTL_MS } from './send.js';
+
+/** A change of a task the caller follows: its record, or a preview of the provider's progress (kept nowhere). */
+export type TaskUpdate = { type: 'record'; record: TaskRecord } | { type: 'preview'; task: string; at: number; preview: Preview };
+export type OnUpdate = (u: TaskUpdate) => void;
+
+/** What a surface adds to a task it starts: who follows it, and the A2A contextId its client gave. */
+export interface Follow {
+  onUpdate?: OnUpdate;
+  context?: string;
+}
+
+/** How long `cancel` waits for the provider's answer by default. */
+export const CANCEL_WAIT_MS = 10_000;
+
+/** A task that cannot be canceled (it has ended, or there is no such task); `state` says where it stands. */
+export class CancelError extends Error {
+  override name = 'CancelError';
+  constructor(
+    message: string,
+    readonly state: TaskState | null,
+  ) {
+    super(message);
+  }
+}
 
 export type { TaskRecord, TaskState } from './records.js';
 export {
@@ -60,10 +91,12 @@ export class Caller {
   private readonly answering: AnswerParts;
   /** Resends sent and tasks given up by this process (tests read them). */
   readonly stats: { resent: number; gaveUp: number };
+  /** Every record change and every preview, as they happen (in memory only). */
+  private readonly updates = new Subject<TaskUpdate>();
 
   constructor(private readonly parts: CallerParts) {
     this.answering = { me: parts.me, reader: parts.reader, contacts: new Contacts(parts.store), payer: parts.payer, now: parts.now };
-    this.book = new TaskBook(parts.store, parts.now);
+    this.book = new TaskBook(parts.store, parts.now, (record) => this.updates.next({ type: 'record', record }));
     this.resends = new Resends(parts, {
       turn: (task, fn) => this.turns.run(task, fn),
       record: (task) => this.book.raw(task),
@@ -73,25 +106,18 @@ export class Caller {
   }
 
   /** Sends a text task (SPEC §9.2); resolves like `call`. */
-  send(to: string, text: string, waitMs: number): Promise<TaskRecord> {
+  send(to: string, text: string, waitMs: number, follow: Follow = {}): Promise<TaskRecord> {
     // `working` is an answer too: the task waits for the other side's operator (SPEC §9.2).
-    return this.start(to, CHAT, { text }, waitMs, undefined, (r) => r.state === 'working');
+    return this.start(to, CHAT, { text }, waitMs, follow, (r) => r.state === 'working');
   }
 
   /** Sends a call; resolves with its record once final, or as it stands after `waitMs`. */
-  async call(
-    to: string,
-    capability: string,
-    argsText: string,
-    files: FileArg[],
-    waitMs: number,
-    onUpdate?: (r: TaskRecord) => void,
-  ): Promise<TaskRecord> {
+  async call(to: string, capability: string, argsText: string, files: FileArg[], waitMs: number, follow: Follow = {}): Promise<TaskRecord> {
     // Files are checked and uploaded before the task exists: a file refused here leaves no record.
     const refs = files.length ? await this.fileRefs(files) : [];
     const request: Request = { capability, args: argsText, ...(refs.length ? { files: refs } : {}) };
     // A quote the operator must decide on is an answer too: `anet pay` or `anet reject` goes on from there.
-    return this.start(to, capability, request, waitMs, onUpdate, awaitingOperator);
+    return this.start(to, capability, request, waitMs, follow, awaitingOperator);
   }
 
   /** The references of a call's files: inline ones sealed and uploaded here, uploaded ones checked. */
@@ -107,17 +133,19 @@ export class Caller {
     capability: string,
     request: Request,
     waitMs: number,
-    onUpdate?: (r: TaskRecord) => void,
+    follow: Follow,
     enough?: (r: TaskRecord) => boolean,
   ): Promise<TaskRecord> {
     const task = randomHex(8);
     const body = wireBody(task, request);
     const now = this.parts.now();
-    const record = newRecord(task, to, capability, now);
+    const record = newRecord(task, to, capability, now, follow.context ?? null);
     // Known in memory at once, written while the message goes out; the request is kept beside it until the
     // provider answers, so it can be sent again (and after a restart).
     const written = this.book.write(task, record, [this.resends.keep(task, { to, request })]);
-    const { settled } = this.book.until(task, waitMs, onUpdate, enough);
+    const unfollow = this.follow(task, follow.onUpdate);
+    follow.onUpdate?.({ type: 'record', record });
+    const settled = this.book.until(task, waitMs, undefined, enough).settled.finally(unfollow);
     this.resends.sent(task, to, now);
     try {
       const messenger = await this.parts.messenger();
@@ -132,6 +160,68 @@ export class Caller {
       throw failure;
     }
     return settled;
+  }
+
+  /** Passes the updates of one task to `onUpdate` until the returned function is called. */
+  private follow(task: string, onUpdate: OnUpdate | undefined): () => void {
+    if (!onUpdate) return () => {};
+    const sub = this.updates.pipe(filter((u) => (u.type === 'record' ? u.record.task : u.task) === task)).subscribe(onUpdate);
+    return () => sub.unsubscribe();
+  }
+
+  /**
+   * Follows a task: `onUpdate` gets its record as it stands, then each change and preview; resolves with
+   * the record once it has ended, or as it stands after `waitMs`.
+   */
+  async watch(id: string, waitMs: number, onUpdate?: OnUpdate): Promise<TaskRecord> {
+    const unfollow = this.follow(id, onUpdate);
+    try {
+      const rec = await this.task(id);
+      if (!rec) throw new Error(`no task ${id} (see \`anet tasks\`)`);
+      onUpdate?.({ type: 'record', record: rec });
+      if (isFinal(rec.state)) return rec;
+      const wait = this.book.until(id, waitMs);
+      // It may have ended between the read and the wait: then no change is left to wake the wait.
+      const now = await this.task(id);
+      if (now && isFinal(now.state)) {
+        wait.cancel();
+        return now;
+      }
+      return await wait.settled;
+    } finally {
+      unfollow();
+    }
+  }
+
+  /**
+   * Cancels a task (issue 21). A quote is declined (`anet reject`); a task under way gets `task.cancel`:
+   * its provider aborts the service request, releases a hold, and answers `canceled`. Resolves with the
+   * record once final, or as it stands after `waitMs` (a provider that is away has not answered yet; a
+   * result that crossed the cancel stands).
+   */
+  async cancel(id: string, waitMs = CANCEL_WAIT_MS): Promise<TaskRecord> {
+    const rec = await this.task(id);
+    if (!rec) throw new CancelError(`no task ${id} (see \`anet tasks\`)`, null);
+    if (isFinal(rec.state))
+      throw new CancelError(`task ${id} is ${rec.state}${rec.reason ? ` (${rec.reason})` : ''}: it has ended`, rec.state);
+    if (rec.state === 'input-required') {
+      try {
+        return await this.reject(id);
+      } catch (err) {
+        // Paid meanwhile: it runs now, and is canceled as a running task.
+        if (!(err instanceof PaymentError)) throw err;
+      }
+    }
+    const wait = this.book.until(id, waitMs);
+    try {
+      const messenger = await this.parts.messenger();
+      await messenger.send(rec.to, TASK_CANCEL, toBody({ task: id }), { ttlMs: MESSAGE_TTL_MS });
+    } catch (err) {
+      wait.cancel();
+      throw err;
+    }
+    const after = await wait.settled;
+    return isFinal(after.state) ? after : ((await this.task(id)) ?? after);
   }
 
   /** Writes a task's next record; once it has ended or been quoted, its resends stop (their outbox entry goes with it). */
@@ -162,12 +252,29 @@ export class Caller {
     const rec = await this.book.raw(id);
     // Only the provider we asked, and never after the task ended (a late `interrupted` changes nothing).
     if (!rec || rec.to !== from || isFinal(rec.state)) return;
+    if (body.preview !== undefined && this.previewed(id, body, at) && rec.state === 'working') return;
     const after = await takeAnswer(this.answering, rec, body, at);
     await this.record(id, after, this.resends.heard(id));
     // The auto-pay rule may fetch the provider's extended card (up to 10 s): not on the bus.
     if (after.state === 'input-required' && after.payment && !after.payment.decided) {
       void this.turns.run(id, () => this.decide(id)).catch(() => {});
     }
+  }
+
+  /**
+   * A `task.status` carrying a preview (PROTOCOL §6.10): passed on to whoever follows the task, written
+   * nowhere. True when it was one (a task already `working` then needs no new record).
+   */
+  private previewed(task: string, body: Record<string, unknown>, at: number): boolean {
+    if (body.state !== 'working' || typeof body.preview !== 'string') return false;
+    let preview: Preview | null = null;
+    try {
+      preview = readPreview(JSON.parse(body.preview));
+    } catch {
+      return false;
+    }
+    if (preview) this.updates.next({ type: 'preview', task, at, preview });
+    return preview !== null;
   }
 
   /** The auto-pay rule on a quote just taken: paid (journaled by the payment part), or left to the operator. */
@@ -182,9 +289,11 @@ export class Caller {
   }
 
   /** `anet pay`: pays the quote of a task waiting for the operator, then waits for its end. */
-  async pay(id: string, waitMs: number, onUpdate?: (r: TaskRecord) => void): Promise<TaskRecord> {
+  async pay(id: string, waitMs: number, onUpdate?: OnUpdate): Promise<TaskRecord> {
     // The waiter is registered before the payment leaves, so even an instant final answer is seen.
-    const wait = this.book.until(id, waitMs, onUpdate);
+    const unfollow = this.follow(id, onUpdate);
+    const wait = this.book.until(id, waitMs);
+    void wait.settled.finally(unfollow);
     await this.turns
       .run(id, async () => {
         const rec = await this.waiting(id);
@@ -194,6 +303,7 @@ export class Caller {
       .catch((err) => {
         // Only this wait: another one on the task (an `anet call`) goes on.
         wait.cancel();
+        unfollow();
         throw err;
       });
     const rec = await wait.settled;
@@ -245,6 +355,7 @@ export class Caller {
   /** Stops every resend timer (the node is closing). */
   close(): void {
     this.resends.close();
+    this.updates.complete();
   }
 }
 

@@ -26,6 +26,8 @@ export interface TaskRecord {
   receipt: string | null;
   /** A priced call's quote and payment (SPEC §10); null for free calls. */
   payment: PaymentRecord | null;
+  /** The A2A contextId the client gave (issue 21); null when none (records from before read as null). */
+  context: string | null;
 }
 
 export const FINAL: readonly TaskState[] = ['completed', 'failed', 'rejected', 'canceled'];
@@ -74,7 +76,7 @@ export type TaskEvent =
   | { type: 'unanswered'; at: number; detail: string };
 
 /** A task just sent. */
-export function newRecord(task: string, to: string, capability: string, at: number): TaskRecord {
+export function newRecord(task: string, to: string, capability: string, at: number, context: string | null = null): TaskRecord {
   return {
     task,
     to,
@@ -90,6 +92,7 @@ export function newRecord(task: string, to: string, capability: string, at: numb
     result: null,
     receipt: null,
     payment: null,
+    context,
   };
 }
 
@@ -210,7 +213,8 @@ function completed(rec: TaskRecord, c: Completed | undefined): TaskRecord {
 
 /** The record as shown at `now`: a quote nobody paid in time is what it became, as nothing more can happen to the task. */
 export function shownAt(rec: TaskRecord, now: number): TaskRecord {
-  // Records written before payments existed have no `payment` field: shown as null.
-  if (rec.state !== 'input-required' || !rec.payment || now < rec.payment.expiresAt) return { ...rec, payment: rec.payment ?? null };
-  return { ...rec, state: 'failed', reason: 'quote_expired', explanation: explain('quote_expired'), detail: null };
+  // Records written before payments (or contexts) existed have no `payment` (`context`) field: shown as null.
+  const shown = { ...rec, payment: rec.payment ?? null, context: rec.context ?? null };
+  if (rec.state !== 'input-required' || !rec.payment || now < rec.payment.expiresAt) return shown;
+  return { ...shown, state: 'failed', reason: 'quote_expired', explanation: explain('quote_expired'), detail: null };
 }

@@ -1,7 +1,7 @@
 // The provider's desk (SPEC §4, §9, §10): the one entry of the provider role. It routes the peer
 // messages of an inbound call to the steps that handle them — `task.send` to a text task, a free call or
 // a priced call's quote (a task id seen before gets its answer again, repeat.ts), `task.pay` to the paid
-// call, `task.cancel` to the quote it declines — and owns the state those steps share in memory: the
+// call, `task.cancel` to the quote it declines or the running call it stops — and owns the state those steps share in memory: the
 // admission gates (gate.ts), the quotes waiting for payment (quotes.ts) and the task ids being admitted.
 // Read top to bottom, the pipeline of one call is:
 //   calls.ts → checks.ts → free-call.ts (slots.ts, gate.ts, record.ts, service.ts, reply.ts)
@@ -18,6 +18,7 @@ import { call, type Call } from '../../actors/call.js';
 import { precheck, type CallIn, type FileIn } from './checks.js';
 import { Gates } from './gate.js';
 import { WaitingQuotes } from './quotes.js';
+import { Cancels } from './cancels.js';
 import { receive, refuse, runningMark, type Running } from './record.js';
 import { replyTo } from './reply.js';
 import { dropBlobs } from './files.js';
@@ -30,7 +31,7 @@ import { textTask, type TextParts } from './text.js';
 import { interruptRunning, tellInterrupted, type RestartParts } from './restart.js';
 
 /** What the provider uses of its node: the union of what its steps declare, less what it owns. */
-export type ProviderParts = Omit<FreeCallParts & PaidCallParts & TextParts & RepeatParts & RestartParts, 'gates' | 'quotes'>;
+export type ProviderParts = Omit<FreeCallParts & PaidCallParts & TextParts & RepeatParts & RestartParts, 'gates' | 'quotes' | 'cancels'>;
 
 type Parts = FreeCallParts & PaidCallParts & TextParts & RepeatParts & RestartParts;
 
@@ -39,12 +40,14 @@ export class Provider {
   readonly gates = new Gates();
   /** Priced calls waiting for their payment: their arguments live only here. */
   readonly quotes = new WaitingQuotes();
+  /** The running calls, which their callers may cancel. */
+  readonly cancels = new Cancels();
   /** The task ids whose first delivery is being admitted (RECEIVED not yet journaled). */
   private readonly arriving = new Map<string, Promise<void>>();
   private readonly parts: Parts;
 
   constructor(parts: ProviderParts) {
-    this.parts = { ...parts, gates: this.gates, quotes: this.quotes };
+    this.parts = { ...parts, gates: this.gates, quotes: this.quotes, cancels: this.cancels };
   }
 
   /** `task.send`: a capability call or a text task; a task id seen before is answered, never run again. */
@@ -80,11 +83,17 @@ export class Provider {
     await payCall(this.parts, call(this.parts.host, m.from, msg.task), msg.body);
   };
 
-  /** `task.cancel` with `payment-rejected`: the caller declined the quote. */
+  /**
+   * `task.cancel`: a quote waiting for payment is declined (whatever the body says); a running call is
+   * aborted (cancels.ts) and ends `canceled`. A call that has ended, or is not ours to stop, stays as it is:
+   * the caller already has (or will get) its final answer.
+   */
   readonly onCancel: MessageHandler = async (m) => {
     const msg = taskMessage(m);
     if (!msg) return;
-    await cancelQuote(this.parts, call(this.parts.host, m.from, msg.task));
+    const record = call(this.parts.host, m.from, msg.task);
+    if (await cancelQuote(this.parts, record)) return;
+    this.cancels.cancel(record.id);
   };
 
   /** At start, before any message is taken: ends the calls a stop interrupted (restart.ts). */

@@ -12,7 +12,8 @@ import type { CallIn, Checked } from './checks.js';
 import { admitTogether, type SlotParts } from './slots.js';
 import { afterAdmission, ending, outcomeEvent, payloadOf, receive, runningMark, type Running } from './record.js';
 import type { Fields, Reply, ReplyParts } from './reply.js';
-import { serve, target, type ServiceParts } from './service.js';
+import { previewsOf, serve, target, type ServiceParts } from './service.js';
+import type { Cancels } from './cancels.js';
 
 /** What a free call uses of the node. */
 export interface FreeCallParts extends ReplyParts, ServiceParts, SlotParts {
@@ -20,6 +21,8 @@ export interface FreeCallParts extends ReplyParts, ServiceParts, SlotParts {
   /** The hub: a call's file blobs are deleted there once it ended. */
   client: Pick<HubClient, 'deleteBlobs'>;
   log: (line: string) => void;
+  /** The running calls a caller may cancel. */
+  cancels: Cancels;
 }
 
 /**
@@ -47,20 +50,35 @@ export async function freeCall(
   const { admitted: decision, reply } = next;
   // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it
   // `interrupted` if the node stops first.
+  const run = parts.cancels.open(record.id, parts.stopping);
   const done = (async () => {
     try {
-      const outcome = await serve(parts, call, argsText, decision.files, service, socketCheck, reply);
+      const preview = previewsOf(parts, call);
+      const outcome = await serve(parts, call, argsText, decision.files, service, socketCheck, reply, {
+        run,
+        ...(preview ? { preview } : {}),
+      });
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
+      // Canceled by its caller: ended `canceled`, unless the result came first (then it stands).
+      if (run.canceled() && outcome.state !== 'completed') return await endCanceled(record, reply, () => decision.release());
       // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
       const payload = decision.capability.inbound.discard ? null : payloadOf(argsText, decision.files, outcome);
       await finish(parts, record, call, outcome, reply, payload, () => decision.release());
     } catch (err) {
       if (!parts.stopping.aborted) await decision.release();
       throw err;
+    } finally {
+      run.close();
     }
   })();
   return { done };
+}
+
+/** CANCELED (the running mark goes in its batch) with the slot given back, then `canceled` to the caller. */
+export async function endCanceled(record: Call, reply: Reply, release: () => Promise<void>): Promise<void> {
+  const ended = record.canceled({ reason: 'canceled' }, ending(record, null));
+  await Promise.all([reply({ state: 'canceled', reason: 'canceled' }, ended), release()]);
 }
 
 /**

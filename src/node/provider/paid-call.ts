@@ -15,12 +15,14 @@ import { paymentRequired, signQuote, QUOTE_SECONDS } from '../../protocol/quote.
 import { peekAuthorization } from '../../protocol/authorization.js';
 import { X402_STATUS, X402_REQUIRED, X402_PAYLOAD, QUOTE_SIGNATURE } from '../../protocol/messages.js';
 import type { Call } from '../../actors/call.js';
+import type { Cancelable } from './cancels.js';
 import type { CallIn, Checked } from './checks.js';
 import { takeInflight, takeQuota, type SlotParts } from './slots.js';
 import type { Quoted, WaitingQuotes } from './quotes.js';
 import { afterAdmission, ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type Running } from './record.js';
 import { replyTo, answer, type Reply } from './reply.js';
-import { serve, target, type ServiceParts } from './service.js';
+import { previewsOf, serve, target, type ServiceParts } from './service.js';
+import type { Cancels } from './cancels.js';
 import { paidAnswer, paidReceipt, settleAndAnswer, storedResult, type SettleParts } from './settle.js';
 
 /** What a paid call uses of the node, with the waiting quotes the node owns. */
@@ -28,6 +30,8 @@ export interface PaidCallParts extends SettleParts, ServiceParts, SlotParts {
   quotes: WaitingQuotes;
   /** The hub's ledger, and its blobs: a call's files are deleted there once it ended. */
   client: Pick<HubClient, 'hold' | 'settle' | 'deleteBlobs'>;
+  /** The running calls a caller may cancel. */
+  cancels: Cancels;
 }
 
 /**
@@ -132,17 +136,23 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
     await parts.store.running.del(record.id);
     return reply({ state: 'failed', reason: 'quote_expired', [X402_STATUS]: 'payment-failed' });
   }
-  void runPaid(parts, q, auth.bytes, reply)
-    .finally(drop)
+  // Cancelable from here: a cancel while the hub holds the amount ends the call before its service runs.
+  const run = parts.cancels.open(record.id, parts.stopping);
+  void runPaid(parts, q, auth.bytes, reply, run)
+    .finally(() => {
+      run.close();
+      drop();
+    })
     .catch((err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`));
 }
 
-/** `task.cancel` with `payment-rejected`: the caller declined the quote; CANCELED lets it go. */
-export async function cancelQuote(parts: PaidCallParts, record: Call): Promise<void> {
+/** `task.cancel` of a quoted call: the caller declined the quote; CANCELED lets it go. False when no quote waits. */
+export async function cancelQuote(parts: PaidCallParts, record: Call): Promise<boolean> {
   const q = parts.quotes.take(record.id);
-  if (!q) return;
+  if (!q) return false;
   dropBlobs(parts.client, q.call.blobs, parts.log);
   await record.canceled({ reason: 'payment_rejected' }, ending(record, null));
+  return true;
 }
 
 function authorizationIn(body: Record<string, CborValue>): Uint8Array | null {
@@ -176,7 +186,7 @@ function readPayment(
 }
 
 /** Hold (HELD), take the in-flight slot, run the service, journal its outcome; then settle and answer. */
-async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Array, reply: Reply): Promise<void> {
+async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Array, reply: Reply, run: Cancelable): Promise<void> {
   const { record, call } = q;
   let holdTx: string;
   try {
@@ -188,6 +198,7 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
   }
   crashPoint('after-hold');
   await record.held({ tx: holdTx });
+  if (run.canceled()) return cancelPaid(parts, q);
   const slot = await takeInflight(parts, q.capability, {
     id: `${call.caller}/${call.task}`,
     from: call.caller,
@@ -201,9 +212,15 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
   }
   try {
     const service = target(parts.config, q.capability);
-    const outcome = await serve(parts, call, q.argsText, q.files, service, checkTarget(service), reply);
+    const preview = previewsOf(parts, call);
+    const outcome = await serve(parts, call, q.argsText, q.files, service, checkTarget(service), reply, {
+      run,
+      ...(preview ? { preview } : {}),
+    });
     // Stopping: the next start releases the hold and ends the call `interrupted`.
     if (parts.stopping.aborted) return;
+    // Canceled by its caller: the hold is released, unless the result came first (then it stands).
+    if (run.canceled() && outcome.state !== 'completed') return await cancelPaid(parts, q);
     const payload = q.capability.inbound.discard ? null : payloadOf(q.argsText, q.files, outcome);
     const kept = payload === null ? [] : [{ sublevel: 'payloads' as const, key: record.id, value: payload }];
     await record.outcome(outcomeEvent(parts, call, outcome), kept);
@@ -211,6 +228,12 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
   } finally {
     if (!parts.stopping.aborted) await slot.release();
   }
+}
+
+/** CANCELED of a paid call: it goes `settling`, the hold is released, and the caller gets `canceled` with the receipt of the release. */
+async function cancelPaid(parts: PaidCallParts, q: Quoted): Promise<void> {
+  await q.record.canceled({ reason: 'canceled' });
+  await settleAndAnswer(parts, q.record, null, q.listed);
 }
 
 const hubWords = (err: unknown) => (err instanceof HubRefusedError ? `the hub refused: ${err.code}` : 'the hub did not answer');

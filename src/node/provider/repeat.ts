@@ -31,7 +31,13 @@ export async function answerRepeat(parts: RepeatParts, record: Call): Promise<vo
   if (!state) return;
   const { value, context: ctx } = state;
   const reply = replyTo(parts, record.caller, record.task);
-  if (value === 'new' || value === 'canceled') return;
+  if (value === 'new') return;
+  // A declined quote has no answer; a call its caller canceled while it ran says so again (unpaid ones: a
+  // paid one's final answer goes to its `task.pay`).
+  if (value === 'canceled') {
+    if (ctx.reason === 'canceled' && ctx.payNonce === null) await reply({ state: 'canceled', reason: 'canceled' });
+    return;
+  }
   if (value === 'quoted') {
     if (ctx.quoteExpiresAt === null || parts.now() >= ctx.quoteExpiresAt) return;
     const network = `hub:${await parts.hubAid()}`;

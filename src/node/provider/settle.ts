@@ -122,6 +122,7 @@ function finalFields(ctx: CallContext, text: string | null, receipt: Uint8Array 
       detail: 'the call completed, but the provider stopped before sending its result, which it does not keep (discard)',
     };
   const retry = ctx.retryAfterMs ?? undefined;
+  if (ctx.ending === 'canceled') return { state: 'canceled', reason: ctx.reason ?? 'canceled' };
   if (ctx.ending === 'rejected')
     return { state: 'rejected', reason: ctx.reason ?? undefined, message: ctx.message ?? undefined, retry_after_ms: retry };
   return { state: 'failed', reason: ctx.reason ?? undefined, detail: ctx.detail ?? undefined, retry_after_ms: retry };

@@ -15,6 +15,9 @@ import { bucket, quotaIds } from '../../actors/bucket.js';
 import { call, type Alongside, type Call } from '../../actors/call.js';
 import { receive, type Running } from './record.js';
 import { answer, replyTo, TEXT_REPLY_TTL_MS, type ReplyParts } from './reply.js';
+import type { Cancels } from './cancels.js';
+import type { Preview } from '../../protocol/preview.js';
+import { previewsOf } from './service.js';
 
 const MAX_TEXT_BYTES = 64 * 1024;
 /** Text tasks one sender may send per minute, and how many may wait in the inbox at once. */
@@ -26,6 +29,8 @@ export interface TextParts extends ReplyParts {
   host: ActorHost;
   log: (line: string) => void;
   stopping: AbortSignal;
+  /** The running tasks a caller may cancel (a task with the local agent is one). */
+  cancels: Cancels;
 }
 
 export interface InboxEntry {
@@ -87,18 +92,26 @@ async function limits(parts: TextParts, from: string): Promise<{ reason: string;
 async function askAgent(parts: TextParts, record: Call, text: string, agent: string, listed: boolean): Promise<void> {
   const { caller: from, task } = record;
   const reply = replyTo(parts, from, task, listed, TEXT_REPLY_TTL_MS);
+  const run = parts.cancels.open(record.id, parts.stopping);
+  // The agent may stream its answer too: its progress events are previews (PROTOCOL §6.10).
+  const preview = previewsOf(parts, { caller: from, task, capability: CHAT });
   try {
     const body = Buffer.from(JSON.stringify({ task_id: task, from, text }));
     const outcome = await callService(
       { url: parseServiceUrl(agent) as ServiceUrl, timeoutMs: parts.config.modules.service.timeout_ms },
-      { caller: from, callId: task, capability: CHAT, body },
+      { caller: from, callId: task, capability: CHAT, body, ...(preview ? { onProgress: (p: Preview) => preview.push(p) } : {}) },
       parts.now,
-      parts.stopping,
+      run.signal,
     );
+    preview?.close();
     if (parts.stopping.aborted) return;
     const answerText = outcome.state === 'completed' ? outcome.result.text : undefined;
     const unmark: Alongside = [{ sublevel: 'running', key: record.id }];
     if (outcome.state === 'completed' && typeof answerText === 'string') return finishText(parts, record, answerText, listed, unmark);
+    if (run.canceled()) {
+      const ended = record.canceled({ reason: 'canceled' }, unmark);
+      return await reply({ state: 'canceled', reason: 'canceled' }, ended);
+    }
     const reason = outcome.state === 'completed' ? 'service_error' : outcome.reason;
     await record.outcome(
       outcome.state === 'rejected' ? { type: 'SERVICE_REJECTED', message: outcome.message } : { type: 'FAILED', reason },
@@ -112,6 +125,9 @@ async function askAgent(parts: TextParts, record: Call, text: string, agent: str
   } catch (err) {
     if (!parts.stopping.aborted) await parts.store.running.del(record.id);
     throw err;
+  } finally {
+    preview?.close();
+    run.close();
   }
 }
 
