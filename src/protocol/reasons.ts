@@ -22,7 +22,7 @@ export const REASONS = {
     'The task could not be sent to the other node (no encryption keys on the hub, the hub unreachable, or the message too large); nothing ran.',
   payment_required: 'The capability is priced: the task waits for payment.',
   payment_rejected: 'The payment was rejected.',
-  canceled: 'The caller canceled the task while it ran: its service request was stopped, and a payment held for it was given back.',
+  canceled: 'The caller canceled the task while it ran: its service request was stopped, and any payment held for it was given back.',
   quote_above_price: 'The quote is above the price the agent signed on its card, so it was not paid automatically.',
   quote_expired: 'The payment quote has expired.',
   settlement_failed: 'The hub could not settle the payment.',
