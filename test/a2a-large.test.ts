@@ -35,7 +35,12 @@ function post(url: string, token: string, body: string | Buffer, sent?: () => vo
       {
         method: 'POST',
         agent: false,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        headers: {
+          authorization: `Bearer ${token}`,
+          'a2a-version': '1.0',
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
       },
       (res) => {
         text(res).then((b) => resolve({ status: res.statusCode!, body: b }), reject);
@@ -86,7 +91,7 @@ test('SPEC §12 (local A2A endpoint): while a 30 MiB SendMessage is being parsed
 
 test('SPEC §12 (local A2A endpoint): a body over 32 MiB is answered 413 before the rest of it is read — at once on its Content-Length, or as a chunked body passes the limit — and a client still sending gets the whole answer; a body of exactly the limit is read', async (t) => {
   const { url, token } = await endpoint(t);
-  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  const headers = { authorization: `Bearer ${token}`, 'a2a-version': '1.0', 'content-type': 'application/json' };
   const refusal = { error: `the request body is larger than ${MAX_BODY} bytes` };
 
   // Content-Length over the limit: answered with none of the body sent.

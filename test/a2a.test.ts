@@ -77,11 +77,20 @@ async function rpcError(t: ExecutionContext, call: Promise<unknown>): Promise<{ 
   return { code: err.envelopeCode, data: err.data };
 }
 
-/** A raw JSON-RPC POST, for what a well-behaved client never sends. */
-async function rawRpc(url: string, token: string | null, body: string): Promise<{ status: number; json: Record<string, unknown> }> {
+/** A raw JSON-RPC POST (A2A-Version 1.0 unless told), for what a well-behaved client never sends. */
+async function rawRpc(
+  url: string,
+  token: string | null,
+  body: string,
+  version = '1.0',
+): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      ...(version ? { 'a2a-version': version } : {}),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
     body,
   });
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
@@ -204,22 +213,39 @@ test('SPEC §12, §10 (a2a-x402): a task waiting for payment carries the quote a
   );
 });
 
-test('SPEC §12, §9.2: a text-only message is a text task: working while it waits in the inbox, then completed with the answer (GetTask)', async (t) => {
+test('SPEC §12, §9.2, A2A §3.2.2: a text-only message is a text task; a blocking SendMessage waits for the answer (completed), returnImmediately answers while it waits in the inbox', async (t) => {
   const net = await startNet(t);
   const p = await net.node('p', { inbound: { policy: 'open' }, ...LOCAL });
   await net.start(p.dir);
   const c = await caller(net);
   const a2a = await client(c.daemon, c.token, p.aid);
-  const sent = (await a2a.sendMessage(sendText('please summarise the report'))) as Task;
-  t.is(stateOf(sent), 'TASK_STATE_WORKING');
-  t.is(sent.metadata?.['anet.capability'], 'chat');
-  const replied = await runCli(['reply', sent.id, 'it', 'is', 'fine', '--data', p.dir]);
-  t.is(replied.code, 0, replied.stderr);
-  let task = sent;
+  const inbox = async () => JSON.parse((await runCli(['inbox', '--json', '--data', p.dir])).stdout) as { task: string }[];
+
+  const atOnce = SendMessageRequest.fromJSON({
+    message: { messageId: 'm-first', role: 'ROLE_USER', parts: [{ text: 'first' }] },
+    configuration: { returnImmediately: true },
+  });
+  const quick = (await a2a.sendMessage(atOnce)) as Task;
+  t.true(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING'].includes(stateOf(quick)), stateOf(quick));
+  t.is(quick.metadata?.['anet.capability'], 'chat');
+
+  let answered = false;
+  const blocking = (a2a.sendMessage(sendText('please summarise the report')) as Promise<Task>).then((task) => {
+    answered = true;
+    return task;
+  });
+  let waiting: { task: string }[] = [];
   await until(async () => {
-    task = await a2a.getTask(GetTaskRequest.fromJSON({ id: sent.id }));
-    return stateOf(task) === 'TASK_STATE_COMPLETED';
-  }, 'the answer');
+    waiting = await inbox();
+    return waiting.length === 2;
+  }, 'both tasks in the inbox');
+  t.false(answered, 'not answered while the task waits in the inbox');
+  const second = waiting.find((e) => e.task !== quick.id)!.task;
+  const replied = await runCli(['reply', second, 'it', 'is', 'fine', '--data', p.dir]);
+  t.is(replied.code, 0, replied.stderr);
+  const task = await blocking;
+  t.is(task.id, second);
+  t.is(stateOf(task), 'TASK_STATE_COMPLETED');
   t.deepEqual(task.artifacts[0]!.parts[0]!.content, { $case: 'text', value: 'it is fine' });
 });
 

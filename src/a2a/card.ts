@@ -5,7 +5,16 @@ import { HubRefusedError } from '../hub-client/client.js';
 import { explain } from '../protocol/reasons.js';
 import type { Operate, ReadCard } from '../node/operations.js';
 
-export type CardAnswer = { status: 200; card: AgentCard } | { status: 404 | 502; error: string; reason?: string; explanation?: string };
+/**
+ * The card as served here: it also says how to authenticate (A2A v1.0 `securitySchemes`,
+ * `securityRequirements`): every request needs this endpoint's bearer token.
+ */
+export type ServedCard = AgentCard & {
+  securitySchemes: Record<string, { httpAuthSecurityScheme: { scheme: string; description: string } }>;
+  securityRequirements: { schemes: Record<string, { list: string[] }> }[];
+};
+
+export type CardAnswer = { status: 200; card: ServedCard } | { status: 404 | 502; error: string; reason?: string; explanation?: string };
 
 export async function localCard(operate: Operate, aid: string, rpcUrl: string): Promise<CardAnswer> {
   let read: ReadCard;
@@ -24,11 +33,21 @@ export async function localCard(operate: Operate, aid: string, rpcUrl: string): 
 
 /**
  * The card's own interface is the hub relay (WIRE §3.3), which a standard client cannot speak; here it
- * is replaced by this endpoint's JSON-RPC URL. The relay signature is dropped: it covers the card as
- * signed, not this rewritten copy, so a client checking it would (rightly) fail. The verified original,
- * signature and all, is what `anet card --json` shows; this endpoint serves only cards that verified.
+ * is replaced by this endpoint's JSON-RPC URL, with what this endpoint offers whatever the agent's card
+ * says: streaming and push notifications (this node follows the task and streams or posts its updates),
+ * and the bearer token it requires. The relay signature is dropped: it covers the card as signed, not
+ * this rewritten copy, so a client checking it would (rightly) fail. The verified original, signature and
+ * all, is what `anet card --json` shows; this endpoint serves only cards that verified.
  */
-function rewrite(card: AgentCard, rpcUrl: string): AgentCard {
+function rewrite(card: AgentCard, rpcUrl: string): ServedCard {
   const { signatures: _signed, ...rest } = card;
-  return { ...rest, supportedInterfaces: [{ url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }] };
+  return {
+    ...rest,
+    supportedInterfaces: [{ url: rpcUrl, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }],
+    capabilities: { ...rest.capabilities, streaming: true, pushNotifications: true },
+    securitySchemes: { bearer: { httpAuthSecurityScheme: { scheme: 'Bearer', description: BEARER } } },
+    securityRequirements: [{ schemes: { bearer: { list: [] } } }],
+  };
 }
+
+const BEARER = 'the token in a2a.token of the node data dir (Authorization: Bearer <token>)';

@@ -1,76 +1,81 @@
 // JSON-RPC 2.0 at `/a2a/v1/agents/<aid>/jsonrpc` (SPEC §12) with the A2A v1.0 method names and error
-// codes. Only the v1.0 names are served: @a2a-js/sdk 1.3.0 sends them to an interface declaring
-// protocolVersion "1.0" (its v0.3 names — message/send, tasks/get, ... — come only from its legacy
-// transport, which also speaks the v0.3 shapes, so answering them with v1.0 shapes would mislead).
+// codes (A2A §9). Only A2A-Version 1.0 is served (version.ts). The v0.3 method names (message/send,
+// tasks/get, ...) are refused with their v1.0 name: they come from v0.3 clients, which send and read
+// v0.3 shapes, so answering them in 1.0 would mislead them; the official SDK speaks 1.0 to this endpoint.
 import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import type { Parsed } from './parse.js';
-import { PaymentError, type Operate } from '../node/operations.js';
-import { explain } from '../protocol/reasons.js';
-import { readMessage, toTask, MessageError, type Request } from './tasks.js';
+import { CancelError } from '../node/operations.js';
+import { toTask } from './tasks.js';
+import { CODES, RpcError, invalidParams, reasoned, taskOf, type Ctx } from './errors.js';
+import { sendMessage, sendStreamingMessage, subscribeToTask, Streamed } from './messages.js';
+import { listTasks } from './list.js';
+import { PushConfigError } from './push.js';
+import { V03_METHODS, servedVersion, versionRefusal } from './version.js';
+import type { StreamResponse } from './events.js';
+import type { Channel } from './channel.js';
 
-/** How long SendMessage waits for a final state before answering with the task as it stands; clients poll GetTask after. */
-export const SEND_WAIT_MS = 5_000;
-
-export const CODES = {
-  parseError: -32700,
-  invalidRequest: -32600,
-  methodNotFound: -32601,
-  invalidParams: -32602,
-  internal: -32603,
-  taskNotFound: -32001,
-  taskNotCancelable: -32002,
-  unsupported: -32004,
-  invalidAgentResponse: -32006,
-  extendedCardNotConfigured: -32007,
-} as const;
-
-export class RpcError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-  }
-}
+export { CODES, RpcError } from './errors.js';
+export { FOLLOW_MS } from './messages.js';
 
 /** Numbers stay as written (lossless), so the answer echoes the id exactly. */
-type Id = string | LosslessNumber | null;
+export type Id = string | LosslessNumber | null;
 type Params = Record<string, unknown>;
-type Method = (operate: Operate, aid: string, params: Params) => Promise<unknown>;
+type Method = (ctx: Ctx, params: Params) => Promise<unknown>;
+
+/** One JSON-RPC answer, or an SSE stream of answers (each event `{jsonrpc, id, result}`) for the streaming methods. */
+export type Reply = { json: Record<string, unknown> } | { stream: { id: Id; events: Channel<StreamResponse> } };
 
 const METHODS: Record<string, Method> = {
   GetExtendedAgentCard: getExtendedAgentCard,
   SendMessage: sendMessage,
+  SendStreamingMessage: sendStreamingMessage,
   GetTask: getTask,
+  ListTasks: listTasks,
   CancelTask: cancelTask,
+  SubscribeToTask: subscribeToTask,
+  CreateTaskPushNotificationConfig: createPushConfig,
+  GetTaskPushNotificationConfig: getPushConfig,
+  ListTaskPushNotificationConfigs: listPushConfigs,
+  DeleteTaskPushNotificationConfig: deletePushConfig,
 };
 
 /**
  * One request body, parsed (parse.ts: losslessly, so a capability's arguments reach the service with every
- * digit the client wrote), in; one response object out (never throws).
+ * digit the client wrote), and the A2A-Version it asked for ('' for none), in; the reply out (never throws).
  */
-export async function answerRpc(operate: Operate, aid: string, parsed: Parsed): Promise<Record<string, unknown>> {
-  if (!parsed.ok) return failure(null, new RpcError(CODES.parseError, 'Parse error: the body is not JSON'));
+export async function answerRpc(ctx: Ctx, parsed: Parsed, version: string): Promise<Reply> {
+  if (!parsed.ok) return { json: failure(null, new RpcError(CODES.parseError, 'Parse error: the body is not JSON')) };
   const r = parsed.value as Record<string, unknown> | null;
   // Every A2A call expects an answer, so a request without an id (a notification) is refused as well.
   const id = idOf(r?.id);
   if (typeof r !== 'object' || r === null || Array.isArray(r) || r.jsonrpc !== '2.0' || typeof r.method !== 'string' || id === undefined) {
-    return failure(
-      id ?? null,
-      new RpcError(CODES.invalidRequest, 'Invalid Request: one JSON-RPC 2.0 request object with an id and a method'),
-    );
+    return {
+      json: failure(
+        id ?? null,
+        new RpcError(CODES.invalidRequest, 'Invalid Request: one JSON-RPC 2.0 request object with an id and a method'),
+      ),
+    };
   }
+  if (!servedVersion(version)) return { json: failure(id, new RpcError(CODES.versionNotSupported, versionRefusal(version, r.method))) };
   const method = METHODS[r.method];
-  if (!method) return failure(id, new RpcError(CODES.methodNotFound, `Method not found: ${r.method}`));
+  if (!method) return { json: failure(id, notFound(r.method)) };
   const params = r.params ?? {};
   if (typeof params !== 'object' || params === null || Array.isArray(params))
-    return failure(id, new RpcError(CODES.invalidParams, 'Invalid params: params must be an object'));
+    return { json: failure(id, new RpcError(CODES.invalidParams, 'Invalid params: params must be an object')) };
   try {
-    return { jsonrpc: '2.0', id, result: await method(operate, aid, params as Params) };
+    const result = await method(ctx, params as Params);
+    if (result instanceof Streamed) return { stream: { id, events: result.events } };
+    return { json: { jsonrpc: '2.0', id, result } };
   } catch (err) {
-    return failure(id, err instanceof RpcError ? err : new RpcError(CODES.internal, (err as Error).message));
+    return { json: failure(id, asRpcError(err)) };
   }
+}
+
+function notFound(method: string): RpcError {
+  const v1 = V03_METHODS[method];
+  if (v1)
+    return new RpcError(CODES.methodNotFound, `Method not found: ${method} is the A2A v0.3 name; in A2A 1.0, served here, it is ${v1}`);
+  return new RpcError(CODES.methodNotFound, `Method not found: ${method}`);
 }
 
 /** A JSON-RPC id: a string, a number, or null; undefined when absent or of another type. */
@@ -78,16 +83,19 @@ function idOf(id: unknown): Id | undefined {
   return typeof id === 'string' || id === null || isLosslessNumber(id) ? id : undefined;
 }
 
-function failure(id: Id, err: RpcError): Record<string, unknown> {
+export function asRpcError(err: unknown): RpcError {
+  if (err instanceof RpcError) return err;
+  if (err instanceof PushConfigError) return invalidParams(err.message);
+  return new RpcError(CODES.internal, (err as Error).message);
+}
+
+export function failure(id: Id, err: RpcError): Record<string, unknown> {
   return { jsonrpc: '2.0', id, error: { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) } };
 }
 
-/** An error carrying a SPEC §13 reason in `data`, with its sentence as the message too. */
-const reasoned = (code: number, reason: string) => new RpcError(code, explain(reason), { reason, explanation: explain(reason) });
-
 /** SPEC §6.3, the right-hand column: the same outcome `anet card` shows, as A2A answers it. */
-async function getExtendedAgentCard(operate: Operate, aid: string): Promise<unknown> {
-  const view = await operate('card', { aid });
+async function getExtendedAgentCard(ctx: Ctx): Promise<unknown> {
+  const view = await ctx.operate('card', { aid: ctx.aid });
   // A public card that does not verify (or whose KEL fails) is an invalid answer from that agent.
   if (!view.verified) throw reasoned(CODES.invalidAgentResponse, view.reason ?? 'card_signature_invalid');
   // Only the newest extended card is an answer: an older one held in its place (SPEC §6.3 "unavailable")
@@ -101,7 +109,7 @@ async function getExtendedAgentCard(operate: Operate, aid: string): Promise<unkn
       lastAttemptAt: view.lastAttemptAt,
       nextAttemptAt: view.nextAttemptAt,
     };
-    throw new RpcError(CODES.internal, explain('card_stale'), data);
+    throw new RpcError(CODES.internal, reasoned(CODES.internal, 'card_stale').message, data);
   }
   if (view.extended === 'ok') return view.card; // the signed card as the provider sent it
   switch (view.reason) {
@@ -115,64 +123,54 @@ async function getExtendedAgentCard(operate: Operate, aid: string): Promise<unkn
   }
 }
 
-async function sendMessage(operate: Operate, aid: string, params: Params): Promise<unknown> {
-  let request: Request;
-  try {
-    request = readMessage(params.message);
-  } catch (err) {
-    if (!(err instanceof MessageError)) throw err;
-    throw new RpcError(err.unsupported ? CODES.unsupported : CODES.invalidParams, `Invalid params: ${err.message}`);
-  }
-  const configuration = params.configuration as { returnImmediately?: unknown } | undefined;
-  const waitMs = configuration?.returnImmediately === true ? 0 : SEND_WAIT_MS;
-  if (request.kind === 'payment') return { task: toTask(await answerQuote(operate, aid, request.task, request.decision, waitMs)) };
-  const record =
-    request.kind === 'call'
-      ? await operate('call', { aid, capability: request.capability, args: request.argsText, files: request.files, waitMs })
-      : await operate('send', { aid, text: request.text, waitMs });
-  return { task: toTask(record) };
-}
-
-/** a2a-x402: the client's answer to a quote. The node signs the payment itself, under `anet pay` rules. */
-async function answerQuote(operate: Operate, aid: string, id: string, decision: 'payment-submitted' | 'payment-rejected', waitMs: number) {
-  const record = await taskOf(operate, aid, { id });
-  try {
-    return decision === 'payment-submitted'
-      ? await operate('pay', { task: record.task, waitMs })
-      : await operate('reject', { task: record.task });
-  } catch (err) {
-    if (err instanceof PaymentError) throw new RpcError(CODES.invalidParams, `Invalid params: ${err.message}`, { state: record.state });
-    throw err;
-  }
-}
-
-/** The task by id, when it was sent to this agent (another agent's endpoint does not see it). */
-async function taskOf(operate: Operate, aid: string, params: Params) {
-  if (typeof params.id !== 'string' || params.id === '') throw new RpcError(CODES.invalidParams, 'Invalid params: id must be the task id');
-  const record = await operate('task', { id: params.id });
-  if (!record || record.to !== aid) throw new RpcError(CODES.taskNotFound, `Task not found: ${params.id}`);
-  return record;
-}
-
-async function getTask(operate: Operate, aid: string, params: Params): Promise<unknown> {
-  return toTask(await taskOf(operate, aid, params));
+async function getTask(ctx: Ctx, params: Params): Promise<unknown> {
+  return toTask(await taskOf(ctx, params.id));
 }
 
 /**
- * Only a task waiting for payment can be canceled: its quote is rejected, as `anet reject` does (SPEC
- * §10), and it ends `canceled` on both sides. Any other sent task cannot be called back: once the
- * provider has it, it runs or waits for that side's operator.
+ * The `cancel` operation: a quote is declined (as `anet reject`), a task under way is stopped by its
+ * provider (its service request aborted, a hold released), and the task answered as it then stands:
+ * canceled, or still working when the provider has not answered in 10 s. An ended task, or one whose
+ * result crossed the cancel, is not cancelable (-32002, with its state).
  */
-async function cancelTask(operate: Operate, aid: string, params: Params): Promise<unknown> {
-  let record = await taskOf(operate, aid, params);
-  if (record.state === 'input-required') {
-    try {
-      return toTask(await operate('reject', { task: record.task }));
-    } catch (err) {
-      // Paid (or expired) in the meantime: say what it is now.
-      if (!(err instanceof PaymentError)) throw err;
-      record = await taskOf(operate, aid, params);
-    }
+async function cancelTask(ctx: Ctx, params: Params): Promise<unknown> {
+  const record = await taskOf(ctx, params.id);
+  let after: Awaited<ReturnType<typeof ctx.operate<'cancel'>>>;
+  try {
+    after = await ctx.operate('cancel', { task: record.task });
+  } catch (err) {
+    if (err instanceof CancelError) throw notCancelable(record.task, err.state ?? record.state);
+    throw err;
   }
-  throw new RpcError(CODES.taskNotCancelable, `Task cannot be canceled: ${record.task} is ${record.state}`, { state: record.state });
+  if (after.state === 'completed' || after.state === 'failed' || after.state === 'rejected') throw notCancelable(record.task, after.state);
+  return toTask(after);
+}
+
+const notCancelable = (task: string, state: string) =>
+  new RpcError(CODES.taskNotCancelable, `Task cannot be canceled: ${task} is ${state}`, { state });
+
+/** CreateTaskPushNotificationConfig: params are a TaskPushNotificationConfig (taskId, url, token, authentication, id). */
+async function createPushConfig(ctx: Ctx, params: Params): Promise<unknown> {
+  const record = await taskOf(ctx, params.taskId, 'taskId');
+  return ctx.push.add(ctx.push.read(record.task, params));
+}
+
+async function getPushConfig(ctx: Ctx, params: Params): Promise<unknown> {
+  const record = await taskOf(ctx, params.taskId, 'taskId');
+  const config = ctx.push.get(record.task, String(params.id ?? ''));
+  // §3.1.8: a config that does not exist is TaskNotFoundError.
+  if (!config) throw new RpcError(CODES.taskNotFound, `No push notification config ${String(params.id ?? '')} for task ${record.task}`);
+  return config;
+}
+
+/** All of the task's configs in one page (they are at most MAX_CONFIGS_PER_TASK). */
+async function listPushConfigs(ctx: Ctx, params: Params): Promise<unknown> {
+  const record = await taskOf(ctx, params.taskId, 'taskId');
+  return { configs: ctx.push.list(record.task), nextPageToken: '' };
+}
+
+async function deletePushConfig(ctx: Ctx, params: Params): Promise<unknown> {
+  const record = await taskOf(ctx, params.taskId, 'taskId');
+  ctx.push.remove(record.task, String(params.id ?? ''));
+  return null;
 }

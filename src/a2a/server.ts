@@ -11,10 +11,14 @@ import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches } from './token.js';
 import { a2aTokenPath } from '../config/environment.js';
-import { answerRpc } from './rpc.js';
+import { answerRpc, asRpcError, failure, type Id } from './rpc.js';
 import type { Operate } from '../node/operations.js';
 import { BodyParser } from './parse.js';
 import { localCard } from './card.js';
+import { PushConfigs } from './push.js';
+import { requestedVersion } from './version.js';
+import type { StreamResponse } from './events.js';
+import type { Channel } from './channel.js';
 
 export interface A2aEndpoint {
   /** Where it listens: the http origin (`http://localhost` for a Unix socket) and the bound address. */
@@ -49,7 +53,8 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
   const token = await ensureToken(node.dataDir);
   let origin = '';
   const parser = new BodyParser();
-  const server = createServer((req, res) => void handle(node, token, origin, parser, req, res));
+  const push = new PushConfigs(node.operate, log);
+  const server = createServer((req, res) => void handle({ node, token, origin, parser, push }, req, res));
   try {
     origin = originOf(listen, await bind(server, listen));
   } catch (err) {
@@ -67,6 +72,7 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
     listen,
     agentUrl,
     close: async () => {
+      push.close();
       server.closeAllConnections();
       await Promise.all([new Promise<void>((resolve) => server.close(() => resolve())), parser.close()]);
       if (listen.kind === 'unix') await unlink(listen.path).catch(() => {});
@@ -89,14 +95,16 @@ async function bind(server: Server, listen: Listen): Promise<number> {
   return (server.address() as { port: number }).port;
 }
 
-async function handle(
-  node: EndpointNode,
-  token: string,
-  origin: string,
-  parser: BodyParser,
-  req: IncomingMessage,
-  res: ServerResponse,
-): Promise<void> {
+/** What every request is handled with. */
+interface Endpoint {
+  node: EndpointNode;
+  token: string;
+  origin: string;
+  parser: BodyParser;
+  push: PushConfigs;
+}
+
+async function handle({ node, token, origin, parser, push }: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     if (!bearerMatches(req.headers.authorization, token)) {
       return send(
@@ -117,7 +125,10 @@ async function handle(
       if (req.method !== 'POST') return send(res, 405, { error: 'JSON-RPC takes POST' }, { allow: 'POST' });
       const body = await readBody(req, res);
       if (body === null) return; // answered 413
-      return send(res, 200, await answerRpc(node.operate, aid, await parser.parse(body)));
+      const version = requestedVersion(req.headers['a2a-version'], url.searchParams.get('A2A-Version'));
+      const reply = await answerRpc({ operate: node.operate, aid, push }, await parser.parse(body), version);
+      if ('json' in reply) return send(res, 200, reply.json);
+      return stream(res, reply.stream.id, reply.stream.events);
     }
     if (req.method !== 'GET') return send(res, 405, { error: 'the card takes GET' }, { allow: 'GET' });
     const answer = await localCard(node.operate, aid, `${origin}/a2a/v1/agents/${aid}/jsonrpc`);
@@ -159,6 +170,29 @@ function readBody(req: IncomingMessage, res: ServerResponse): Promise<Buffer | n
     // A client gone before the end of its body: nothing to answer.
     req.on('close', () => (req.complete ? undefined : reject(new Error('the request ended before its body'))));
   });
+}
+
+/**
+ * An SSE answer (A2A §9.4.2): each event `data: {"jsonrpc":"2.0","id":…,"result":<StreamResponse>}`, the
+ * response ended once the stream has. A failure mid-stream is one last event with an error. A client
+ * that leaves stops the reading (the task goes on).
+ */
+async function stream(res: ServerResponse, id: Id, events: Channel<StreamResponse>): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const iterator = events[Symbol.asyncIterator]();
+  const leave = () => events.stop();
+  res.on('close', leave);
+  const event = (body: Record<string, unknown>) => res.write(`data: ${stringifyLossless(body)}\n\n`);
+  try {
+    for (let next = await iterator.next(); !next.done && !res.destroyed; next = await iterator.next()) {
+      event({ jsonrpc: '2.0', id, result: next.value });
+    }
+  } catch (err) {
+    if (!res.destroyed) event(failure(id, asRpcError(err)));
+  } finally {
+    res.off('close', leave);
+    res.end();
+  }
 }
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -11,10 +11,15 @@ import type { TaskRecord } from '../node/operations.js';
 import { CHAT } from '../protocol/messages.js';
 import { X402_STATUS, X402_REQUIRED, X402_RECEIPTS } from '../protocol/messages.js';
 
-export type Request =
+/** What a message asks for; `context` is the client's contextId, kept on the task (A2A §3.4.1). */
+export type Request = (
   | { kind: 'call'; capability: string; argsText: string; files: { name: string; data_b64: string }[] }
   | { kind: 'text'; text: string }
-  | { kind: 'payment'; task: string; decision: 'payment-submitted' | 'payment-rejected' };
+  | { kind: 'continue'; task: string; decision: Decision | null }
+) & { context?: string };
+
+/** a2a-x402: a client's answer to a quote. */
+export type Decision = 'payment-submitted' | 'payment-rejected';
 
 /** A message we cannot take: the JSON-RPC answer is invalid params (or unsupported, for continuations). */
 export class MessageError extends Error {
@@ -31,17 +36,23 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 export function readMessage(message: unknown): Request {
   if (!isObject(message)) throw new MessageError('params.message must be an A2A Message object');
+  if (message.contextId !== undefined && typeof message.contextId !== 'string')
+    throw new MessageError('params.message.contextId must be a string');
+  const context = message.contextId ? { context: message.contextId } : {};
   // Each message starts a new anet task. The one continuation is a2a-x402's answer to a quote: metadata
   // `x402.payment.status` `payment-submitted` (this node signs and pays, as `anet pay`) or
-  // `payment-rejected` (as `anet reject`). The node is the wallet, so the client sends no payload.
+  // `payment-rejected` (as `anet reject`). The node is the wallet, so the client sends no payload. Any
+  // other continuation is refused by the caller once it knows the task exists (rpc.ts).
   if (typeof message.taskId === 'string' && message.taskId !== '') {
     const decision = isObject(message.metadata) ? message.metadata[X402_STATUS] : undefined;
-    if (decision === 'payment-submitted' || decision === 'payment-rejected') return { kind: 'payment', task: message.taskId, decision };
-    throw new MessageError(
-      'a message continues a task only to answer its payment quote (metadata x402.payment.status: payment-submitted or payment-rejected); any other message starts a new anet task',
-      true,
-    );
+    const known = decision === 'payment-submitted' || decision === 'payment-rejected' ? decision : null;
+    return { kind: 'continue', task: message.taskId, decision: known, ...context };
   }
+  return { ...readNew(message), ...context };
+}
+
+/** A message starting a task: a capability call or a text task. */
+function readNew(message: Record<string, unknown>): Request {
   const parts = message.parts;
   if (!Array.isArray(parts) || parts.length === 0) throw new MessageError('params.message.parts must be a non-empty array');
   const texts: string[] = [];
@@ -81,7 +92,7 @@ function readCall(data: unknown): { capability: string; argsText: string } {
 }
 
 /** SPEC §9.1 states as A2A v1.0 TaskState names. */
-const STATES: Record<string, string> = {
+export const STATES: Readonly<Record<string, string>> = {
   submitted: 'TASK_STATE_SUBMITTED',
   working: 'TASK_STATE_WORKING',
   'input-required': 'TASK_STATE_INPUT_REQUIRED',
@@ -92,23 +103,37 @@ const STATES: Record<string, string> = {
 };
 
 /**
- * The A2A Task for a task record. anet tasks have no conversation around them, so each task is its own
- * context (contextId = task id): a later GetTask gives the same answer without storing the client's ids.
+ * A task's contextId: the client's (kept on the record), else the task's own id, since a task sent
+ * without one is a conversation of its own; either way a later GetTask gives the same answer.
  */
+export const contextOf = (r: TaskRecord): string => r.context ?? r.task;
+
+/** The A2A Task for a task record. */
 export function toTask(r: TaskRecord): Record<string, unknown> {
+  const result = resultArtifact(r);
+  return {
+    id: r.task,
+    contextId: contextOf(r),
+    status: toStatus(r),
+    ...(result ? { artifacts: [result] } : {}),
+    metadata: { 'anet.capability': r.capability, ...(r.receipt !== null ? { 'anet.receipt': r.receipt } : {}) },
+  };
+}
+
+/** The A2A TaskStatus of a record: its state, when it changed, and why it stands there. */
+export function toStatus(r: TaskRecord): Record<string, unknown> {
   const status: Record<string, unknown> = {
     state: STATES[r.state] ?? 'TASK_STATE_UNSPECIFIED',
     timestamp: new Date(r.updatedAt).toISOString(),
   };
   const message = statusMessage(r);
   if (message) status.message = message;
-  return {
-    id: r.task,
-    contextId: r.task,
-    status,
-    ...(r.state === 'completed' ? { artifacts: [{ artifactId: 'result', name: 'result', parts: [resultPart(r)] }] } : {}),
-    metadata: { 'anet.capability': r.capability, ...(r.receipt !== null ? { 'anet.receipt': r.receipt } : {}) },
-  };
+  return status;
+}
+
+/** A completed task's one artifact, its result; null before. */
+export function resultArtifact(r: TaskRecord): Record<string, unknown> | null {
+  return r.state === 'completed' ? { artifactId: 'result', name: 'result', parts: [resultPart(r)] } : null;
 }
 
 /** A text task's answer is words; a capability call's result is the service's JSON. */
@@ -128,7 +153,7 @@ function statusMessage(r: TaskRecord): Record<string, unknown> | null {
   return {
     messageId: `${r.task}-${r.updatedAt}`,
     taskId: r.task,
-    contextId: r.task,
+    contextId: contextOf(r),
     role: 'ROLE_AGENT',
     parts: [{ text: r.message ?? r.explanation ?? r.reason ?? r.payment?.status }],
     metadata,
