@@ -2,15 +2,23 @@
 // Unix socket (or TCP when the module allows it), and the service's answer mapped to the caller's reply
 // by the table of §3.1. The socket is checked (§3.2) before anything is sent; what a caller is told never
 // holds a local path — `operatorDetail` (logs only) may.
-import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
+import { Agent, STATUS_CODES, request, type ClientRequest, type IncomingMessage } from 'node:http';
 import { oneLine } from '../util/text.js';
 import { drainedOrClosed } from '../util/stream.js';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ServiceUrl } from './url.js';
 import { checkSocket } from './socket.js';
 import { readTokenFile } from '../config/environment.js';
+import type { Preview } from '../protocol/preview.js';
+import { isEventStream, readEventStream } from './sse.js';
 
 export const MAX_RESULT_BYTES = 1024 * 1024;
+/**
+ * What the event-stream parser may hold of one event beyond the result's limit: the `event:`/`data:`
+ * field names of a multi-line event, so a result just under 1 MiB is still read whole (and then checked
+ * in bytes); anything larger ends the call `service_error`.
+ */
+const EVENT_MARGIN_CHARS = 64 * 1024;
 const MESSAGE_CHARS = 200;
 
 export interface ServiceTarget {
@@ -34,6 +42,11 @@ export interface ServiceRequest {
   capability: string;
   /** The exact body: the argument object, or `{args, files}` (SPEC §3), streamed when it holds files. */
   body: Uint8Array | StreamBody;
+  /**
+   * The service's previews, when it answers `text/event-stream` (issue 21): each valid `progress` event
+   * of at most MAX_PREVIEW_BYTES, in order, as it arrives. Without it, progress is read and dropped.
+   */
+  onProgress?: (p: Preview) => void;
 }
 
 export type ServiceOutcome =
@@ -85,7 +98,6 @@ const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string):
   operatorDetail,
 });
 
-/** Makes one call; never throws — every failure is an outcome of the §3.1 table. */
 /** The §3.2 check of a target's socket (null for TCP targets and safe sockets). */
 export function checkTarget(target: ServiceTarget): Promise<{ reason: string } | null> {
   if (target.url.kind !== 'unix') return Promise.resolve(null);
@@ -118,7 +130,7 @@ export async function callService(
     if ('error' in token) return unavailable(`token file: ${token.error}`);
     headers.authorization = `Bearer ${token.token}`;
   }
-  return post(target, headers, call.body, now, signal);
+  return post(target, headers, call.body, now, signal, call.onProgress);
 }
 
 function post(
@@ -127,6 +139,7 @@ function post(
   body: Uint8Array | StreamBody,
   now: () => number,
   signal?: AbortSignal,
+  onProgress?: (p: Preview) => void,
 ): Promise<ServiceOutcome> {
   return new Promise((resolve) => {
     let settled = false;
@@ -137,8 +150,9 @@ function post(
       // The node-wide stop signal must not keep this call (and its answer) alive after it ended.
       signal?.removeEventListener('abort', onStop);
       // A complete exchange leaves its connection to the agent, for the next call; anything else (a
-      // timeout, a stop, an answer not read to its end, or an early answer while the body is still being
-      // sent) closes it, or the unsent body would hold the connection for ever.
+      // timeout, a stop, an answer not read to its end — an event stream is left at its result — or an
+      // early answer while the body is still being sent) closes it, or the unsent body would hold the
+      // connection for ever. Closing is also how a service learns that a stop or a cancel ended its call.
       if (!(res?.complete && req.writableFinished)) req.destroy();
       resolve(outcome);
     };
@@ -166,7 +180,7 @@ function post(
     let res: IncomingMessage | undefined;
     const req = send(options, (response) => {
       res = response;
-      void answer(response, now).then(settle);
+      void answer(response, now, onProgress).then(settle);
     });
     // A kept connection is connected already: a failure on it may come after the service read the call.
     req.on('socket', (socket) => {
@@ -214,37 +228,93 @@ async function writeStream(req: ClientRequest, body: StreamBody, settled: () => 
   if (!settled()) req.end();
 }
 
-async function answer(res: IncomingMessage, now: () => number): Promise<ServiceOutcome> {
+async function answer(res: IncomingMessage, now: () => number, onProgress?: (p: Preview) => void): Promise<ServiceOutcome> {
   const status = res.statusCode ?? 0;
+  const ok = status >= 200 && status < 300;
+  if (ok && isEventStream(res.headers['content-type'])) return streamed(res, now, onProgress);
   // Only a 2xx (the result) and a 4xx (the service's own words) need the body; for the rest the status
   // says it all, and a body that stalls must not turn a clear answer into a timeout.
-  const wantsBody = (status >= 200 && status < 300) || (status >= 400 && status < 500 && status !== 429);
+  const wantsBody = ok || (status >= 400 && status < 500 && status !== 429);
   if (!wantsBody) res.resume();
   const read: Read = wantsBody ? await readLimited(res) : { kind: 'ok', bytes: Buffer.alloc(0) };
+  if (!ok) return byStatus(status, `HTTP ${status}`, rejection(status, res.statusMessage, read), res.headers['retry-after'], now);
+  if (read.kind === 'broken') return unknown('connection_lost', 'the answer broke off');
+  if (read.kind === 'too_large') return serviceError(`the answer is over ${MAX_RESULT_BYTES} bytes`);
+  return resultOf(read.bytes.toString('utf8'), 'the answer');
+}
+
+/** A failed call by the §3.1 table, from an HTTP status or a streamed `error` event's `status`. */
+function byStatus(
+  status: number,
+  /** What gave the status, for the operator: `HTTP 503`, or the error event's. */
+  source: string,
+  message: string,
+  retryAfterHeader: string | string[] | undefined,
+  now: () => number,
+): ServiceOutcome {
   if (status === 429 || status === 503) {
-    const retryAfterMs = retryAfter(res.headers['retry-after'], now());
+    const retryAfterMs = retryAfter(retryAfterHeader, now());
     return {
       state: 'failed',
       reason: 'service_busy',
       ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
-      operatorDetail: `HTTP ${status}`,
+      operatorDetail: source,
     };
   }
-  if (status === 502 || status === 504) return unknown('connection_lost', `HTTP ${status} from the service`);
-  if (status >= 400 && status < 500)
-    return { state: 'rejected', reason: 'service_rejected', message: rejection(status, res.statusMessage, read) };
-  if (status < 200 || status >= 300) return serviceError(`HTTP ${status}`);
-  if (read.kind === 'broken') return unknown('connection_lost', 'the answer broke off');
-  if (read.kind === 'too_large') return serviceError(`the answer is over ${MAX_RESULT_BYTES} bytes`);
+  if (status === 502 || status === 504) return unknown('connection_lost', `${source} from the service`);
+  if (status >= 400 && status < 500) return { state: 'rejected', reason: 'service_rejected', message };
+  return serviceError(source);
+}
+
+/** A result as the service wrote it: a JSON object of at most 1 MiB, its text kept for exact numbers. */
+function resultOf(text: string, what: string): ServiceOutcome {
+  if (Buffer.byteLength(text, 'utf8') > MAX_RESULT_BYTES) return serviceError(`${what} is over ${MAX_RESULT_BYTES} bytes`);
   let value: unknown;
-  const text = read.bytes.toString('utf8');
   try {
     value = JSON.parse(text);
   } catch {
-    return serviceError('the answer is not JSON');
+    return serviceError(`${what} is not JSON`);
   }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return serviceError('the answer is not a JSON object');
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return serviceError(`${what} is not a JSON object`);
   return { state: 'completed', result: value as Record<string, unknown>, text };
+}
+
+/** A `text/event-stream` answer (issue 21): previews as they come, then its one result or error event. */
+async function streamed(res: IncomingMessage, now: () => number, onProgress?: (p: Preview) => void): Promise<ServiceOutcome> {
+  const end = await readEventStream(res, MAX_RESULT_BYTES + EVENT_MARGIN_CHARS, onProgress);
+  switch (end.kind) {
+    case 'result':
+      return resultOf(end.data, 'the result event');
+    case 'error':
+      return streamedError(end.data, now);
+    case 'too_large':
+      return serviceError(`an event of the stream is over ${MAX_RESULT_BYTES} bytes`);
+    case 'ended':
+      return unknown('connection_lost', 'the event stream ended without a result');
+    case 'broken':
+      return unknown('connection_lost', 'the event stream broke off');
+  }
+}
+
+/** An `error` event: `{"status": N, "error": "..."}`, read as that HTTP status would be (no Retry-After). */
+function streamedError(data: string, now: () => number): ServiceOutcome {
+  const value = parseOrNull(data) as { status?: unknown; error?: unknown } | null;
+  const status = value?.status;
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 100 || status > 599)
+    return serviceError('the error event has no HTTP status');
+  const error =
+    typeof value?.error === 'string' && value.error.length > 0
+      ? value.error.slice(0, MESSAGE_CHARS)
+      : `${status} ${STATUS_CODES[status] ?? ''}`.trim();
+  return byStatus(status, `an error event with status ${status}`, error, undefined, now);
+}
+
+function parseOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 type Read = { kind: 'ok'; bytes: Buffer } | { kind: 'too_large' } | { kind: 'broken' };
