@@ -27,7 +27,7 @@ import { takeAnswer, type AnswerParts } from './answers.js';
 import { filesFromInline, forgetBlobs, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
 import type { FileRef } from '../../protocol/file-ref.js';
 import { Subject, filter } from 'rxjs';
-import { readPreview, type Preview } from '../../protocol/preview.js';
+import { MAX_PREVIEW_BYTES, readPreview, type Preview } from '../../protocol/preview.js';
 import { toBody } from '../../protocol/body.js';
 import { TASK_CANCEL } from '../../protocol/messages.js';
 import { MESSAGE_TTL_MS } from './send.js';
@@ -267,6 +267,8 @@ export class Caller {
    */
   private previewed(task: string, body: Record<string, unknown>, at: number): boolean {
     if (body.state !== 'working' || typeof body.preview !== 'string') return false;
+    // A provider's own bound, held to here too: a preview goes on to local clients as it is.
+    if (Buffer.byteLength(body.preview) > MAX_PREVIEW_BYTES) return true;
     let preview: Preview | null = null;
     try {
       preview = readPreview(JSON.parse(body.preview));
