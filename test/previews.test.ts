@@ -6,6 +6,8 @@ import test, { type ExecutionContext } from 'ava';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
+import { mkdir } from 'node:fs/promises';
+import { startSampleService } from '../src/service/sample.js';
 import { startNet } from './helpers/net.js';
 import { pricedProvider } from './helpers/payments.js';
 import { runCli } from './helpers/cli.js';
@@ -132,4 +134,30 @@ test('issue 21 / SPEC §9.3: a discard capability keeps no preview anywhere: the
   await provider.close();
   await caller.close();
   for (const dir of [p.dir, c.dir, join(net.root, 'hub')]) t.deepEqual(await filesContaining(dir, MARKER), [], dir);
+});
+
+test('issue 21 / SPEC §9.2: the local agent may stream its answer to a text task too: its progress reaches the sender as previews', async (t) => {
+  const net = await startNet(t);
+  const run = join(net.root, 'run-agent');
+  await mkdir(run, { mode: 0o700 });
+  const agent = await startSampleService(
+    join(run, 'agent.sock'),
+    streaming([{ text: 'thinking' }, { text: 'writing' }], 600, { text: 'hello back' }),
+  );
+  t.teardown(() => agent.close());
+  const p = await net.node('p', {
+    inbound: { policy: 'open' },
+    modules: { agent: { url: `unix://${agent.socketPath}` }, preview: { enabled: true } },
+  });
+  const c = await net.node('c');
+  await net.start(p.dir);
+  const caller = await net.start(c.dir);
+  const updates: TaskUpdate[] = [];
+  const sent = await operate(caller.node, 'send', { aid: p.aid, text: 'hello', waitMs: 100, onUpdate: (u) => updates.push(u) });
+  const done = await operate(caller.node, 'watch', { task: sent.task, waitMs: 20_000, onUpdate: (u) => updates.push(u) });
+  t.like(done, { state: 'completed', result: { text: 'hello back' } });
+  t.deepEqual(
+    previewsOf(updates).map((p) => p.text),
+    ['thinking', 'writing'],
+  );
 });
