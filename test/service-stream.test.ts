@@ -295,10 +295,11 @@ test('SPEC §3.1 / issue 21: aborting mid-stream (a stop, a cancel) closes the c
   const { outcome, previews } = await run(url, {
     signal: stop.signal,
     onProgress: (p) => {
-      if (p.text === 'step 2') stop.abort();
+      if (p.text === 'step 2') stop.abort(new Error('the caller canceled the task'));
     },
   });
   t.like(outcome, { state: 'failed', reason: 'outcome_unknown', detail: 'connection_lost' });
+  t.is(detail(outcome), 'the caller canceled the task', "the operator's log says why");
   t.deepEqual(previews, [{ text: 'step 1' }, { text: 'step 2' }]);
   await aborted;
   t.is(svc.aborted, 1);

@@ -156,7 +156,7 @@ function post(
       if (!(res?.complete && req.writableFinished)) req.destroy();
       resolve(outcome);
     };
-    const onStop = () => settle(unknown('connection_lost', 'the node stopped'));
+    const onStop = () => settle(unknown('connection_lost', whyAborted(signal)));
     /** Whether any byte of the request may have reached the service: from then on, a failure is "unknown". */
     let connected = false;
     const url = target.url;
@@ -204,7 +204,7 @@ function post(
         ),
       target.timeoutMs,
     );
-    if (signal?.aborted) return settle(unknown('connection_lost', 'the node stopped'));
+    if (signal?.aborted) return settle(unknown('connection_lost', whyAborted(signal)));
     signal?.addEventListener('abort', onStop, { once: true });
     if (body instanceof Uint8Array) return void req.end(body);
     void writeStream(req, body, () => settled).then(
@@ -213,6 +213,15 @@ function post(
         settle({ state: 'failed', reason: 'file_unavailable', detail: oneLine(err.message, 200), operatorDetail: err.message }),
     );
   });
+}
+
+/**
+ * The operator's words for an aborted call: the reason it was aborted with (a cancel says so), else the
+ * node's stop — an abort() with no reason gives a plain AbortError.
+ */
+function whyAborted(signal: AbortSignal | undefined): string {
+  const reason: unknown = signal?.reason;
+  return reason instanceof Error && reason.name !== 'AbortError' ? reason.message : 'the node stopped';
 }
 
 /**
