@@ -31,7 +31,11 @@ const TOOLS = [
   'send_text',
 ];
 
-/** `anet mcp --data DIR` as a child process with an MCP client on its stdio; its stderr is kept. */
+/**
+ * `anet mcp --data DIR` as a child process with an MCP client on its stdio; its stderr is kept. The tools
+ * are listed first, so the client checks every structured content against its tool's output schema (it
+ * throws on a mismatch), and each answer's fields are checked to be exactly the fields the schema names.
+ */
 async function mcp(t: ExecutionContext, dir: string) {
   const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--data', dir], stderr: 'pipe' });
   const stderr: string[] = [];
@@ -41,11 +45,26 @@ async function mcp(t: ExecutionContext, dir: string) {
   client.onerror = (err) => void protocolErrors.push(err);
   await client.connect(transport);
   t.teardown(() => client.close());
+  const schemas = new Map((await client.listTools()).tools.map((x) => [x.name, x.outputSchema]));
   const call = async (name: string, args: Record<string, unknown> = {}) => {
     const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 55_000 })) as CallToolResult;
+    if (!r.isError) sameFields(t, r.structuredContent!, schemas.get(name), name);
     return { ...r, text: (r.content[0] as { text: string }).text, stderr: stderr.join('') };
   };
   return { client, call, stderr, protocolErrors };
+}
+
+type JsonSchema = { properties?: Record<string, JsonSchema>; items?: JsonSchema };
+
+/** An answer has exactly the fields its schema names, and so has each row of a list in it (tasks, agents). */
+function sameFields(t: ExecutionContext, data: Record<string, unknown>, schema: JsonSchema | undefined, where: string): void {
+  const properties = schema?.properties ?? {};
+  t.deepEqual(Object.keys(data).sort(), Object.keys(properties).sort(), `${where}: the fields its outputSchema names`);
+  for (const [field, value] of Object.entries(data)) {
+    const rows = properties[field]?.items;
+    if (!Array.isArray(value) || !rows?.properties) continue;
+    for (const row of value) sameFields(t, row as Record<string, unknown>, rows, `${where}.${field}[]`);
+  }
 }
 
 /** A provider whose capability is served by the sample echo service on a Unix socket. */
@@ -66,7 +85,7 @@ async function mint(net: Net, aid: string, amount: string): Promise<void> {
   await new HubClient(net.hub.url, hubIdentity, () => net.clock.now()).mint(aid, amount, randomBytes(16).toString('hex'));
 }
 
-test('SPEC §12: anet mcp lists the nine tools, each described, with an input schema whose fields are described', async (t) => {
+test('SPEC §12, issue 21: anet mcp lists the nine tools, each described, with input and output schemas; its tool list is declared fixed', async (t) => {
   const dir = await tempDir(t);
   const { client, protocolErrors } = await mcp(t, dir);
   const { tools } = await client.listTools();
@@ -77,7 +96,11 @@ test('SPEC §12: anet mcp lists the nine tools, each described, with an input sc
     for (const [field, schema] of Object.entries(tool.inputSchema.properties ?? {})) {
       t.true(typeof (schema as { description?: string }).description === 'string', `${tool.name}.${field} is described`);
     }
+    t.is(tool.outputSchema?.type, 'object', `${tool.name} has an output schema`);
+    t.true(Object.keys(tool.outputSchema?.properties ?? {}).length > 0, `${tool.name}'s output schema names its fields`);
   }
+  // The list never changes: a client told it might would wait for list_changed notifications for nothing.
+  t.deepEqual(client.getServerCapabilities()?.tools, { listChanged: false });
   const byName = new Map(tools.map((x) => [x.name, x]));
   t.deepEqual(byName.get('call_capability')!.inputSchema.required, ['aid', 'capability']);
   t.deepEqual(Object.keys(byName.get('find_agents')!.inputSchema.properties!), ['query', 'skill', 'tag', 'limit']);

@@ -3,39 +3,68 @@
 import { readFileSync } from 'node:fs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { run } from '../node/open.js';
+import { z } from 'zod';
 import type { Operate } from '../node/operations.js';
 import { jsonReplacer } from '../util/json.js';
-import { KeyedSerial } from '../runtime/serial.js';
-import { TOOLS } from './tools.js';
+import { TOOLS, type Tool } from './tools.js';
 import { LineStdioTransport } from './stdio.js';
+import { nodeOperations } from './node.js';
+import { TaskFollow, type Extra } from './follow.js';
 
 const INSTRUCTIONS =
   'Tools of an anet node on an agent network: find agents in the hub directory, read their verified cards and prices, ' +
   'call their capabilities or send them text, follow the tasks sent, pay or reject quotes, and see the credit balance. ' +
   'A refusal is data, not an error: the task or card carries `reason` and a one-sentence `explanation`.';
 
-/** The MCP server with the nine tools; `operate` runs one operation of the node's table. */
+/**
+ * The MCP server with the nine tools; `operate` runs one operation of the node's table. Calls run side by
+ * side (the SDK starts each request's handler as it arrives; `operate` keeps them apart).
+ */
 export function mcpServer(operate: Operate, log: (line: string) => void = () => {}): McpServer {
   const server = new McpServer({ name: 'anet', version: packageVersion() }, { instructions: INSTRUCTIONS });
   for (const tool of TOOLS) {
     const annotations = { readOnlyHint: tool.readOnly, openWorldHint: true };
+    // Open objects, as in schemas.ts: a field added to a result later is no validation error.
+    const outputSchema = z.looseObject(tool.output);
     server.registerTool(
       tool.name,
-      { title: tool.title, description: tool.description, inputSchema: tool.input, annotations },
-      async (input) => {
-        try {
-          return dataResult(await tool.run(operate, input as Record<string, unknown>));
-        } catch (err) {
-          const result = errorResult(err);
-          log(`${tool.name}: ${(result.content[0] as { text: string }).text}`);
-          return result;
-        }
-      },
+      { title: tool.title, description: tool.description, inputSchema: tool.input, outputSchema, annotations },
+      (input, extra) => runTool(tool, operate, input as Record<string, unknown>, extra, log),
     );
   }
+  // The SDK declares `listChanged: true` for any server with tools; this list never changes, and a client
+  // told it may would wait for notifications that never come.
+  server.server.registerCapabilities({ tools: { listChanged: false } });
   return server;
 }
+
+/** One tool call: its data, or a tool error of one line; a tool that follows a task reports and cancels it. */
+async function runTool(tool: Tool, operate: Operate, input: Record<string, unknown>, extra: Extra, log: (line: string) => void) {
+  const follow = tool.follows ? new TaskFollow(extra, (task) => cancelTask(operate, tool.name, task, log), taskOf(input)) : null;
+  try {
+    return dataResult(await tool.run(operate, input, follow?.onUpdate));
+  } catch (err) {
+    const result = errorResult(err);
+    log(`${tool.name}: ${(result.content[0] as { text: string }).text}`);
+    return result;
+  } finally {
+    follow?.end();
+  }
+}
+
+const taskOf = (input: Record<string, unknown>) => (typeof input.task === 'string' ? input.task : undefined);
+
+/** The client cancelled the request that follows `task`: the task is cancelled too (its answer is logged). */
+function cancelTask(operate: Operate, tool: string, task: string, log: (line: string) => void): void {
+  const said = `${tool}: the client cancelled its request; task ${task}`;
+  operate('cancel', { task }).then(
+    (record) => log(`${said} is now ${record.state}`),
+    (err: Error) => log(`${said} ${hadEnded(err) ? 'had ended already' : `was not cancelled: ${err.message}`}`),
+  );
+}
+
+/** The `cancel` operation's refusal of a task that has ended, in-process or through the daemon. */
+const hadEnded = (err: Error) => err.name === 'CancelError' || (err as { remoteName?: string }).remoteName === 'CancelError';
 
 /** The data as JSON text (as `--json` prints it) and as structured content (the same JSON). */
 export function dataResult(data: object): CallToolResult {
@@ -50,15 +79,6 @@ export function errorResult(err: unknown): CallToolResult {
 }
 
 /**
- * The node's operations over the data dir. Without a daemon each opens the node in-process, and the node's
- * store has one owner at a time, so operations run in turn (an MCP client may call tools in parallel).
- */
-export function nodeOperations(dataDir: string): Operate {
-  const serial = new KeyedSerial();
-  return (op, args) => serial.run('node', () => run(dataDir, op, args));
-}
-
-/**
  * Serves MCP on stdin/stdout until stdin ends (the client went away), the transport closes, or
  * SIGINT/SIGTERM. A request line over the transport's limit is answered with a JSON-RPC error and
  * the next line is read as usual.
@@ -66,7 +86,7 @@ export function nodeOperations(dataDir: string): Operate {
 export async function serveMcp(dataDir: string): Promise<void> {
   const log = (line: string) => void process.stderr.write(`anet mcp: ${line}\n`);
   keepStdoutForProtocol();
-  const server = mcpServer(nodeOperations(dataDir), log);
+  const server = mcpServer(nodeOperations(dataDir, log), log);
   const transport = new LineStdioTransport();
   transport.onrefused = (bytes, id) =>
     log(

@@ -2,8 +2,9 @@
 // (src/node/operations.ts), run through the daemon when it runs (else in-process), so MCP, the CLI and
 // the daemon always agree.
 import { z } from 'zod';
-import { cardData, type Operate } from '../node/operations.js';
+import { cardData, type OnUpdate, type Operate } from '../node/operations.js';
 import { isAid } from '../identity/cid.js';
+import * as out from './schemas.js';
 
 /** A tool's answer is data; a thrown `ToolError` (or any error) becomes an MCP tool error of one line. */
 export class ToolError extends Error {
@@ -15,14 +16,21 @@ export interface Tool {
   title: string;
   description: string;
   input: z.ZodRawShape;
+  /** The fields of the tool's structured content (its `outputSchema`). */
+  output: z.ZodRawShape;
   readOnly: boolean;
-  /** The tool's data: always an object (MCP structured content is one). */
-  run(operate: Operate, input: Record<string, unknown>): Promise<object>;
+  /** The tool follows a task: it reports the task's updates as progress, and a cancelled request cancels it. */
+  follows?: boolean;
+  /** The tool's data: always an object (MCP structured content is one). `onUpdate` only when `follows`. */
+  run(operate: Operate, input: Record<string, unknown>, onUpdate?: OnUpdate): Promise<object>;
 }
 
 /** A tool whose `run` takes the input its schema describes (the MCP server has checked it against it). */
 function tool<S extends z.ZodRawShape>(
-  def: Omit<Tool, 'input' | 'run'> & { input: S; run(operate: Operate, input: z.output<z.ZodObject<S>>): Promise<object> },
+  def: Omit<Tool, 'input' | 'run'> & {
+    input: S;
+    run(operate: Operate, input: z.output<z.ZodObject<S>>, onUpdate?: OnUpdate): Promise<object>;
+  },
 ): Tool {
   return def as unknown as Tool;
 }
@@ -55,6 +63,7 @@ export const TOOLS: Tool[] = [
       tag: z.string().optional().describe('Only agents with this skill tag.'),
       limit: z.number().int().min(1).max(100).optional().describe('At most this many agents (1 to 100, default 20).'),
     },
+    output: out.agents,
     readOnly: true,
     async run(operate, i) {
       return { agents: await operate('find', { q: i.query ?? '', skill: i.skill, tag: i.tag, limit: i.limit }) };
@@ -66,6 +75,7 @@ export const TOOLS: Tool[] = [
     description:
       "An agent's card, verified against its key history: its skills, and its signed prices when the agent has them (the extended card). `reason` and `explanation` say why only the public card is shown; read this before calling a capability.",
     input: { aid },
+    output: out.card,
     readOnly: true,
     async run(operate, i) {
       return cardData(await operate('card', { aid: checkAid(i.aid) }));
@@ -92,14 +102,17 @@ export const TOOLS: Tool[] = [
         .optional()
         .describe('Files to attach, for capabilities that accept them.'),
     },
+    output: out.taskRecord,
     readOnly: false,
-    async run(operate, i) {
+    follows: true,
+    async run(operate, i, onUpdate) {
       const args = {
         aid: checkAid(i.aid),
         capability: i.capability,
         args: JSON.stringify(i.args ?? {}),
         files: i.files ?? [],
         waitMs: CALL_WAIT_MS,
+        ...(onUpdate ? { onUpdate } : {}),
       };
       return operate('call', args);
     },
@@ -110,9 +123,11 @@ export const TOOLS: Tool[] = [
     description:
       'Sends a text task to another agent (its own agent answers, or its operator later). Returns the task: `completed` with the answer in `result.text`, `working` while it waits for the operator (ask get_task later), or a refusal with `reason` and `explanation`.',
     input: { aid, text: z.string().min(1).describe('The message for the other agent.') },
+    output: out.taskRecord,
     readOnly: false,
-    async run(operate, i) {
-      return operate('send', { aid: checkAid(i.aid), text: i.text, waitMs: SEND_WAIT_MS });
+    follows: true,
+    async run(operate, i, onUpdate) {
+      return operate('send', { aid: checkAid(i.aid), text: i.text, waitMs: SEND_WAIT_MS, ...(onUpdate ? { onUpdate } : {}) });
     },
   }),
   tool({
@@ -120,6 +135,7 @@ export const TOOLS: Tool[] = [
     title: 'Get a task',
     description: 'One task this node sent (a capability call or a text message): its state, result, receipt, or reason and explanation.',
     input: { task },
+    output: out.taskRecord,
     readOnly: true,
     async run(operate, i) {
       const record = await operate('task', { id: i.task });
@@ -132,6 +148,7 @@ export const TOOLS: Tool[] = [
     title: 'List tasks',
     description: 'Every task this node sent, oldest first, with its state; use get_task for one of them.',
     input: {},
+    output: out.tasks,
     readOnly: true,
     async run(operate) {
       return { tasks: await operate('tasks', {}) };
@@ -142,9 +159,11 @@ export const TOOLS: Tool[] = [
     title: 'Pay a task',
     description: `Pays a task that waits for payment (\`input-required\`) at the amount its quote names, when it was not paid automatically; the call then runs and this waits up to ${CALL_WAIT_MS / 1000} s for its answer, like call_capability. Check the quote (\`payment\`) against the prices on the agent's card first.`,
     input: { task },
+    output: out.taskRecord,
     readOnly: false,
-    async run(operate, i) {
-      return operate('pay', { task: i.task, waitMs: CALL_WAIT_MS });
+    follows: true,
+    async run(operate, i, onUpdate) {
+      return operate('pay', { task: i.task, waitMs: CALL_WAIT_MS, ...(onUpdate ? { onUpdate } : {}) });
     },
   }),
   tool({
@@ -153,6 +172,7 @@ export const TOOLS: Tool[] = [
     description:
       'Declines to pay a task that waits for payment (`input-required`): the task ends `canceled` (reason `payment_rejected`) without running, and nothing is charged.',
     input: { task },
+    output: out.taskRecord,
     readOnly: false,
     async run(operate, i) {
       return operate('reject', { task: i.task });
@@ -164,6 +184,7 @@ export const TOOLS: Tool[] = [
     description:
       "This node's credits on its hub's ledger, which pay for priced capabilities: `balance`, `held` (reserved for paid calls still running) and the newest entries of its `history`.",
     input: {},
+    output: out.balance,
     readOnly: true,
     async run(operate) {
       return operate('balance', {});
