@@ -8,7 +8,8 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client';
 import { GetTaskRequest, ListTasksRequest, SendMessageRequest, taskStateToJSON, type Task } from '@a2a-js/sdk';
-import { startNet, type Net } from './helpers/net.js';
+import { startNet, providerConfig, type Net } from './helpers/net.js';
+import { CARD_REQUEST } from '../src/protocol/messages.js';
 import { until } from './helpers/wait.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
 import type { Daemon } from '../src/daemon/daemon.js';
@@ -266,4 +267,31 @@ test('A2A §3.2.2, §3.4, issue 21: a blocking SendMessage answers once the call
     'the first task',
   );
   t.is((await a2a.getTask(GetTaskRequest.fromJSON({ id: quick.id }))).contextId, 'ctx-q', 'GetTask keeps the contextId');
+});
+
+test('A2A §3.3.2, SPEC §6.3 row 5, issue 21: GetExtendedAgentCard of an extended card whose signature fails is -32006 (InvalidAgentResponseError) with the reason', async (t) => {
+  const net = await startNet(t);
+  const m = await net.node('m', { ...providerConfig([{ id: 'text.translate', price: 3 }], 'open'), ...LOCAL });
+  const mallory = await net.start(m.dir);
+  // The provider's own parts sign a real extended card; this one lowers the price after signing.
+  const messenger = await mallory.node.network();
+  // biome-ignore lint/complexity/useLiteralKeys: the handler table is private; the test wraps the honest handler
+  const honest = messenger['handlers'].get(CARD_REQUEST)!;
+  messenger.on(CARD_REQUEST, async (req) => {
+    const send = messenger.send.bind(messenger);
+    messenger.send = (to, type, body, o) => {
+      const b = body as Map<string, unknown>;
+      b.set('card', String(b.get('card')).replace('"amount":"3"', '"amount":"1"'));
+      return send(to, type, b as never, o);
+    };
+    try {
+      await honest(req);
+    } finally {
+      messenger.send = send;
+    }
+  });
+  const c = await caller(net);
+  const err = await t.throwsAsync((await client(c.daemon, c.token, m.aid)).getAgentCard());
+  t.is(code(err), -32006);
+  t.like((err as unknown as { data: unknown }).data, { reason: 'card_signature_invalid' });
 });
