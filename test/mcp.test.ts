@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { startNet, providerConfig, type Net } from './helpers/net.js';
 import { BIN, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
@@ -115,7 +115,7 @@ test("SPEC §6.4, §12: get_agent_card returns exactly the data of `anet card --
   await net.start(p.dir);
   await net.start(c.dir);
   // Both go through c's daemon (its control socket), so its clock stamps the fetch and the cache serves both.
-  const { call } = await mcp(t, c.dir);
+  const { call, client } = await mcp(t, c.dir);
   const r = await call('get_agent_card', { aid: p.aid });
   t.falsy(r.isError, r.text);
   const cli = await runCli(['card', p.aid, '--json', '--data', c.dir]);
@@ -126,6 +126,9 @@ test("SPEC §6.4, §12: get_agent_card returns exactly the data of `anet card --
   t.deepEqual(r.structuredContent!.prices, [{ skillId: 'text.translate', amount: '3' }]);
   t.regex(String(r.structuredContent!.explanation), /^Prices are signed by the other side, fetched /);
   t.false('name' in r.structuredContent! || 'skills' in r.structuredContent!);
+  // The same data as a resource (issue 21).
+  const resource = await client.readResource({ uri: `anet://agents/${p.aid}/card` });
+  t.deepEqual(resource.contents, [{ uri: `anet://agents/${p.aid}/card`, mimeType: 'application/json', text: r.text }]);
 });
 
 test('SPEC §6.4, §12: find_agents searches the hub like `anet find --json` (no daemon: the node is opened in-process)', async (t) => {
@@ -192,6 +195,39 @@ test('SPEC §9, §12, §13: call_capability returns the result and its verified 
   t.deepEqual(tasks, cli);
   const one = await call('get_task', { task: tasks[0]!.task });
   t.deepEqual(one.structuredContent, done.structuredContent);
+});
+
+test('issue 21 / SPEC §12: sent tasks are listed and read as resources anet://tasks/<id>, cards read as anet://agents/<AID>/card; an unknown one is -32002', async (t) => {
+  const net = await startNet(t);
+  const p = await echoProvider(t, net);
+  const c = await net.node('c');
+  await net.start(p.dir);
+  await net.start(c.dir);
+  const { call, client } = await mcp(t, c.dir);
+  t.deepEqual(client.getServerCapabilities()?.resources, { listChanged: false }, 'no list_changed is ever sent');
+  const { resourceTemplates } = await client.listResourceTemplates();
+  t.deepEqual(resourceTemplates.map((r) => [r.name, r.uriTemplate, r.mimeType]).sort(), [
+    ['agent-card', 'anet://agents/{aid}/card', 'application/json'],
+    ['task', 'anet://tasks/{task}', 'application/json'],
+  ]);
+  t.deepEqual((await client.listResources()).resources, [], 'no task sent yet; agents are not listed');
+  const first = await call('call_capability', { aid: p.aid, capability: 'demo.echo', args: { n: 1 } });
+  const second = await call('call_capability', { aid: p.aid, capability: 'no.such.thing' });
+  const tasks = [first, second].map((r) => r.structuredContent!.task as string);
+  const { resources } = await client.listResources();
+  t.deepEqual(
+    resources.map((r) => r.uri),
+    tasks.map((task) => `anet://tasks/${task}`),
+    'oldest first, as list_tasks',
+  );
+  t.regex(resources[0]!.name, /^demo\.echo to bafyrei.*: completed$/);
+  const read = await client.readResource({ uri: resources[1]!.uri });
+  t.deepEqual(read.contents, [{ uri: resources[1]!.uri, mimeType: 'application/json', text: second.text }], "get_task's data");
+  const missing = await t.throwsAsync(client.readResource({ uri: 'anet://tasks/00000000000000ff' }));
+  t.is((missing as McpError).code, -32002);
+  t.regex(missing!.message, /no task 00000000000000ff/);
+  const badAid = await t.throwsAsync(client.readResource({ uri: 'anet://agents/x/card' }));
+  t.regex(badAid!.message, /"x" is not a full AID/);
 });
 
 test('SPEC §10, §12: a quote above auto_max waits as data; reject_task cancels it, pay_task pays the next; get_balance is `anet balance --json`', async (t) => {

@@ -10,6 +10,7 @@ import { TOOLS, type Tool } from './tools.js';
 import { LineStdioTransport } from './stdio.js';
 import { nodeOperations } from './node.js';
 import { TaskFollow, type Extra } from './follow.js';
+import { registerResources } from './resources.js';
 
 const INSTRUCTIONS =
   'Tools of an anet node on an agent network: find agents in the hub directory, read their verified cards and prices, ' +
@@ -17,7 +18,7 @@ const INSTRUCTIONS =
   'A refusal is data, not an error: the task or card carries `reason` and a one-sentence `explanation`.';
 
 /**
- * The MCP server with the nine tools; `operate` runs one operation of the node's table. Calls run side by
+ * The MCP server with the nine tools and two resource templates (resources.ts); `operate` runs one operation of the node's table. Calls run side by
  * side (the SDK starts each request's handler as it arrives; `operate` keeps them apart).
  */
 export function mcpServer(operate: Operate, log: (line: string) => void = () => {}): McpServer {
@@ -32,9 +33,11 @@ export function mcpServer(operate: Operate, log: (line: string) => void = () => 
       (input, extra) => runTool(tool, operate, input as Record<string, unknown>, extra, log),
     );
   }
-  // The SDK declares `listChanged: true` for any server with tools; this list never changes, and a client
-  // told it may would wait for notifications that never come.
-  server.server.registerCapabilities({ tools: { listChanged: false } });
+  registerResources(server, operate);
+  // The SDK declares `listChanged: true` for any server with tools or resources. The tools never change;
+  // the tasks listed do, but no notification says so (a task sent by the CLI would go unseen): a client
+  // told either may change would wait for notifications that never come.
+  server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
   return server;
 }
 
