@@ -36,7 +36,12 @@ async function mcp(t: ExecutionContext, dir: string) {
  * A provider whose `slow.job` is the streaming service (previews on), a caller `c` with a daemon or not,
  * and an MCP session on c.
  */
-async function pair(t: ExecutionContext, mode: Mode, service: StreamServiceOptions, opts: { price?: number; credits?: string } = {}) {
+async function pair(
+  t: ExecutionContext,
+  mode: Mode,
+  service: StreamServiceOptions,
+  opts: { price?: number; credits?: string; caller?: Record<string, unknown> } = {},
+) {
   const net = await startNet(t);
   const svc = await streamService(join(await privateSocketDir(t), 'svc.sock'), service);
   t.teardown(() => svc.close());
@@ -47,7 +52,7 @@ async function pair(t: ExecutionContext, mode: Mode, service: StreamServiceOptio
       preview: { enabled: true },
     },
   });
-  const c = await net.node('c');
+  const c = await net.node('c', opts.caller ?? {});
   await net.start(p.dir);
   if (mode === 'through the daemon') await net.start(c.dir);
   if (opts.credits) await mint(net, c.aid, opts.credits);
@@ -160,3 +165,29 @@ test(
   cancel,
   'in-process',
 );
+
+test('issue 21 / SPEC §10, §12: pay_task with a progressToken reports the paid call as call_capability does: its previews, then the result', async (t) => {
+  // auto_max 0: the quote waits for the operator, here the agent's pay_task.
+  const { p, call } = await pair(
+    t,
+    'through the daemon',
+    { progress: 2, delayMs: 300, result: { done: 'paid' } },
+    {
+      price: 5,
+      credits: '100',
+      caller: { payments: { auto_max: 0 } },
+    },
+  );
+  const quoted = await call('call_capability', { aid: p.aid, capability: 'slow.job' });
+  t.like(quoted.structuredContent, { state: 'input-required', reason: 'payment_required' });
+  const seen: Progress[] = [];
+  const paid = await call('pay_task', { task: quoted.structuredContent!.task }, { onprogress: (x) => void seen.push(x) });
+  t.like(paid.structuredContent, { state: 'completed', result: { done: 'paid' } });
+  const messages = seen.map((x) => x.message);
+  t.deepEqual(
+    messages.filter((m) => m?.startsWith('step')),
+    ['step 1', 'step 2'],
+    `the previews: ${messages.join(', ')}`,
+  );
+  t.is((await call('get_balance')).structuredContent!.balance, '95');
+});
