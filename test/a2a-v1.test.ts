@@ -10,6 +10,8 @@ import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcT
 import { GetTaskRequest, ListTasksRequest, SendMessageRequest, taskStateToJSON, type Task } from '@a2a-js/sdk';
 import { startNet, providerConfig, type Net } from './helpers/net.js';
 import { CARD_REQUEST } from '../src/protocol/messages.js';
+import { request } from 'node:http';
+import { HEARTBEAT_MS } from '../src/a2a/server.js';
 import { until } from './helpers/wait.js';
 import { startSampleService, echoHandler, type SampleHandler } from '../src/service/sample.js';
 import type { Daemon } from '../src/daemon/daemon.js';
@@ -294,4 +296,47 @@ test('A2A §3.3.2, SPEC §6.3 row 5, issue 21: GetExtendedAgentCard of an extend
   const err = await t.throwsAsync((await client(c.daemon, c.token, m.aid)).getAgentCard());
   t.is(code(err), -32006);
   t.like((err as unknown as { data: unknown }).data, { reason: 'card_signature_invalid' });
+});
+
+/** POSTs a JSON-RPC request; `headers` settles when the answer's headers came, `chunks` are its body so far. */
+function rawPost(url: string, token: string, body: unknown) {
+  const chunks: string[] = [];
+  let ended!: () => void;
+  const done = new Promise<void>((resolve) => {
+    ended = resolve;
+  });
+  const headers = new Promise<Record<string, unknown>>((resolve, reject) => {
+    const req = request(
+      url,
+      { method: 'POST', headers: { authorization: `Bearer ${token}`, 'a2a-version': '1.0', 'content-type': 'application/json' } },
+      (res) => {
+        resolve(res.headers);
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => chunks.push(c));
+        res.on('end', ended);
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+  return { headers, chunks, done };
+}
+
+test('issue 21 (undici waits 300 s for headers and between chunks): a blocking SendMessage still waiting after HEARTBEAT_MS has its headers sent and a space every HEARTBEAT_MS, its JSON after; a quiet stream gets SSE comment lines', async (t) => {
+  t.timeout(4 * HEARTBEAT_MS);
+  const net = await startNet(t);
+  const p = await provider(t, net, 'p');
+  const c = await caller(net);
+  const url = `${c.daemon.a2a!.agentUrl(p.aid)}jsonrpc`;
+  const message = (id: string) => ({ messageId: id, role: 'ROLE_USER', parts: [{ data: { capability: 'demo.slow', args: {} } }] });
+  const blocking = rawPost(url, c.token, { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: message('m1') } });
+  const streaming = rawPost(url, c.token, { jsonrpc: '2.0', id: 2, method: 'SendStreamingMessage', params: { message: message('m2') } });
+  t.is((await blocking.headers)['content-type'], 'application/json', 'the headers came while the call still ran');
+  await until(() => blocking.chunks.join('') === ' ', 'the first space', 200);
+  await until(() => streaming.chunks.join('').includes(': keep-alive\n\n'), 'a comment on the quiet stream', 200);
+  p.release();
+  await blocking.done;
+  t.like(JSON.parse(blocking.chunks.join('')), { id: 1, result: { task: { status: { state: 'TASK_STATE_COMPLETED' } } } });
+  await streaming.done;
+  t.regex(streaming.chunks.join(''), /TASK_STATE_COMPLETED/);
 });

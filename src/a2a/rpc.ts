@@ -39,6 +39,12 @@ const METHODS: Record<string, Method> = {
   DeleteTaskPushNotificationConfig: deletePushConfig,
 };
 
+/** Whether a request asks for a stream (its answer is SSE, not one JSON-RPC response). */
+export function isStreamingRequest(parsed: Parsed): boolean {
+  const method = parsed.ok ? (parsed.value as { method?: unknown } | null)?.method : undefined;
+  return method === 'SendStreamingMessage' || method === 'SubscribeToTask';
+}
+
 /**
  * One request body, parsed (parse.ts: losslessly, so a capability's arguments reach the service with every
  * digit the client wrote), and the A2A-Version it asked for ('' for none), in; the reply out (never throws).

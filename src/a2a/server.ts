@@ -11,7 +11,7 @@ import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches } from './token.js';
 import { a2aTokenPath } from '../config/environment.js';
-import { answerRpc, asRpcError, failure, type Id } from './rpc.js';
+import { answerRpc, asRpcError, failure, isStreamingRequest, type Id } from './rpc.js';
 import type { Operate } from '../node/operations.js';
 import { BodyParser } from './parse.js';
 import { localCard } from './card.js';
@@ -126,8 +126,10 @@ async function handle({ node, token, origin, parser, push }: Endpoint, req: Inco
       const body = await readBody(req, res);
       if (body === null) return; // answered 413
       const version = requestedVersion(req.headers['a2a-version'], url.searchParams.get('A2A-Version'));
-      const reply = await answerRpc({ operate: node.operate, aid, push }, await parser.parse(body), version);
-      if ('json' in reply) return send(res, 200, reply.json);
+      const parsed = await parser.parse(body);
+      const quiet = isStreamingRequest(parsed) ? null : keepAlive(res);
+      const reply = await answerRpc({ operate: node.operate, aid, push }, parsed, version).finally(() => quiet?.stop());
+      if ('json' in reply) return sendRpc(res, reply.json);
       return stream(res, reply.stream.id, reply.stream.events);
     }
     if (req.method !== 'GET') return send(res, 405, { error: 'the card takes GET' }, { allow: 'GET' });
@@ -173,6 +175,29 @@ function readBody(req: IncomingMessage, res: ServerResponse): Promise<Buffer | n
 }
 
 /**
+ * Clients give up on a quiet connection: undici (Node's fetch, which @a2a-js/sdk uses) waits 300 s for
+ * the headers and 300 s between chunks of the body. A blocking SendMessage may wait far longer, and a
+ * stream stays quiet as long as its task does, so a JSON-RPC answer not ready in HEARTBEAT_MS gets its
+ * headers then and a space every HEARTBEAT_MS (JSON allows white space before the value), and a stream
+ * an SSE comment line (which clients skip).
+ */
+export const HEARTBEAT_MS = 15_000;
+
+function keepAlive(res: ServerResponse): { stop(): void } {
+  const timer = setInterval(() => {
+    if (!res.headersSent) res.writeHead(200, { 'content-type': 'application/json' });
+    res.write(' ');
+  }, HEARTBEAT_MS);
+  return { stop: () => clearInterval(timer) };
+}
+
+/** A JSON-RPC answer: sent whole, or ended after the heartbeat's spaces. */
+function sendRpc(res: ServerResponse, body: Record<string, unknown>): void {
+  if (res.headersSent) res.end(stringifyLossless(body));
+  else send(res, 200, body);
+}
+
+/**
  * An SSE answer (A2A §9.4.2): each event `data: {"jsonrpc":"2.0","id":…,"result":<StreamResponse>}`, the
  * response ended once the stream has. A failure mid-stream is one last event with an error. A client
  * that leaves stops the reading (the task goes on).
@@ -183,6 +208,7 @@ async function stream(res: ServerResponse, id: Id, events: Channel<StreamRespons
   const leave = () => events.stop();
   res.on('close', leave);
   const event = (body: Record<string, unknown>) => res.write(`data: ${stringifyLossless(body)}\n\n`);
+  const timer = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);
   try {
     for (let next = await iterator.next(); !next.done && !res.destroyed; next = await iterator.next()) {
       event({ jsonrpc: '2.0', id, result: next.value });
@@ -190,6 +216,7 @@ async function stream(res: ServerResponse, id: Id, events: Channel<StreamRespons
   } catch (err) {
     if (!res.destroyed) event(failure(id, asRpcError(err)));
   } finally {
+    clearInterval(timer);
     res.off('close', leave);
     res.end();
   }
