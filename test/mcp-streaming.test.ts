@@ -10,7 +10,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.js';
 import { startNet } from './helpers/net.js';
-import { BIN } from './helpers/cli.js';
+import { BIN, runCli } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 import { mint } from './helpers/payments.js';
 import { privateSocketDir, streamService, type StreamServiceOptions } from './helpers/stream-service.js';
@@ -29,7 +29,7 @@ async function mcp(t: ExecutionContext, dir: string) {
   await client.listTools();
   const call = async (name: string, args: Record<string, unknown> = {}, options: RequestOptions = {}) =>
     (await client.callTool({ name, arguments: args }, undefined, { timeout: 55_000, ...options })) as CallToolResult;
-  return { call, stderr: () => stderr.join('') };
+  return { call, close: () => client.close(), stderr: () => stderr.join('') };
 }
 
 /**
@@ -190,4 +190,24 @@ test('issue 21 / SPEC §10, §12: pay_task with a progressToken reports the paid
     `the previews: ${messages.join(', ')}`,
   );
   t.is((await call('get_balance')).structuredContent!.balance, '95');
+});
+
+test('issue 21 / SPEC §12: a session that closes while call_capability runs is no cancellation: the task runs on and is read later', async (t) => {
+  const { p, c, svc, call, close, stderr } = await pair(t, 'through the daemon', { progress: 1, hangAfter: 1 });
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const pending = call(
+    'call_capability',
+    { aid: p.aid, capability: 'slow.job' },
+    { onprogress: (x) => x.message === 'step 1' && started() },
+  );
+  await running;
+  // The SDK aborts every request in flight as its session closes, as it does for a client's cancellation.
+  await close();
+  await t.throwsAsync(pending);
+  await new Promise((r) => setTimeout(r, 500));
+  const listed = await runCli(['tasks', '--json', '--data', c.dir]);
+  t.like(JSON.parse(listed.stdout), [{ capability: 'slow.job', state: 'working' }]);
+  t.is(svc.aborted, 0, "the service's request runs on");
+  t.notRegex(stderr(), /cancelled its request/);
 });

@@ -1,7 +1,8 @@
 // What a tool that follows a task (call_capability, send_text, pay_task) owes its MCP client while it
 // runs: each update of the task as a progress notification, when the client asked for progress, and its
 // cancellation passed on to the task itself, so a client that gives up on a call does not leave the
-// provider working (and a paid hold held) for nothing.
+// provider working (and a paid hold held) for nothing. A session that closes is not a cancellation: the
+// task is the node's, and its answer stays readable (get_task, `anet tasks`) from the next session.
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { OnUpdate, TaskUpdate } from '../node/operations.js';
@@ -26,10 +27,12 @@ export class TaskFollow {
     private readonly extra: Extra,
     /** Cancels the task (the `cancel` operation); called at most once. */
     private readonly cancel: (task: string) => void,
+    /** Whether the session is still open (the SDK aborts every request's signal as it closes, too). */
+    private readonly sessionOpen: () => boolean,
     task?: string,
   ) {
     this.task = task ?? null;
-    if (extra.signal.aborted) this.cancelWanted = true;
+    if (extra.signal.aborted) this.onAbort();
     else extra.signal.addEventListener('abort', this.onAbort, { once: true });
   }
 
@@ -50,8 +53,13 @@ export class TaskFollow {
   }
 
   private readonly onAbort = () => {
-    this.cancelWanted = true;
-    this.sendCancel();
+    // The SDK aborts for a client's notifications/cancelled, and for a closing session just before it
+    // drops its transport: a microtask later, only the first still has one.
+    queueMicrotask(() => {
+      if (this.ended || !this.sessionOpen()) return;
+      this.cancelWanted = true;
+      this.sendCancel();
+    });
   };
 
   private sendCancel(): void {

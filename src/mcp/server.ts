@@ -18,11 +18,13 @@ const INSTRUCTIONS =
   'A refusal is data, not an error: the task or card carries `reason` and a one-sentence `explanation`.';
 
 /**
- * The MCP server with the nine tools and two resource templates (resources.ts); `operate` runs one operation of the node's table. Calls run side by
- * side (the SDK starts each request's handler as it arrives; `operate` keeps them apart).
+ * The MCP server with the nine tools and two resource templates (resources.ts); `operate` runs one
+ * operation of the node's table. Calls run side by side: the SDK starts each request's handler as it
+ * arrives, and `operate` (node.ts) needs no queue.
  */
 export function mcpServer(operate: Operate, log: (line: string) => void = () => {}): McpServer {
   const server = new McpServer({ name: 'anet', version: packageVersion() }, { instructions: INSTRUCTIONS });
+  const session: Session = { operate, log, open: () => server.server.transport !== undefined };
   for (const tool of TOOLS) {
     const annotations = { readOnlyHint: tool.readOnly, openWorldHint: true };
     // Open objects, as in schemas.ts: a field added to a result later is no validation error.
@@ -30,7 +32,7 @@ export function mcpServer(operate: Operate, log: (line: string) => void = () => 
     server.registerTool(
       tool.name,
       { title: tool.title, description: tool.description, inputSchema: tool.input, outputSchema, annotations },
-      (input, extra) => runTool(tool, operate, input as Record<string, unknown>, extra, log),
+      (input, extra) => runTool(tool, input as Record<string, unknown>, extra, session),
     );
   }
   registerResources(server, operate);
@@ -41,9 +43,17 @@ export function mcpServer(operate: Operate, log: (line: string) => void = () => 
   return server;
 }
 
+interface Session {
+  operate: Operate;
+  log: (line: string) => void;
+  /** Whether the MCP session still has its transport. */
+  open: () => boolean;
+}
+
 /** One tool call: its data, or a tool error of one line; a tool that follows a task reports and cancels it. */
-async function runTool(tool: Tool, operate: Operate, input: Record<string, unknown>, extra: Extra, log: (line: string) => void) {
-  const follow = tool.follows ? new TaskFollow(extra, (task) => cancelTask(operate, tool.name, task, log), taskOf(input)) : null;
+async function runTool(tool: Tool, input: Record<string, unknown>, extra: Extra, { operate, log, open }: Session) {
+  const cancel = (task: string) => cancelTask(operate, tool.name, task, log);
+  const follow = tool.follows ? new TaskFollow(extra, cancel, open, taskOf(input)) : null;
   try {
     return dataResult(await tool.run(operate, input, follow?.onUpdate));
   } catch (err) {
