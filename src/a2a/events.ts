@@ -29,7 +29,7 @@ export class TaskEvents {
     const r = u.record;
     if (this.context === null) {
       this.context = contextOf(r);
-      this.remember(r);
+      this.lastStatus = statusKey(r);
       if (this.startWith === 'task') {
         this.artifactSent = r.state === 'completed';
         return [{ task: toTask(r) }];
@@ -40,10 +40,6 @@ export class TaskEvents {
     if (key === this.lastStatus) return [];
     this.lastStatus = key;
     return [...this.artifact(r), this.status(r)];
-  }
-
-  private remember(r: TaskRecord): void {
-    this.lastStatus = statusKey(r);
   }
 
   /** The result, once, before the final status that closes the stream. */

@@ -143,9 +143,7 @@ export class PushConfigs {
    * is first followed, then each change, until it ends. A config added later joins from then on.
    */
   private follow(taskId: string): void {
-    if (this.followed.has(taskId)) {
-      return;
-    }
+    if (this.followed.has(taskId)) return;
     this.followed.add(taskId);
     const events = new TaskEvents('status');
     const onUpdate = (u: TaskUpdate) => {
