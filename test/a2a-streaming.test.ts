@@ -12,6 +12,9 @@ import { CancelTaskRequest, SendMessageRequest, SubscribeToTaskRequest, taskStat
 import { startNet } from './helpers/net.js';
 import { until } from './helpers/wait.js';
 import { startSampleService } from '../src/service/sample.js';
+import { randomBytes } from 'node:crypto';
+import { HubClient } from '../src/hub-client/client.js';
+import { loadIdentity } from '../src/identity/store.js';
 import type { Daemon } from '../src/daemon/daemon.js';
 
 const LOCAL = { local: { a2a: '127.0.0.1:0' } };
@@ -215,4 +218,63 @@ test('A2A §3.1.5, issue 21: CancelTask of a running call stops it — the servi
   const again = await t.throwsAsync(a2a.cancelTask(CancelTaskRequest.fromJSON({ id })));
   t.like(again as unknown as { envelopeCode: number; data: unknown }, { envelopeCode: -32002, data: { state: 'canceled' } });
   t.regex((again as Error).message, /is canceled/);
+});
+
+test('A2A §3.1.2, §3.2.2, SPEC §10, issue 21: a priced call left to the client ends its stream at input-required with the quote; after the client pays (SendMessage with x402.payment.status), SubscribeToTask follows it to the result', async (t) => {
+  const net = await startNet(t);
+  const service = steppedService();
+  const run = join(net.root, 'run-p');
+  await mkdir(run, { mode: 0o700 });
+  const sample = await startSampleService(join(run, 'svc.sock'), service.handler);
+  t.teardown(() => {
+    sample.server.closeAllConnections();
+    return sample.close();
+  });
+  const p = await net.node('p', {
+    inbound: { policy: 'open', public_capabilities: [{ id: 'demo.slow' }] },
+    modules: { service: { capabilities: [{ id: 'demo.slow', url: `unix://${sample.socketPath}`, price: 30 }] } },
+    ...LOCAL,
+  });
+  await net.start(p.dir);
+  const c = await net.node('c', { payments: { auto_max: 10 }, ...LOCAL });
+  const daemon = await net.start(c.dir);
+  const hub = await loadIdentity(join(net.root, 'hub'));
+  await new HubClient(net.hub.url, hub, () => net.clock.now()).mint(c.aid, '100', randomBytes(16).toString('hex'));
+  const a2a = await client(daemon, (await readFile(join(c.dir, 'a2a.token'), 'utf8')).trim(), p.aid);
+
+  const quoted = collect(a2a.sendMessageStream(slowCall()));
+  await quoted.done;
+  t.is(quoted.error, null);
+  t.is(quoted.events.map(describe).at(-1)?.split(' ')[1], 'INPUT_REQUIRED', 'the stream ends where the task waits for the client');
+  const last = quoted.events.at(-1)!.payload as { value: { taskId: string; status: { message: { metadata: Record<string, unknown> } } } };
+  t.like(last.value.status.message.metadata, { 'x402.payment.status': 'payment-required' });
+  const id = last.value.taskId;
+
+  const paid = await a2a.sendMessage(
+    SendMessageRequest.fromJSON({
+      message: {
+        messageId: 'm-2',
+        role: 'ROLE_USER',
+        taskId: id,
+        parts: [{ text: 'pay' }],
+        metadata: { 'x402.payment.status': 'payment-submitted' },
+      },
+      configuration: { returnImmediately: true },
+    }),
+  );
+  t.is((paid as { id: string }).id, id);
+  const rest = collect(a2a.resubscribeTask(SubscribeToTaskRequest.fromJSON({ id })));
+  await service.started;
+  await until(() => rest.events.length > 0, 'the task as it stands');
+  t.regex(describe(rest.events[0]!), /^task /);
+  service.finish({ ok: true });
+  await rest.done;
+  t.is(rest.error, null);
+  t.deepEqual(
+    rest.events
+      .map(describe)
+      .slice(-2)
+      .map((d) => d.split(' ').slice(0, 2).join(' ')),
+    ['artifact', 'status COMPLETED'],
+  );
 });
