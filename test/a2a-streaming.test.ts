@@ -165,16 +165,19 @@ test('A2A §3.1.2, §9.4.2, issue 21: SendStreamingMessage streams the Task, the
 });
 
 test('A2A §3.1.6, §9.4.6, issue 21: after a dropped SSE connection, SubscribeToTask gets the task as it stands, then the rest until the final status; an ended task cannot be subscribed to (-32004), an unknown one is -32001', async (t) => {
-  const { service, a2a } = await setup(t);
+  const { service, a2a, daemon } = await setup(t);
   const drop = new AbortController();
   const first = collect(a2a.sendMessageStream(slowCall(), { signal: drop.signal }));
   await service.started;
   service.say({ text: 'one' });
   await until(() => hasEvent(first, '"one"'), 'the first preview');
   const id = (first.events[0]!.payload as { value: { id: string } }).value.id;
+  t.true(daemon.node.caller.following());
   drop.abort();
   await first.done;
   t.truthy(first.error, 'the first stream was cut');
+  // The daemon stops following the task for the stream that went (the task goes on).
+  await until(() => !daemon.node.caller.following(), 'nobody follows the task once the stream has gone');
 
   const again = collect(a2a.resubscribeTask(SubscribeToTaskRequest.fromJSON({ id })));
   await until(() => again.events.length > 0, 'the current task');

@@ -3,7 +3,9 @@
 // computes in-process — on a real hub and real daemons on loopback, in temporary directories.
 import test from 'ava';
 import { startNet, providerConfig } from './helpers/net.js';
-import { askDaemon, run, ControlError } from '../src/node/open.js';
+import { request } from 'node:http';
+import { askDaemon, run, ControlError, controlPath, NDJSON } from '../src/node/open.js';
+import { until } from './helpers/wait.js';
 import { OP_NAMES, operate, type ArgsOf, type OpName, type TaskUpdate } from '../src/node/operations.js';
 import type { Node } from '../src/node/node.js';
 
@@ -111,6 +113,34 @@ test('SPEC §12 / issue 21: a call followed through the socket streams each upda
   const again = await askDaemon(c.dir, 'watch', { task: done!.task, waitMs: 5_000, onUpdate: (u) => watched.push(u) });
   t.deepEqual(again, done);
   t.deepEqual(watched, [{ type: 'record', record: done }]);
+});
+
+test('SPEC §12 / issue 21: a follower that hangs up on the control socket is followed no more; its task goes on', async (t) => {
+  const net = await startNet(t);
+  const p = await net.node('p', providerConfig([{ id: 'demo.echo' }], 'open'));
+  const c = await net.node('c');
+  await net.start(p.dir);
+  const daemon = await net.start(c.dir);
+  // A text task with no agent behind it waits in the provider's inbox: it stays `working`.
+  const sent = await askDaemon(c.dir, 'send', { aid: p.aid, text: 'hello', waitMs: 10_000 });
+  t.is(sent!.state, 'working');
+  const first = await new Promise<string>((resolve, reject) => {
+    const req = request(
+      { socketPath: controlPath(c.dir), path: '/watch', method: 'POST', headers: { accept: NDJSON, 'content-type': 'application/json' } },
+      (res) => {
+        res.setEncoding('utf8');
+        res.once('data', (line: string) => {
+          resolve(line);
+          req.destroy();
+        });
+      },
+    );
+    req.on('error', (err: NodeJS.ErrnoException) => err.code === 'ECONNRESET' || reject(err));
+    req.end(JSON.stringify({ task: sent!.task, waitMs: 600_000 }));
+  });
+  t.like(JSON.parse(first), { update: { type: 'record', record: { task: sent!.task, state: 'working' } } });
+  await until(() => !daemon.node.caller.following(), 'the watch to end when its client has gone');
+  t.like(await askDaemon(c.dir, 'task', { id: sent!.task }), { state: 'working' });
 });
 
 test("SPEC §12: without a daemon, run opens the data dir's node in-process and gives the daemon's answer", async (t) => {

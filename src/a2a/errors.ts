@@ -39,6 +39,8 @@ export interface Ctx {
   operate: Operate;
   aid: string;
   push: PushConfigs;
+  /** Aborted when the client has gone before its answer ended: whatever follows a task for it stops (the task goes on). */
+  signal: AbortSignal;
 }
 
 /** The task by id, when it was sent to this agent (another agent's endpoint does not see it). */

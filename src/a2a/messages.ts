@@ -44,7 +44,7 @@ export async function sendStreamingMessage(ctx: Ctx, params: Params): Promise<St
   if (request.kind === 'continue') {
     // The answer to a quote: the task goes on, and the stream follows it from there.
     const record = await continueTask(ctx, request, 0);
-    return follow((onUpdate) => ctx.operate('watch', { task: record.task, waitMs: FOLLOW_MS, onUpdate }));
+    return follow((onUpdate) => ctx.operate('watch', { task: record.task, waitMs: FOLLOW_MS, onUpdate, signal: ctx.signal }));
   }
   return follow((onUpdate) => startTask(ctx, request, FOLLOW_MS, push, onUpdate));
 }
@@ -56,7 +56,7 @@ export async function subscribeToTask(ctx: Ctx, params: Params): Promise<Streame
     throw new RpcError(CODES.unsupported, `Task ${record.task} is ${record.state}: it has ended; GetTask gives it`, {
       state: record.state,
     });
-  return follow((onUpdate) => ctx.operate('watch', { task: record.task, waitMs: FOLLOW_MS, onUpdate }));
+  return follow((onUpdate) => ctx.operate('watch', { task: record.task, waitMs: FOLLOW_MS, onUpdate, signal: ctx.signal }));
 }
 
 function readRequest(params: Params): Request {
@@ -113,11 +113,12 @@ async function startTask(
       waitMs,
       ...context,
       onUpdate: updates,
+      signal: ctx.signal,
     });
   }
-  const sent = await ctx.operate('send', { aid: ctx.aid, text: request.text, waitMs, ...context, onUpdate: updates });
+  const sent = await ctx.operate('send', { aid: ctx.aid, text: request.text, waitMs, ...context, onUpdate: updates, signal: ctx.signal });
   if (waitMs === 0 || final(sent)) return sent;
-  return ctx.operate('watch', { task: sent.task, waitMs, ...(onUpdate ? { onUpdate } : {}) });
+  return ctx.operate('watch', { task: sent.task, waitMs, ...(onUpdate ? { onUpdate } : {}), signal: ctx.signal });
 }
 
 /**
@@ -146,7 +147,7 @@ async function continueTask(ctx: Ctx, request: Extract<Request, { kind: 'continu
 async function answerQuote(ctx: Ctx, record: TaskRecord, decision: Decision, waitMs: number): Promise<TaskRecord> {
   try {
     return decision === 'payment-submitted'
-      ? await ctx.operate('pay', { task: record.task, waitMs })
+      ? await ctx.operate('pay', { task: record.task, waitMs, signal: ctx.signal })
       : await ctx.operate('reject', { task: record.task });
   } catch (err) {
     if (err instanceof PaymentError) throw new RpcError(CODES.invalidParams, `Invalid params: ${err.message}`, { state: record.state });

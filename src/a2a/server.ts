@@ -128,7 +128,11 @@ async function handle({ node, token, origin, parser, push }: Endpoint, req: Inco
       const version = requestedVersion(req.headers['a2a-version'], url.searchParams.get('A2A-Version'));
       const parsed = await parser.parse(body);
       const quiet = isStreamingRequest(parsed) ? null : keepAlive(res);
-      const reply = await answerRpc({ operate: node.operate, aid, push }, parsed, version).finally(() => quiet?.stop());
+      // A client that hangs up (a dropped stream, a blocking SendMessage given up) stops what follows the task for it.
+      const gone = new AbortController();
+      res.on('close', () => res.writableEnded || gone.abort());
+      const ctx = { operate: node.operate, aid, push, signal: gone.signal };
+      const reply = await answerRpc(ctx, parsed, version).finally(() => quiet?.stop());
       if ('json' in reply) return sendRpc(res, reply.json);
       return stream(res, reply.stream.id, reply.stream.events);
     }

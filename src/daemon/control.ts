@@ -23,10 +23,13 @@ export async function serveControl(dataDir: string, node: Node): Promise<Server>
     const onUpdate = (u: TaskUpdate) => {
       if (!res.destroyed) res.write(`${JSON.stringify({ update: u }, jsonReplacer)}\n`);
     };
+    // A follower that hangs up (Ctrl-C on `anet call`) stops the wait here too; its task goes on.
+    const gone = new AbortController();
+    res.on('close', () => res.writableEnded || gone.abort());
     let reply: ControlReply;
     try {
       const args = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : {};
-      reply = { ok: true, result: await answer(node, op, streamed ? { ...args, onUpdate } : args) };
+      reply = { ok: true, result: await answer(node, op, streamed ? { ...args, onUpdate, signal: gone.signal } : args) };
     } catch (err) {
       reply = { ok: false, error: (err as Error).message, name: (err as Error).name };
     }
@@ -46,9 +49,9 @@ export async function serveControl(dataDir: string, node: Node): Promise<Server>
  * usual client is this program's `run`, but a hand-written client gets a line naming a wrong field, never
  * a crash inside the node).
  */
-function answer(node: Node, op: string, args: { onUpdate?: (u: TaskUpdate) => void }): Promise<unknown> {
+function answer(node: Node, op: string, args: { onUpdate?: (u: TaskUpdate) => void; signal?: AbortSignal }): Promise<unknown> {
   if (!isOpName(op)) throw new Error(`unknown control operation "${op}"`);
-  // Checked without the function (the wire's arguments), then given it back: it never came over the wire.
-  const { onUpdate, ...wire } = args;
-  return operate(node, op, { ...wireArgs(op, wire), ...(onUpdate ? { onUpdate } : {}) } as ArgsOf<typeof op>);
+  // Checked without what never comes over the wire (the callback, the signal), then given them back.
+  const { onUpdate, signal, ...wire } = args;
+  return operate(node, op, { ...wireArgs(op, wire), ...(onUpdate ? { onUpdate, signal } : {}) } as ArgsOf<typeof op>);
 }

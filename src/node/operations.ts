@@ -47,6 +47,8 @@ export interface CallArgs {
   context?: string;
   /** Told of each change of the task and each preview; across the control socket as NDJSON lines (control.ts). */
   onUpdate?: OnUpdate;
+  /** Ends the wait (not the task) when the one following has gone; the control socket aborts it when its client does. */
+  signal?: AbortSignal;
 }
 
 export interface SendArgs {
@@ -55,6 +57,7 @@ export interface SendArgs {
   waitMs: number;
   context?: string;
   onUpdate?: OnUpdate;
+  signal?: AbortSignal;
 }
 
 export interface WatchArgs {
@@ -62,6 +65,7 @@ export interface WatchArgs {
   /** How long to follow it at most; the record as it then stands is the result. */
   waitMs: number;
   onUpdate?: OnUpdate;
+  signal?: AbortSignal;
 }
 
 export interface PayArgs {
@@ -69,6 +73,7 @@ export interface PayArgs {
   waitMs?: number;
   /** As for `call`. */
   onUpdate?: OnUpdate;
+  signal?: AbortSignal;
 }
 
 export interface NodeStatus {
@@ -126,11 +131,11 @@ const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<
   'public-card': (node, { aid }) => node.reader.publicCard(aid),
   call: (node, a) => node.caller.call(a.aid, a.capability, a.args, a.files, a.waitMs, follow(a)),
   send: (node, a) => node.caller.send(a.aid, a.text, a.waitMs, follow(a)),
-  watch: (node, a) => node.caller.watch(a.task, a.waitMs, a.onUpdate),
+  watch: (node, a) => node.caller.watch(a.task, a.waitMs, a.onUpdate, a.signal),
   cancel: (node, a) => node.caller.cancel(a.task, a.waitMs),
   tasks: (node) => node.caller.tasks(),
   task: async (node, { id }) => (await node.caller.task(id)) ?? null,
-  pay: (node, a) => node.caller.pay(a.task, a.waitMs ?? 0, a.onUpdate),
+  pay: (node, a) => node.caller.pay(a.task, a.waitMs ?? 0, a.onUpdate, a.signal),
   reject: (node, { task }) => node.caller.reject(task),
   inbox: (node) => node.inbox(),
   reply: (node, { task, text }) => node.reply(task, text),
@@ -140,9 +145,10 @@ const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<
 };
 
 /** Who follows a task a surface starts, and its client's contextId. */
-const follow = (a: { onUpdate?: OnUpdate; context?: string }) => ({
+const follow = (a: { onUpdate?: OnUpdate; context?: string; signal?: AbortSignal }) => ({
   ...(a.onUpdate ? { onUpdate: a.onUpdate } : {}),
   ...(a.context !== undefined ? { context: a.context } : {}),
+  ...(a.signal ? { signal: a.signal } : {}),
 });
 
 const none = z.object({});
@@ -150,9 +156,9 @@ const aidArg = z.object({ aid: z.string() });
 
 /**
  * What each operation takes as JSON over the control socket, checked there before it runs (callers in
- * this process are checked by the compiler; `onUpdate` never crosses the socket). A missing `files` is none.
+ * this process are checked by the compiler; `onUpdate` and `signal` never cross the socket). A missing `files` is none.
  */
-const WIRE_ARGS: { [K in OpName]: z.ZodType<Omit<ArgsOf<K>, 'onUpdate'>> } = {
+const WIRE_ARGS: { [K in OpName]: z.ZodType<Omit<ArgsOf<K>, 'onUpdate' | 'signal'>> } = {
   ping: none,
   status: none,
   publish: none,

@@ -73,28 +73,45 @@ export class TaskBook {
     this.live.set(id, rec);
   }
 
-  /** Resolves with the record once final (or `enough`), or as it stands after `waitMs`. */
-  until(task: string, waitMs: number, onUpdate?: (r: TaskRecord) => void, enough: (r: TaskRecord) => boolean = () => false): Wait {
+  /**
+   * Resolves with the record once final (or `enough`), or as it stands after `waitMs` or once `signal`
+   * aborts (the one waiting has gone: the task goes on).
+   */
+  until(
+    task: string,
+    waitMs: number,
+    onUpdate?: (r: TaskRecord) => void,
+    enough: (r: TaskRecord) => boolean = () => false,
+    signal?: AbortSignal,
+  ): Wait {
     let timer: NodeJS.Timeout | undefined;
     let wake!: (r: TaskRecord) => void;
+    let giveUp!: () => void;
     const settled = new Promise<TaskRecord>((resolve) => {
-      timer = setTimeout(async () => {
+      giveUp = async () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', giveUp);
         this.unwait(task, wake);
         // The node may have closed meanwhile (a stop during a long wait): then the record in memory.
         resolve((await this.shown(task).catch(() => this.live.get(task)))!);
-      }, waitMs);
+      };
+      timer = setTimeout(giveUp, waitMs);
       wake = (r: TaskRecord) => {
         onUpdate?.(r);
         if (!isFinal(r.state) && !enough(r)) return;
         clearTimeout(timer);
+        signal?.removeEventListener('abort', giveUp);
         this.unwait(task, wake);
         resolve(r);
       };
       // Several may wait on one task (an `anet call` still waiting while `anet pay` runs).
       this.waiters.set(task, [...(this.waiters.get(task) ?? []), wake]);
+      if (signal?.aborted) void giveUp();
+      else signal?.addEventListener('abort', giveUp, { once: true });
     });
     const cancel = () => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', giveUp);
       this.unwait(task, wake);
     };
     return { settled, cancel };

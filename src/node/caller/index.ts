@@ -40,6 +40,8 @@ export type OnUpdate = (u: TaskUpdate) => void;
 export interface Follow {
   onUpdate?: OnUpdate;
   context?: string;
+  /** Aborted when the one following has gone (a dropped stream): the wait ends, the task goes on. */
+  signal?: AbortSignal;
 }
 
 /** How long `cancel` waits for the provider's answer by default. */
@@ -145,7 +147,7 @@ export class Caller {
     const written = this.book.write(task, record, [this.resends.keep(task, { to, request })]);
     const unfollow = this.follow(task, follow.onUpdate);
     follow.onUpdate?.({ type: 'record', record });
-    const settled = this.book.until(task, waitMs, undefined, enough).settled.finally(unfollow);
+    const settled = this.book.until(task, waitMs, undefined, enough, follow.signal).settled.finally(unfollow);
     this.resends.sent(task, to, now);
     try {
       const messenger = await this.parts.messenger();
@@ -162,6 +164,11 @@ export class Caller {
     return settled;
   }
 
+  /** Whether anyone follows a task now (a stream, a blocking call): tools and tests read it. */
+  following(): boolean {
+    return this.updates.observed;
+  }
+
   /** Passes the updates of one task to `onUpdate` until the returned function is called. */
   private follow(task: string, onUpdate: OnUpdate | undefined): () => void {
     if (!onUpdate) return () => {};
@@ -173,14 +180,14 @@ export class Caller {
    * Follows a task: `onUpdate` gets its record as it stands, then each change and preview; resolves with
    * the record once it has ended, or as it stands after `waitMs`.
    */
-  async watch(id: string, waitMs: number, onUpdate?: OnUpdate): Promise<TaskRecord> {
+  async watch(id: string, waitMs: number, onUpdate?: OnUpdate, signal?: AbortSignal): Promise<TaskRecord> {
     const unfollow = this.follow(id, onUpdate);
     try {
       const rec = await this.task(id);
       if (!rec) throw new Error(`no task ${id} (see \`anet tasks\`)`);
       onUpdate?.({ type: 'record', record: rec });
       if (isFinal(rec.state)) return rec;
-      const wait = this.book.until(id, waitMs);
+      const wait = this.book.until(id, waitMs, undefined, undefined, signal);
       // It may have ended between the read and the wait: then no change is left to wake the wait.
       const now = await this.task(id);
       if (now && isFinal(now.state)) {
@@ -291,10 +298,10 @@ export class Caller {
   }
 
   /** `anet pay`: pays the quote of a task waiting for the operator, then waits for its end. */
-  async pay(id: string, waitMs: number, onUpdate?: OnUpdate): Promise<TaskRecord> {
+  async pay(id: string, waitMs: number, onUpdate?: OnUpdate, signal?: AbortSignal): Promise<TaskRecord> {
     // The waiter is registered before the payment leaves, so even an instant final answer is seen.
     const unfollow = this.follow(id, onUpdate);
-    const wait = this.book.until(id, waitMs);
+    const wait = this.book.until(id, waitMs, undefined, undefined, signal);
     void wait.settled.finally(unfollow);
     await this.turns
       .run(id, async () => {
