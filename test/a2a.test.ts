@@ -249,7 +249,7 @@ test('SPEC §12, §9.2, A2A §3.2.2: a text-only message is a text task; a block
   t.deepEqual(task.artifacts[0]!.parts[0]!.content, { $case: 'text', value: 'it is fine' });
 });
 
-test("SPEC §6.3, §12: GetExtendedAgentCard gives a priced provider's signed extended card; -32007 not_applicable for a free one", async (t) => {
+test("SPEC §6.3, §12: GetExtendedAgentCard gives a priced provider's extended card (verified by the node, served pointing here); -32007 not_applicable for a free one", async (t) => {
   const net = await startNet(t);
   const paid = await net.node('paid', {
     ...providerConfig([{ id: 'text.summarize' }, { id: 'text.translate', price: 3 }], 'open'),
@@ -263,7 +263,11 @@ test("SPEC §6.3, §12: GetExtendedAgentCard gives a priced provider's signed ex
   const extended = await (await client(c.daemon, c.token, paid.aid)).getAgentCard();
   const prices = extended.capabilities?.extensions.find((e) => e.uri === EXT_PRICE)?.params as { prices: unknown } | undefined;
   t.deepEqual(prices?.prices, [{ skillId: 'text.translate', amount: '3' }]);
-  t.is(extended.signatures.length, 1, 'the card as the provider signed it');
+  // Served as the public card is: pointing here, with what this endpoint offers (the SDK replaces the card
+  // it holds with this one), and without the provider's signature, which covers the card as signed.
+  t.is(extended.supportedInterfaces[0]?.url, c.daemon.a2a!.agentUrl(paid.aid).replace(/\/$/, '/jsonrpc'));
+  t.like(extended.capabilities, { streaming: true, pushNotifications: true });
+  t.is(extended.signatures.length, 0);
 
   const error = await rpcError(t, (await client(c.daemon, c.token, free.aid)).getAgentCard());
   t.is(error.code, -32007);

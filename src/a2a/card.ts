@@ -28,7 +28,7 @@ export async function localCard(operate: Operate, aid: string, rpcUrl: string): 
     const reason = read.code ?? 'INVALID_CARD';
     return { status: 404, error: `the card of ${aid} does not verify (${reason})`, reason, explanation: explain(reason) };
   }
-  return { status: 200, card: rewrite(read.card, rpcUrl) };
+  return { status: 200, card: servedCard(read.card, rpcUrl) };
 }
 
 /**
@@ -37,9 +37,11 @@ export async function localCard(operate: Operate, aid: string, rpcUrl: string): 
  * says: streaming and push notifications (this node follows the task and streams or posts its updates),
  * and the bearer token it requires. The relay signature is dropped: it covers the card as signed, not
  * this rewritten copy, so a client checking it would (rightly) fail. The verified original, signature and
- * all, is what `anet card --json` shows; this endpoint serves only cards that verified.
+ * all, is what `anet card --json` shows; this endpoint serves only cards that verified. The extended card
+ * (GetExtendedAgentCard) is served the same way: a client replaces the card it holds with it, and must
+ * still find this endpoint and what it offers there.
  */
-function rewrite(card: AgentCard, rpcUrl: string): ServedCard {
+export function servedCard(card: AgentCard, rpcUrl: string): ServedCard {
   const { signatures: _signed, ...rest } = card;
   return {
     ...rest,

@@ -39,6 +39,8 @@ export interface Ctx {
   operate: Operate;
   aid: string;
   push: PushConfigs;
+  /** This agent's JSON-RPC URL at this endpoint (the cards served point there). */
+  rpcUrl: string;
   /** Aborted when the client has gone before its answer ended: whatever follows a task for it stops (the task goes on). */
   signal: AbortSignal;
 }

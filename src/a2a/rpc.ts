@@ -6,6 +6,8 @@ import { isLosslessNumber, type LosslessNumber } from 'lossless-json';
 import type { Parsed } from './parse.js';
 import { CancelError } from '../node/operations.js';
 import { toTask } from './tasks.js';
+import { servedCard } from './card.js';
+import type { AgentCard } from '../protocol/card/types.js';
 import { CODES, RpcError, invalidParams, reasoned, taskOf, type Ctx } from './errors.js';
 import { sendMessage, sendStreamingMessage, subscribeToTask, Streamed } from './messages.js';
 import { listTasks } from './list.js';
@@ -117,7 +119,8 @@ async function getExtendedAgentCard(ctx: Ctx): Promise<unknown> {
     };
     throw new RpcError(CODES.internal, reasoned(CODES.internal, 'card_stale').message, data);
   }
-  if (view.extended === 'ok') return view.card; // the signed card as the provider sent it
+  // The provider's card (verified by this node, prices and all), pointing here as the public card does.
+  if (view.extended === 'ok') return servedCard(view.card as AgentCard, ctx.rpcUrl);
   switch (view.reason) {
     case 'not_applicable':
     case 'not_configured':

@@ -131,7 +131,7 @@ async function handle({ node, token, origin, parser, push }: Endpoint, req: Inco
       // A client that hangs up (a dropped stream, a blocking SendMessage given up) stops what follows the task for it.
       const gone = new AbortController();
       res.on('close', () => res.writableEnded || gone.abort());
-      const ctx = { operate: node.operate, aid, push, signal: gone.signal };
+      const ctx = { operate: node.operate, aid, push, signal: gone.signal, rpcUrl: `${origin}/a2a/v1/agents/${aid}/jsonrpc` };
       const reply = await answerRpc(ctx, parsed, version).finally(() => quiet?.stop());
       if ('json' in reply) return sendRpc(res, reply.json);
       return stream(res, reply.stream.id, reply.stream.events);
