@@ -26,6 +26,7 @@ import { showAgent, search, publish, withdraw, updateKel, putKeys } from './dire
 import { register, mintInvite, RateLimit } from './registration.js';
 import { handleLedger } from './ledger-routes.js';
 import { handleRelay, upgrade } from './relay-routes.js';
+import { isWebPath, serveWeb } from './web/serve.js';
 
 export { HubError } from './http.js';
 
@@ -215,6 +216,8 @@ async function handle(ctx: HubContext, client: string, req: IncomingMessage, res
   const body = await readBody(ctx, req, client, MAX_BODY, ctx.bodies, BUSY_BODIES);
   // The relay counts envelopes (never who sent them to whom): operators watch them, tests count them.
   if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true, aid: hubAid, relay: relay.stats });
+  // The web view (issue 22): a page that verifies what it shows itself, served beside the API it reads.
+  if (method === 'GET' && isWebPath(url.pathname)) return serveWeb(res, url.pathname);
   if (parts[0] === 'ledger') return send(res, 200, await handleLedger(ctx, req, url.pathname, method, body));
   if (parts[0] === 'invites' && parts.length === 1 && method === 'POST')
     return send(res, 200, await mintInvite(ctx, req, url.pathname, body));
