@@ -33,6 +33,8 @@ const HELP = `usage: anet <command> [options]
                        credit AMOUNT credits to a registered AID (through the running hub, else its store)
   hub invite [--data DIR]
                        a single-use token that lets one new AID register (for --require-invite)
+  status               the daemon: uptime, hub stream, card seq, each capability's quota windows and
+                       in-flight counts, tasks by state, journal size and last checkpoint
   balance              this node's credits on the hub: balance, held, the last 10 ledger entries
   hub-register --name NAME [--invite TOKEN]
                        set the name on your card and register with the hub (with the operator's invite)
@@ -168,6 +170,8 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
         bus: values.bus,
         mailboxTtl: values['mailbox-ttl'],
       });
+    case 'status':
+      return (await import('./status.js')).cmdStatus(io, dataDir, json);
     case 'balance':
       return (await hubCommands()).cmdBalance(io, dataDir, json);
     case 'hub-register':

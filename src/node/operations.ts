@@ -12,8 +12,10 @@ import type { Account } from '../protocol/hub-api.js';
 import type { TaskRecord, TaskUpdate, OnUpdate } from './caller/index.js';
 import type { InboxEntry } from './provider/text.js';
 import { auditCards, auditPrices, type CardAuditRow, type PriceAudit } from './audit.js';
+import { nodeStatus, type NodeStatus } from './status.js';
 
 // The result types, for the surfaces that show them, and the refusal `pay` and `reject` throw.
+export type { NodeStatus, CapabilityStatus, WindowUse } from './status.js';
 export type { CardView, OwnCard, ReadCard, Account, TaskRecord, InboxEntry, CardAuditRow, PriceAudit, TaskUpdate, OnUpdate };
 export { PaymentError } from './caller/payment.js';
 export { CancelError, CANCEL_WAIT_MS } from './caller/index.js';
@@ -76,13 +78,6 @@ export interface PayArgs {
   signal?: AbortSignal;
 }
 
-export interface NodeStatus {
-  aid: string;
-  hub: string;
-  card: OwnCard | null;
-  relay: ReturnType<Node['relayStatus']>;
-}
-
 /** Each operation's arguments and result. The names are the control socket's paths (`POST /<name>`). */
 export interface Operations {
   ping: { args: NoArgs; result: { aid: string } };
@@ -119,12 +114,7 @@ export type Operate = <K extends OpName>(op: K, args: ArgsOf<K>) => Promise<Resu
 
 const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<K>> } = {
   ping: async (node) => ({ aid: node.identity.aid }),
-  status: async (node) => ({
-    aid: node.identity.aid,
-    hub: node.config.hub,
-    card: ((await node.store.meta.get('card')) as OwnCard | undefined) ?? null,
-    relay: node.relayStatus(),
-  }),
+  status: (node) => nodeStatus(node),
   publish: (node) => node.publish(),
   find: async (node, args) => findData(await node.find(args)),
   card: (node, { aid }) => node.card(aid),
