@@ -6,6 +6,8 @@ import type { Ledger } from './ledger.js';
 import type { Budget } from './budget.js';
 import type { RequestAuth } from './auth.js';
 import type { Blobs } from './blobs.js';
+import type { HubMetrics } from './metrics.js';
+import type { Log } from '../util/log.js';
 
 export interface HubContext {
   storage: HubStorage;
@@ -24,4 +26,7 @@ export interface HubContext {
   registrations: { take(client: string): number } | null;
   /** Signed requests: the signature, the clock window, each nonce once. */
   auth: RequestAuth;
+  metrics: HubMetrics;
+  /** The hub's log (src/util/log.ts): peers' AIDs at debug only (cmdHubStart masks them above it). */
+  log: Log;
 }

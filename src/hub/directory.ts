@@ -11,10 +11,18 @@ import type { AgentRecord, HubStorage, SearchQuery } from './storage/types.js';
 import { BadCursor, BadSearch } from './search/index.js';
 import type { HubContext } from './context.js';
 import { HubError, send, json } from './http.js';
+import type { HubMetrics } from './metrics.js';
 
 /** GET /agents/<aid>/{card,kel,jwks.json,keys}: false when `what` is none of these. */
-export async function showAgent(storage: HubStorage, res: ServerResponse, aid: string, what: string | undefined): Promise<boolean> {
+export async function showAgent(
+  storage: HubStorage,
+  res: ServerResponse,
+  aid: string,
+  what: string | undefined,
+  metrics?: HubMetrics,
+): Promise<boolean> {
   const rec = await storage.agents.get(aid);
+  if (what === 'card') metrics?.cardFetched(!rec ? 'unknown_aid' : rec.card ? 'ok' : 'withdrawn');
   if (!rec) throw new HubError(404, 'UNKNOWN_AID', `no agent ${aid} on this hub`);
   if (what === 'card') {
     if (!rec.card) throw new HubError(404, 'NO_CARD', `${aid} has withdrawn its card`);
@@ -96,6 +104,7 @@ export async function publish(ctx: HubContext, req: IncomingMessage, path: strin
     seq = c.seq;
     return { ...cur, card: body.card as string, seq: c.seq, digest: c.digest, updatedAt: now() };
   });
+  ctx.log(`card of ${aid} at seq ${seq}`, 'debug');
   return { aid, seq };
 }
 

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP, isIPv4, isIPv6 } from 'node:net';
 import type { Budget } from './budget.js';
 import { LedgerRefused } from './ledger.js';
+import type { Log } from '../util/log.js';
 
 /** After an error answered before its body was read, the rest is read and dropped this long at most. */
 const LINGER_MS = 1000;
@@ -39,8 +40,10 @@ export function send(
  * the budget, past its deadline, a bad route) closes its connection: what still comes is read and dropped
  * for LINGER_MS at most (closing on unread input could reset the connection before the answer is read).
  */
-export function refuse(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+export function refuse(req: IncomingMessage, res: ServerResponse, err: unknown, log?: Log): void {
   const e = err instanceof HubError || err instanceof LedgerRefused ? err : new HubError(500, 'INTERNAL', (err as Error).message);
+  // The hub's own failure, not a refusal: the operator needs its line (the AIDs in it are masked above debug).
+  if (e.status === 500) log?.(`${req.method} ${req.url?.split('?')[0]}: ${e.code}: ${e.message}`, 'error');
   if (res.headersSent) return void res.destroy();
   const headers: Record<string, string> = {};
   if (e instanceof HubError && e.retryAfterS) headers['retry-after'] = String(e.retryAfterS);

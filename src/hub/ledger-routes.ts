@@ -12,6 +12,31 @@ import type { RequestNonce } from './storage/types.js';
  * (the payee), GET /ledger/accounts/<aid> (that AID or the hub). All signed; the ledger decides the rest.
  */
 export async function handleLedger(ctx: HubContext, req: IncomingMessage, path: string, method: string, raw: Buffer) {
+  const kind = ledgerKind(path, method, raw);
+  try {
+    const answer = await ledgerRoute(ctx, req, path, method, raw);
+    ctx.metrics.ledgerOp(kind, 'ok');
+    return answer;
+  } catch (err) {
+    ctx.metrics.ledgerOp(kind, (err as { code?: unknown }).code === undefined ? 'INTERNAL' : String((err as { code: unknown }).code));
+    throw err;
+  }
+}
+
+/** The operation a ledger request asks for, as the metrics name it: a settle by its action. */
+function ledgerKind(path: string, method: string, raw: Buffer): string {
+  const op = path.split('/').filter(Boolean)[1] ?? '';
+  if (method === 'GET') return op === 'accounts' ? 'account' : 'other';
+  if (op !== 'settle') return op;
+  try {
+    const action = JSON.parse(raw.toString('utf8')).action;
+    return action === 'capture' || action === 'release' ? action : 'settle';
+  } catch {
+    return 'settle';
+  }
+}
+
+async function ledgerRoute(ctx: HubContext, req: IncomingMessage, path: string, method: string, raw: Buffer) {
   const { storage, ledger, hubKel } = ctx;
   const parts = path.split('/').filter(Boolean);
   const route =

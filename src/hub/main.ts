@@ -20,6 +20,7 @@ import { openStorage } from './storage/open.js';
 import { mintInviteToken } from './registration.js';
 import { Ledger, LedgerRefused, LedgerDamagedError, checkLedger } from './ledger.js';
 import { operatorPost, OperatorRequestError } from './operator.js';
+import { createLogger, isLogLevel, logLevel, redactAids, type Log } from '../util/log.js';
 
 export { startHub, type Hub, type HubOptions } from './server.js';
 
@@ -73,6 +74,8 @@ export interface HubStartFlags {
   bus?: string;
   /** How long mail for an offline node is kept: `7d`, `36h`, `90m` (default 7d). */
   mailboxTtl?: string;
+  /** `--log-level` (else ANET_LOG_LEVEL, else info). */
+  logLevel?: string;
 }
 
 /** The longest mail may wait: a node refuses an envelope whose exp is further (src/protocol/envelope.ts). */
@@ -116,6 +119,7 @@ export async function cmdHubStart(
   if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0))
     throw usageError('--register-limit takes a whole number of new AIDs per address a minute (0: no limit)');
   const { db, bus, ttlMs } = storageFlags(flags);
+  const log = hubLog(io, flags.logLevel);
   const dataDir = hubDir(dataFlag);
   await ensureDir(dataDir, 0o700);
   const hub = await startHub({
@@ -127,7 +131,9 @@ export async function cmdHubStart(
     requireInvite: flags.requireInvite ?? false,
     trustProxy: flags.trustProxy ?? false,
     ...(limit !== undefined ? { registrationsPerMinute: limit } : {}),
+    log,
   });
+  hub.metrics.withProcessMetrics();
   io.out(
     `anet hub: ready on ${hub.url}; hub AID ${hub.aid}; data ${dataDir}${db ? `; store ${hub.storage.where}` : ''}${bus ? `; bus ${bus}` : ''}`,
   );
@@ -140,6 +146,18 @@ export async function cmdHubStart(
   await untilSignal();
   await hub.close();
   io.out('anet hub: stopped');
+}
+
+/**
+ * The hub's log on stderr (src/util/log.ts): JSON lines, or readable ones on a terminal. Above debug every
+ * AID in a line is masked, so no log at info lets anyone rebuild who registered, published or talked
+ * to whom; `--log-level debug` shows them, for an operator tracing one agent.
+ */
+function hubLog(io: HubIo, flag: string | undefined): Log {
+  const level = logLevel(flag);
+  if (!isLogLevel(level)) throw usageError(level);
+  const logger = createLogger({ name: 'anet hub', level, write: (line) => io.err(line), readable: process.stderr.isTTY === true });
+  return (line, at = 'info') => logger[at](at === 'debug' ? line : redactAids(line));
 }
 
 /** The running hub of a data dir, from its hub.json; null when there is none or its process is gone. */
@@ -302,12 +320,13 @@ export async function cmdVerifyLedger(io: HubIo, dataDir: string, json: boolean,
 const HELP = `usage: anet-hub <command> [options]
 
   start [--port 8710] [--data DIR] [--require-invite] [--register-limit N] [--trust-proxy]
-        [--db postgres://…] [--bus nats://…] [--mailbox-ttl 7d]
+        [--db postgres://…] [--bus nats://…] [--mailbox-ttl 7d] [--log-level debug|info|warn|error]
                        run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub),
                        or with its store in PostgreSQL (--db; DIR keeps its identity), one of N replicas with --bus;
                        mail for offline nodes is kept --mailbox-ttl (default 7d, at most 7d);
                        new AIDs: only with an invite, or at most N per address a minute (default 20, 0: no limit);
-                       --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy)
+                       --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy);
+                       GET /metrics: Prometheus metrics; logs on stderr (JSON unless a terminal; AIDs at debug only)
   mint AID AMOUNT [--data DIR]
                        credit AMOUNT credits to a registered AID (through the running hub, else its store)
   invite [--data DIR]  a single-use token that lets one new AID register (for --require-invite)
@@ -329,6 +348,7 @@ const OPTIONS = {
   db: { type: 'string' },
   bus: { type: 'string' },
   'mailbox-ttl': { type: 'string' },
+  'log-level': { type: 'string' },
 } as const;
 
 /** `anet-hub <command>`: the exit code (SPEC §12: 0 success, 1 refused or failed, 2 usage). */
@@ -359,6 +379,7 @@ async function dispatch(argv: string[], io: HubIo): Promise<void> {
         db: values.db,
         bus: values.bus,
         mailboxTtl: values['mailbox-ttl'],
+        logLevel: values['log-level'],
       });
     case 'mint':
       return cmdHubMint(io, values.data, rest[0], rest[1], values.json);

@@ -77,6 +77,9 @@ export async function register(ctx: HubContext, client: string, req: IncomingMes
   // A new AID is admitted first (invite or rate); then, as for a known one, the record is made from what
   // is stored at that moment, so two registrations of one AID racing on any replicas cannot undo each other.
   const written = rec ? await storage.agents.update(kel.aid, build) : await admit(ctx, client, body.invite, build);
+  // Who registered is the directory's to show, not the log's above debug (src/util/log.ts).
+  if (!rec) ctx.log(`new agent registered${body.invite ? ' with an invite' : ''}`);
+  ctx.log(`${rec ? 're-registered' : 'registered'} ${kel.aid}`, 'debug');
   return { aid: kel.aid, seq: written?.seq ?? null };
 }
 

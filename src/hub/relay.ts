@@ -142,7 +142,13 @@ export class Relay {
   private readonly queuedBy = new Map<string, number>();
   /** Mailbox listings under way, one per recipient (see flushOnce). */
   private readonly listing = new KeyedSerial();
-  readonly stats = { delivered: 0, queued: 0, dropped: 0, expired: 0, acked: 0 };
+  /** `accepted`: envelopes offered (by senders and replicas); `delivered`: pushes on a recipient stream. */
+  readonly stats = { accepted: 0, delivered: 0, queued: 0, dropped: 0, expired: 0, acked: 0 };
+
+  /** Recipient streams open on this process (the hub's metrics). */
+  get openStreams(): number {
+    return this.streams.size;
+  }
 
   private readonly limits: RelayLimits;
   private readonly mailLimits: MailboxLimits;
@@ -178,6 +184,7 @@ export class Relay {
    * 'full' (a bound would be passed), or 'unknown' (not a recipient the hub keeps mail for).
    */
   async accept(bytes: Uint8Array, client = ''): Promise<'delivered' | 'queued' | 'full' | 'unknown'> {
+    this.stats.accepted++;
     const to = envelopeRecipient(bytes);
     // Its place in `to`'s order is taken before the first await.
     const turn = this.turn(to);
