@@ -27,6 +27,8 @@ import { register, mintInvite, RateLimit } from './registration.js';
 import { handleLedger } from './ledger-routes.js';
 import { handleRelay, upgrade } from './relay-routes.js';
 import { isWebPath, serveWeb } from './web/serve.js';
+import { HubMetrics } from './metrics.js';
+import type { Log } from '../util/log.js';
 
 export { HubError } from './http.js';
 
@@ -64,6 +66,8 @@ export interface HubOptions {
   blobBytesPerUploader?: number;
   /** A blob upload that sends no byte for this long is dropped (default 30 s). */
   blobStallMs?: number;
+  /** The hub's log (src/util/log.ts; `anet hub start` gives one that masks AIDs above debug): none by default. */
+  log?: Log;
 }
 
 const BODY_IDLE_MS = 10_000;
@@ -94,6 +98,8 @@ export interface Hub {
   ledger: Ledger;
   /** Request bodies of the routes outside /relay/v2 being received (the relay's are `relay.uploads`). */
   bodies: Budget;
+  /** Its Prometheus metrics, served at GET /metrics (src/hub/metrics.ts). */
+  metrics: HubMetrics;
   close(): Promise<void>;
 }
 
@@ -144,6 +150,8 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     bodies: new Budget(opts.bodyBytes ?? BODY_BYTES, opts.bodyBytesPerClient ?? BODY_BYTES_PER_CLIENT),
     registrations: perMinute > 0 ? new RateLimit(perMinute, now) : null,
     auth: new RequestAuth(storage.nonces, now),
+    metrics: new HubMetrics(relay, storage.mailbox),
+    log: opts.log ?? (() => {}),
   };
   await ledger.sweep();
   const sweeper = setInterval(() => void ledger.sweep().catch(() => {}), SWEEP_EVERY_MS);
@@ -156,7 +164,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     const socket = req.socket;
     answering.set(socket, (answering.get(socket) ?? 0) + 1);
     res.once('close', () => answering.set(socket, answering.get(socket)! - 1));
-    handle(ctx, clientOf(req, ctx.trustProxy), req, res).catch((err) => refuse(req, res, err));
+    handle(ctx, clientOf(req, ctx.trustProxy), req, res).catch((err) => refuse(req, res, err, ctx.log));
   });
   server.on('upgrade', (req, socket, head) =>
     upgrade(relay, (s) => (answering.get(s) ?? 0) > 0, clientOf(req, ctx.trustProxy), req, socket as Socket, head),
@@ -179,6 +187,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     blobs,
     ledger,
     bodies: ctx.bodies,
+    metrics: ctx.metrics,
     close: async () => {
       clearInterval(sweeper);
       await unlink(hubRunFile(opts.dataDir)).catch(() => {});
@@ -216,6 +225,7 @@ async function handle(ctx: HubContext, client: string, req: IncomingMessage, res
   const body = await readBody(ctx, req, client, MAX_BODY, ctx.bodies, BUSY_BODIES);
   // The relay counts envelopes (never who sent them to whom): operators watch them, tests count them.
   if (method === 'GET' && url.pathname === '/health') return send(res, 200, { ok: true, aid: hubAid, relay: relay.stats });
+  if (method === 'GET' && url.pathname === '/metrics') return ctx.metrics.answer(res);
   // The web view (issue 22): a page that verifies what it shows itself, served beside the API it reads.
   if (method === 'GET' && isWebPath(url.pathname)) return serveWeb(res, url.pathname);
   if (parts[0] === 'ledger') return send(res, 200, await handleLedger(ctx, req, url.pathname, method, body));
@@ -226,7 +236,7 @@ async function handle(ctx: HubContext, client: string, req: IncomingMessage, res
   if (parts.length === 1 && method === 'POST') return send(res, 200, await register(ctx, client, req, url.pathname, body));
   const aid = parts[1]!;
   const what = parts[2];
-  if (method === 'GET' && (await showAgent(storage, res, aid, what))) return;
+  if (method === 'GET' && (await showAgent(storage, res, aid, what, ctx.metrics))) return;
   if (what === 'keys' && method === 'PUT') return send(res, 200, await putKeys(ctx, req, url.pathname, body, aid));
   if (what === 'card' && method === 'PUT') return send(res, 200, await publish(ctx, req, url.pathname, body, aid));
   if (what === 'card' && method === 'DELETE') return send(res, 200, await withdraw(ctx, req, url.pathname, body, aid));
