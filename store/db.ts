@@ -124,6 +124,11 @@ export class Store {
   private chainTo: number | undefined;
   private chainFrom: number | undefined;
   private linking = false;
+  /**
+   * Told of each journal batch written: its seconds (the write with its fsync) and its entries. The
+   * node's metrics set it (src/node/metrics.ts); the store knows nothing of them.
+   */
+  onJournalBatch: (seconds: number, entries: number) => void = () => {};
 
   private constructor(
     readonly db: Level<string, unknown>,
@@ -248,11 +253,13 @@ export class Store {
     if (this.chainFrom === undefined)
       raw.push({ type: 'put', key: this.meta.prefixKey('chain', 'utf8'), value: pack(from), keyEncoding: 'utf8', valueEncoding: 'buffer' });
     this.linking = true;
+    const started = performance.now();
     try {
       await this.rawBatch(raw, sync);
     } finally {
       this.linking = false;
     }
+    this.onJournalBatch((performance.now() - started) / 1000, values.length);
     this.chainHead = h;
     this.chainTo = to;
     this.chainFrom ??= from;

@@ -21,14 +21,17 @@ const HELP = `usage: anet <command> [options]
   kel verify FILE      validate a KEL file (CBOR or hex); prints ok or the failing rule
   replay [--actor ID] [--from SEQ] [--to SEQ] [--verify]
                        rebuild actor states from the journal; --verify compares them with the snapshots
-  daemon               run the node: publish its card, serve the CLI on <data>/control.sock
+  daemon [--metrics 127.0.0.1:PORT] [--log-level debug|info|warn|error]
+                       run the node: publish its card, serve the CLI (and GET /metrics) on <data>/control.sock;
+                       --metrics: the metrics on HTTP too (loopback only); logs on stderr (JSON unless a terminal)
   hub start [--port 8710] [--data DIR] [--require-invite] [--register-limit N] [--trust-proxy]
-            [--db postgres://…] [--bus nats://…] [--mailbox-ttl 7d]
+            [--db postgres://…] [--bus nats://…] [--mailbox-ttl 7d] [--log-level debug|info|warn|error]
                        run a hub (directory, KEL store, relay, ledger) with its LevelDB in DIR (default ~/.anet-hub),
                        or its store in PostgreSQL (--db; DIR keeps its identity), one of N replicas with --bus;
                        mail for offline nodes is kept --mailbox-ttl (default 7d, at most 7d);
                        new AIDs: only with an invite, or at most N per address a minute (default 20, 0: no limit);
-                       --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy)
+                       --trust-proxy: client addresses from X-Forwarded-For (behind a reverse proxy);
+                       GET /metrics: Prometheus metrics; logs on stderr (JSON unless a terminal; AIDs at debug only)
   hub mint AID AMOUNT [--data DIR]
                        credit AMOUNT credits to a registered AID (through the running hub, else its store)
   hub invite [--data DIR]
@@ -93,6 +96,8 @@ const OPTIONS = {
   db: { type: 'string' },
   bus: { type: 'string' },
   'mailbox-ttl': { type: 'string' },
+  metrics: { type: 'string' },
+  'log-level': { type: 'string' },
 } as const;
 
 /** Errors whose message is the whole story: printed as one line, exit code 1. */
@@ -154,7 +159,7 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
         json,
       });
     case 'daemon':
-      return (await nodeCommands()).cmdDaemon(io, dataDir);
+      return (await nodeCommands()).cmdDaemon(io, dataDir, { metrics: values.metrics, logLevel: values['log-level'] });
     case 'hub':
       if (rest[0] === 'mint') return (await hubCommands()).cmdHubMint(io, values.data, rest[1], rest[2], json);
       if (rest[0] === 'invite') return (await hubCommands()).cmdHubInvite(io, values.data, json);
@@ -169,6 +174,7 @@ async function dispatch(argv: string[], io: Io): Promise<void> {
         db: values.db,
         bus: values.bus,
         mailboxTtl: values['mailbox-ttl'],
+        logLevel: values['log-level'],
       });
     case 'status':
       return (await import('./status.js')).cmdStatus(io, dataDir, json);

@@ -1,14 +1,24 @@
 // CLI commands that need the node: each runs an operation of the node's table (src/node/operations.ts)
 // through the running daemon's control socket, else in-process (`run`, src/node/open.ts).
-import { startDaemon } from '../daemon/daemon.js';
+import { metricsAddress, startDaemon } from '../daemon/daemon.js';
 import { readProfile, writeProfile } from '../card/publish.js';
 import { run } from '../node/open.js';
 import { cardData, type CardView } from '../node/operations.js';
 import { CliError, printJson, usageError, untilSignal, type Io } from './output.js';
 import { isAid } from '../identity/cid.js';
+import { createLogger, isLogLevel, logLevel, logTo } from '../util/log.js';
 
-export async function cmdDaemon(io: Io, dataDir: string): Promise<void> {
-  const daemon = await startDaemon(dataDir, (line) => io.out(`anet daemon: ${line}`));
+/**
+ * `anet daemon`: its log lines on stderr through pino (src/util/log.ts), JSON unless stderr is a terminal;
+ * `ready` and `stopped` stay on stdout, as a command's own output.
+ */
+export async function cmdDaemon(io: Io, dataDir: string, flags: { metrics?: string; logLevel?: string } = {}): Promise<void> {
+  const level = logLevel(flags.logLevel);
+  if (!isLogLevel(level)) throw usageError(level);
+  const where = flags.metrics === undefined ? null : metricsAddress(flags.metrics);
+  if (typeof where === 'string') throw new CliError(where, 2);
+  const logger = createLogger({ name: 'anet daemon', level, write: (line) => io.err(line), readable: process.stderr.isTTY === true });
+  const daemon = await startDaemon(dataDir, logTo(logger), flags.metrics === undefined ? {} : { metrics: flags.metrics });
   io.out(`anet daemon: ready; ${daemon.node.identity.aid} on ${daemon.node.config.hub} (control socket ${dataDir}/control.sock)`);
   await untilSignal();
   await daemon.close();

@@ -1,7 +1,8 @@
 // The control socket (SPEC §12): `<data>/control.sock`, mode 0600, HTTP with JSON bodies. It serves
 // exactly the node's table of operations (src/node/operations.ts): `POST /<op>` with the arguments as the
-// body. The CLI and `anet mcp` talk to a running daemon through it (src/node/open.ts, `run`); without a
-// daemon they run the same operation in-process.
+// body; and `GET /metrics`, the node's Prometheus metrics (metrics.ts). The CLI and `anet mcp` talk to a
+// running daemon through it (src/node/open.ts, `run`); without a daemon they run the same operation
+// in-process.
 import { createServer, type Server } from 'node:http';
 import { chmod, unlink } from 'node:fs/promises';
 import type { Node } from '../node/node.js';
@@ -9,11 +10,13 @@ import { isOpName, operate, wireArgs } from '../node/operations.js';
 import { controlPath, NDJSON, type ControlReply } from '../node/open.js';
 import type { ArgsOf, TaskUpdate } from '../node/operations.js';
 import { jsonReplacer } from '../util/json.js';
+import { answerMetrics } from './metrics.js';
 
 export async function serveControl(dataDir: string, node: Node): Promise<Server> {
   const path = controlPath(dataDir);
   await unlink(path).catch(() => {});
   const server = createServer(async (req, res) => {
+    if (req.method === 'GET' && req.url === '/metrics') return answerMetrics(node.metrics, res).catch(() => res.destroy());
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const op = (req.url ?? '/').slice(1);

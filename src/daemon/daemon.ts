@@ -12,35 +12,60 @@ import type { Clock } from '../runtime/clock.js';
 import { startA2a, type A2aEndpoint } from '../a2a/server.js';
 import { checkKeyFile } from '../relay/keyset.js';
 import { identityModeProblem } from '../identity/store.js';
+import type { Log } from '../util/log.js';
+import { metricsAddress, serveMetrics } from './metrics.js';
+
+export { metricsAddress } from './metrics.js';
 
 export interface Daemon {
   node: Node;
   published: Promise<void>;
   /** The local A2A endpoint (SPEC §12); null when its address could not be bound. */
   a2a: A2aEndpoint | null;
+  /** `--metrics`: where the metrics are served on HTTP; null without it. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
-export type DaemonLog = (line: string) => void;
+/** How the daemon logs (src/util/log.ts): `log(line)` at info, a second argument for another level. */
+export type DaemonLog = Log;
+
+export interface DaemonOptions {
+  clock?: Clock;
+  /** `--metrics 127.0.0.1:PORT`: the metrics on HTTP too (loopback only; metrics.ts). */
+  metrics?: string;
+}
 
 const RETRY_MS = 5000;
 
-export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock?: Clock } = {}): Promise<Daemon> {
+export async function startDaemon(dataDir: string, log: DaemonLog, opts: DaemonOptions = {}): Promise<Daemon> {
+  // Refused before anything starts: a daemon must not serve its metrics beyond this machine.
+  const metricsAt = opts.metrics === undefined ? undefined : metricsAddress(opts.metrics);
+  if (typeof metricsAt === 'string') throw new Error(metricsAt);
   // Start-up checks of the key files: a damaged enc.cbor would leave the node deaf (every message dropped).
   const keys = await checkKeyFile(dataDir);
   if (keys) throw new Error(keys);
   const loose = await identityModeProblem(dataDir);
-  if (loose) log(`warning: ${loose}`);
-  const node = await Node.open(dataDir, { runtime: true, log, ...opts });
+  if (loose) log(loose, 'warn');
+  const node = await Node.open(dataDir, { runtime: true, log, ...(opts.clock ? { clock: opts.clock } : {}) });
+  node.metrics.withProcessMetrics();
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
   let server: Server | undefined;
+  let metricsServer: Server | undefined;
+  let metricsUrl: string | null = null;
   let a2a: A2aEndpoint | null = null;
   try {
     server = await serveControl(dataDir, node);
+    if (metricsAt) {
+      metricsServer = await serveMetrics(metricsAt, node.metrics);
+      metricsUrl = urlOf(metricsServer);
+      log(`metrics on ${metricsUrl}`);
+    }
     a2a = await startA2a({ dataDir, address: node.config.local.a2a, operate: operatorOf(node) }, log);
   } catch (err) {
     server?.close();
+    metricsServer?.close();
     await node.close();
     throw err;
   }
@@ -62,7 +87,8 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
         log(`relay stream open on ${node.config.hub}`);
         resolve();
       } catch (err) {
-        log(`${(err as Error).message}${err instanceof HubUnreachableError ? `; retrying every ${RETRY_MS / 1000} s` : ''}`);
+        const unreachable = err instanceof HubUnreachableError;
+        log(`${(err as Error).message}${unreachable ? `; retrying every ${RETRY_MS / 1000} s` : ''}`, unreachable ? 'warn' : 'error');
         if (!closed && err instanceof HubUnreachableError) retry = setTimeout(attempt, RETRY_MS);
         else resolve();
       }
@@ -71,16 +97,26 @@ export async function startDaemon(dataDir: string, log: DaemonLog, opts: { clock
   });
   return {
     node,
+    metricsUrl,
     published,
     a2a,
     close: async () => {
       closed = true;
       clearTimeout(retry);
       await a2a?.close();
+      metricsServer?.closeAllConnections();
+      metricsServer?.close();
       server!.closeAllConnections();
       await new Promise<void>((resolve) => server!.close(() => resolve()));
       await unlink(controlPath(dataDir)).catch(() => {});
       await node.close();
     },
   };
+}
+
+/** `http://127.0.0.1:9464/metrics` (the port the server got: 0 asks for a free one). */
+function urlOf(server: Server): string {
+  const a = server.address();
+  if (typeof a !== 'object' || !a) return '';
+  return `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}/metrics`;
 }

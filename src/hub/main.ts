@@ -153,7 +153,7 @@ export async function cmdHubStart(
  * AID in a line is masked, so no log at info lets anyone rebuild who registered, published or talked
  * to whom; `--log-level debug` shows them, for an operator tracing one agent.
  */
-function hubLog(io: HubIo, flag: string | undefined): Log {
+export function hubLog(io: HubIo, flag: string | undefined): Log {
   const level = logLevel(flag);
   if (!isLogLevel(level)) throw usageError(level);
   const logger = createLogger({ name: 'anet hub', level, write: (line) => io.err(line), readable: process.stderr.isTTY === true });

@@ -28,6 +28,9 @@ import { cardPayload } from '../protocol/card/jws.js';
 import { publicSeqOf } from '../reader/fetch.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { setMaxListeners } from 'node:events';
+import { NodeMetrics } from './metrics.js';
+import { offeredCapabilities } from '../config/check.js';
+import type { Log } from '../util/log.js';
 
 export class ConfigInvalidError extends Error {
   override name = 'ConfigInvalidError';
@@ -58,7 +61,7 @@ export interface NodeOptions {
   runtime?: boolean;
   /** Time for the node (tests drive it); the system clock by default. */
   clock?: Clock;
-  log?: (line: string) => void;
+  log?: Log;
 }
 
 export class Node {
@@ -72,9 +75,17 @@ export class Node {
     readonly client: HubClient,
     readonly reader: Reader,
     private readonly clock: Clock,
-    private readonly log: (line: string) => void,
+    private readonly log: Log,
   ) {
     this.now = () => clock.now();
+    this.metrics = new NodeMetrics(
+      offeredCapabilities(config).map((c) => c.id),
+      {
+        host: () => this.runtime,
+        relay: () => (this.openMessenger ? { ...this.openMessenger.stats, pending: this.openMessenger.pending } : null),
+      },
+    );
+    store.onJournalBatch = (seconds, entries) => this.metrics.journalWritten(seconds, entries);
     this.fetcher = new CardFetcher({
       me: identity.aid,
       host: () => this.actors(),
@@ -107,6 +118,8 @@ export class Node {
   }
 
   readonly caller: Caller;
+  /** Its Prometheus metrics: served by the daemon (src/daemon/control.ts `GET /metrics`, `--metrics`). */
+  readonly metrics: NodeMetrics;
   private readonly stopping = stopSignal();
   private parts: NodeParts | null = null;
 
@@ -186,6 +199,7 @@ export class Node {
       log: this.log,
       hubAid: () => this.hubAid(),
       stopping: this.stopping.signal,
+      metrics: this.metrics,
     };
     this.parts = parts;
     messenger.on(CARD_REQUEST, cardDesk(parts));
@@ -217,15 +231,15 @@ export class Node {
       }
       void this.caller.resume().then(
         (n) => n > 0 && this.log(`${n} task(s) not answered yet: sending them again on the resend schedule`),
-        (err) => this.log(`resuming task resends: ${(err as Error).message}`),
+        (err) => this.log(`resuming task resends: ${(err as Error).message}`, 'error'),
       );
       void this.caller.resendPayments().then(
         (n) => n > 0 && this.log(`sent ${n} authorized payment(s) again after the restart`),
-        (err) => this.log(`sending payments again: ${(err as Error).message}`),
+        (err) => this.log(`sending payments again: ${(err as Error).message}`, 'error'),
       );
       void renewCredentials(parts).then(
         (n) => n > 0 && this.log(`renewed ${n} contact credential(s) after the key rotation`),
-        (err) => this.log(`renewing contact credentials: ${(err as Error).message}`),
+        (err) => this.log(`renewing contact credentials: ${(err as Error).message}`, 'warn'),
       );
     } catch (err) {
       await messenger.close();
@@ -280,6 +294,7 @@ export class Node {
     const card = ext.card ?? read.card;
     // An older card shown in place of the newest has its own reason, so no surface mistakes it for current.
     const reason = !read.verified ? read.code! : ext.stale ? 'card_stale' : ext.reason;
+    this.metrics.cardFetched(reason ?? 'ok');
     const explanation = [
       reason ? explain(reason) : pricesSentence(ext.fetchedAt!),
       ext.stale ? staleSentence(publicSeqOf(ext.card), publicSeqOf(read.card)) : '',

@@ -3,6 +3,7 @@
 // keeps what it pushes until the node acknowledges it (issue 19): the stream asks for that with
 // `x-anet-ack: 1`, each frame is handed on with its mail id, and the owner acknowledges an id (ack())
 // once the message's handling is journaled; acks go in batches, signed, to POST /relay/v2/ack.
+import type { Log } from '../util/log.js';
 import { request, Agent, type ClientRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { signRequest } from '../protocol/hub-auth.js';
@@ -214,7 +215,7 @@ export class RelayClient {
   private acking: Promise<void> | null = null;
   private acksTaken = true;
   /** A line for the node's log (an ack the hub refused); quiet by default. */
-  log: (line: string) => void = () => {};
+  log: Log = () => {};
 
   /** Acknowledges one envelope (by its mail id): the hub deletes it once the batch carrying it arrives. */
   ack(id: string): void {
@@ -238,7 +239,7 @@ export class RelayClient {
       .catch((err: Error) => {
         // Not sent (hub unreachable, store closing): kept for the next batch, within the backlog.
         if (this.acks.length + ids.length <= ACK_BACKLOG) this.acks.unshift(...ids);
-        this.log(`acknowledging ${ids.length} message(s) to the hub: ${err.message}`);
+        this.log(`acknowledging ${ids.length} message(s) to the hub: ${err.message}`, 'warn');
       })
       .finally(() => {
         this.acking = null;
@@ -264,7 +265,7 @@ export class RelayClient {
       return;
     }
     // Refused (not retried: the envelopes come again, and are acked then).
-    this.log(`the hub refused an ack: ${refused.message}`);
+    this.log(`the hub refused an ack: ${refused.message}`, 'warn');
   }
 
   /** One request to the hub on the keep-alive agent: its status and body text. */

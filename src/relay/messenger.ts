@@ -10,6 +10,7 @@
 // help). A handler that fails leaves its message unacknowledged and its mid forgotten, so the copy the hub
 // pushes again (at the next stream, or after a restart) is handled afresh; one that fails on it again
 // lets it go (acknowledged, counted HANDLER_FAILED).
+import type { Log } from '../util/log.js';
 import type { CborValue } from '../identity/cbor.js';
 import { encodeKel } from '../identity/kel.js';
 import type { Identity } from '../identity/store.js';
@@ -53,7 +54,8 @@ export interface MessengerOptions {
   reader: Reader;
   store: Store;
   now: () => number;
-  log: (line: string) => void;
+  /** Its lines (src/util/log.ts): info unless a level is given. */
+  log: Log;
 }
 
 export class Messenger {
@@ -78,6 +80,11 @@ export class Messenger {
   private renewTimer: NodeJS.Timeout | undefined;
   readonly stats = { received: 0, sent: 0, refused: {} as Record<string, number> };
 
+  /** Envelopes taken from the relay and not yet handled (waiting on the bus or in their handler). */
+  get pending(): number {
+    return this.handling.size;
+  }
+
   constructor(private readonly opts: MessengerOptions) {
     this.relay = new RelayClient(opts.hub, opts.identity, (bytes, id) => this.arrived(bytes, id), opts.now);
     this.relay.onClose = () => this.scheduleReconnect();
@@ -88,7 +95,7 @@ export class Messenger {
     this.bus = new Bus({
       concurrency: 32,
       maxBacklog: 10_000,
-      onError: (err) => opts.log(`message handler failed: ${(err as Error).message}`),
+      onError: (err) => opts.log(`message handler failed: ${(err as Error).message}`, 'error'),
     });
   }
 
@@ -109,7 +116,7 @@ export class Messenger {
     this.busStarted = true;
     await this.relay.connect();
     this.renewTimer = setInterval(
-      () => void this.renewKeys(false).catch((err) => this.opts.log(`encryption keys: ${(err as Error).message}`)),
+      () => void this.renewKeys(false).catch((err) => this.opts.log(`encryption keys: ${(err as Error).message}`, 'warn')),
       HOUR,
     );
     this.renewTimer.unref();
@@ -200,7 +207,7 @@ export class Messenger {
         // stream for the mailbox TTL, holding a place in the mailbox: the second failure lets it go.
         if (this.failedOnce.delete(id)) {
           this.count('HANDLER_FAILED');
-          this.opts.log(`a ${m.type} message failed twice in its handler and was dropped: ${(err as Error).message}`);
+          this.opts.log(`a ${m.type} message failed twice in its handler and was dropped: ${(err as Error).message}`, 'warn');
         } else {
           if (this.failedOnce.size >= 10_000) this.failedOnce.clear();
           this.failedOnce.add(id);

@@ -107,6 +107,8 @@ export class ActorHost {
   private reloaded: () => void = () => {};
   /** Damage found while rebuilding memory from the store: every event is refused from then on. */
   private damaged: JournalDamagedError | null = null;
+  /** Actors passivated since start (their snapshot written, memory freed): read by the node's metrics. */
+  readonly stats = { passivated: 0 };
 
   private constructor(
     readonly store: Store,
@@ -368,6 +370,7 @@ export class ActorHost {
       if (this.live.get(id)?.seq !== seq) continue;
       this.live.delete(id);
       this.dirty.delete(id);
+      this.stats.passivated++;
     }
     // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
     // find nothing due, which costs one index read.

@@ -10,7 +10,7 @@ import type { HubClient } from '../../hub-client/client.js';
 import type { Call } from '../../actors/call.js';
 import type { CallIn, Checked } from './checks.js';
 import { admitTogether, type SlotParts } from './slots.js';
-import { afterAdmission, ending, outcomeEvent, payloadOf, receive, runningMark, type Running } from './record.js';
+import { afterAdmission, ending, outcomeEvent, payloadOf, receive, runningMark, type CallMetrics, type Running } from './record.js';
 import type { Fields, Reply, ReplyParts } from './reply.js';
 import { previewsOf, serve, target, type ServiceParts } from './service.js';
 import type { Cancels } from './cancels.js';
@@ -23,6 +23,7 @@ export interface FreeCallParts extends ReplyParts, ServiceParts, SlotParts {
   log: (line: string) => void;
   /** The running calls a caller may cancel. */
   cancels: Cancels;
+  metrics: CallMetrics;
 }
 
 /**
@@ -51,6 +52,7 @@ export async function freeCall(
   // No STARTED event: an admitted call goes from `submitted` to its end, and the running mark ends it
   // `interrupted` if the node stops first.
   const run = parts.cancels.open(record.id, parts.stopping);
+  const measured = parts.metrics.callAdmitted(call.capability);
   const done = (async () => {
     try {
       const preview = previewsOf(parts, call);
@@ -70,6 +72,7 @@ export async function freeCall(
       throw err;
     } finally {
       run.close();
+      measured();
     }
   })();
   return { done };

@@ -19,7 +19,7 @@ import type { Cancelable } from './cancels.js';
 import type { CallIn, Checked } from './checks.js';
 import { takeInflight, takeQuota, type SlotParts } from './slots.js';
 import type { Quoted, WaitingQuotes } from './quotes.js';
-import { afterAdmission, ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type Running } from './record.js';
+import { afterAdmission, ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type CallMetrics, type Running } from './record.js';
 import { replyTo, answer, type Reply } from './reply.js';
 import { previewsOf, serve, target, type ServiceParts } from './service.js';
 import type { Cancels } from './cancels.js';
@@ -32,6 +32,7 @@ export interface PaidCallParts extends SettleParts, ServiceParts, SlotParts {
   client: Pick<HubClient, 'hold' | 'settle' | 'deleteBlobs'>;
   /** The running calls a caller may cancel. */
   cancels: Cancels;
+  metrics: CallMetrics;
 }
 
 /**
@@ -206,10 +207,12 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
     args: null,
   });
   if ('admitted' in slot) {
+    parts.metrics.callRefused(call.capability, slot.reason);
     await q.undoQuota();
     await record.refused({ reason: slot.reason });
     return settleAndAnswer(parts, record, null, q.listed);
   }
+  const measured = parts.metrics.callAdmitted(call.capability);
   try {
     const service = target(parts.config, q.capability);
     const preview = previewsOf(parts, call);
@@ -226,6 +229,7 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
     await record.outcome(outcomeEvent(parts, call, outcome), kept);
     await settleAndAnswer(parts, record, outcome.state === 'completed' ? outcome.text : null, q.listed);
   } finally {
+    measured();
     if (!parts.stopping.aborted) await slot.release();
   }
 }

@@ -13,6 +13,16 @@ import { replyTo, type Reply, type ReplyParts } from './reply.js';
 import type { Admission } from './slots.js';
 import type { FileOut, Refusal } from './checks.js';
 
+/**
+ * What the provider tells the node's metrics (src/node/metrics.ts): capability ids and reason codes only,
+ * never who called or with what.
+ */
+export interface CallMetrics {
+  /** A call admitted: it counts as in flight until the function returned is called. */
+  callAdmitted(capability: string): () => void;
+  callRefused(capability: string, reason: string): void;
+}
+
 /** A call's running mark (`running` sublevel): what the next start needs to end it `interrupted`. */
 export interface Running {
   caller: string;
@@ -64,7 +74,7 @@ export const discards = (config: Config, capability: string) =>
  * admitted call gets the reply it will be answered with.
  */
 export async function afterAdmission(
-  parts: ReplyParts,
+  parts: ReplyParts & { metrics: CallMetrics },
   record: Call,
   call: Running,
   first: boolean,
@@ -84,12 +94,13 @@ export async function afterAdmission(
 
 /** Journals REFUSED (the call's mark goes in its batch), then tells the caller `rejected`. */
 export async function refuse(
-  parts: { config: Config },
+  parts: { config: Config; metrics: CallMetrics },
   record: Call,
   r: Omit<Refusal, 'admitted'>,
   reply: Reply,
   capability: string,
 ): Promise<void> {
+  parts.metrics.callRefused(capability, r.reason);
   const detail = r.detail && !discards(parts.config, capability) ? { detail: r.detail } : {};
   await record.refused(
     { reason: r.reason, ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}), ...detail },

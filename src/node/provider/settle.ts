@@ -3,6 +3,7 @@
 // SETTLED is journaled with the running mark and the caller gets the final answer with
 // `payment-completed` (or `payment-failed`) and a receipt naming the amount and the hub transaction.
 // The settle nonce is derived from the hold, so a retry — after a timeout or a crash — never charges twice.
+import type { Log } from '../../util/log.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { CallContext } from '../../../machines/call.js';
@@ -23,7 +24,7 @@ export interface SettleParts extends ReplyParts {
   /** The hub's ledger: holds, captures and releases (SPEC §10). */
   client: Pick<HubClient, 'hold' | 'settle'>;
   hubAid: () => Promise<string>;
-  log: (line: string) => void;
+  log: Log;
   stopping: AbortSignal;
 }
 
@@ -145,10 +146,10 @@ async function settle(parts: SettleParts, ctx: CallContext): Promise<{ tx: strin
       if (err instanceof HubRefusedError && err.code === 'HOLD_EXPIRED') return { tx: '', state: 'expired' };
       // The ledger's word is final; a hub that is down, overloaded, or out of step with our clock is not.
       if (err instanceof HubRefusedError && err.status < 500 && err.status !== 401 && err.status !== 429) {
-        parts.log(`settling call ${ctx.task}: ${err.message}`);
+        parts.log(`settling call ${ctx.task}: ${err.message}`, 'error');
         return { tx: '', state: err.code.toLowerCase() };
       }
-      parts.log(`settling call ${ctx.task}: ${(err as Error).message}; retrying in ${delay / 1000} s`);
+      parts.log(`settling call ${ctx.task}: ${(err as Error).message}; retrying in ${delay / 1000} s`, 'warn');
       const stopped = await sleep(delay, false, { signal: parts.stopping }).catch(() => true);
       if (stopped) return null;
     }
