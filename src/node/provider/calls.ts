@@ -145,7 +145,8 @@ export class Provider {
     // The service runs apart from the bus, so a long call never holds up card requests or other calls;
     // how many run at once is the admission's in-flight limit.
     void started.done.catch(
-      (err) => this.parts.stopping.aborted || this.parts.log(`call ${record.task} (${running.capability}): ${(err as Error).message}`),
+      (err) =>
+        this.parts.stopping.aborted || this.parts.log(`call ${record.task} (${running.capability}): ${(err as Error).message}`, 'error'),
     );
     return false;
   }

@@ -14,13 +14,14 @@ import { afterAdmission, ending, outcomeEvent, payloadOf, receive, runningMark, 
 import type { Fields, Reply, ReplyParts } from './reply.js';
 import { previewsOf, serve, target, type ServiceParts } from './service.js';
 import type { Cancels } from './cancels.js';
+import type { Log } from '../../util/log.js';
 
 /** What a free call uses of the node. */
 export interface FreeCallParts extends ReplyParts, ServiceParts, SlotParts {
   identity: Identity;
   /** The hub: a call's file blobs are deleted there once it ended. */
   client: Pick<HubClient, 'deleteBlobs'>;
-  log: (line: string) => void;
+  log: Log;
   /** The running calls a caller may cancel. */
   cancels: Cancels;
   metrics: CallMetrics;

@@ -81,7 +81,7 @@ async function offerQuote(parts: PaidCallParts, q: Quoted): Promise<void> {
     network = `hub:${await parts.hubAid()}`;
   } catch (err) {
     await q.record.outcome({ type: 'FAILED', reason: 'settlement_failed', detail: 'the hub is unreachable' }, ending(q.record, null));
-    parts.log(`call ${q.call.task}: cannot quote: ${(err as Error).message}`);
+    parts.log(`call ${q.call.task}: cannot quote: ${(err as Error).message}`, 'error');
     return reply({ state: 'failed', reason: 'settlement_failed', detail: 'the provider cannot reach its hub; nothing was charged' });
   }
   const quoteId = randomHex(16);
@@ -144,7 +144,9 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
       run.close();
       drop();
     })
-    .catch((err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`));
+    .catch(
+      (err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`, 'error'),
+    );
 }
 
 /** `task.cancel` of a quoted call: the caller declined the quote; CANCELED lets it go. False when no quote waits. */

@@ -12,6 +12,7 @@ import type { Alongside, Call, OutcomeEvent } from '../../actors/call.js';
 import { replyTo, type Reply, type ReplyParts } from './reply.js';
 import type { Admission } from './slots.js';
 import type { FileOut, Refusal } from './checks.js';
+import type { Log } from '../../util/log.js';
 
 /**
  * What the provider tells the node's metrics (src/node/metrics.ts): capability ids and reason codes only,
@@ -122,7 +123,7 @@ export function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOu
 
 /** The journal's record of a service outcome: sizes and hashes, the reason, never the payload. */
 export function outcomeEvent(
-  parts: { config: Config; log: (line: string) => void },
+  parts: { config: Config; log: Log },
   call: Running,
   outcome: ServiceOutcome,
   receipt = '',
@@ -137,7 +138,7 @@ export function outcomeEvent(
     };
   if (outcome.state === 'rejected')
     return { type: 'SERVICE_REJECTED', message: discards(parts.config, call.capability) ? '' : outcome.message };
-  if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`);
+  if (outcome.operatorDetail) parts.log(`call ${call.task} (${call.capability}): ${outcome.reason}: ${outcome.operatorDetail}`, 'warn');
   return {
     type: 'FAILED',
     reason: outcome.reason,

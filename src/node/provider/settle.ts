@@ -62,7 +62,7 @@ export async function settleAndAnswer(parts: SettleParts, record: Call, resultTe
 export async function resumeSettlements(parts: SettleParts, calls: Running[]): Promise<void> {
   for (const c of calls) {
     const record = call(parts.host, c.caller, c.task);
-    await settleAndAnswer(parts, record, null).catch((err) => parts.log(`settling ${record.id}: ${(err as Error).message}`));
+    await settleAndAnswer(parts, record, null).catch((err) => parts.log(`settling ${record.id}: ${(err as Error).message}`, 'error'));
   }
 }
 

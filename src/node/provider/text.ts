@@ -18,6 +18,7 @@ import { answer, replyTo, TEXT_REPLY_TTL_MS, type ReplyParts } from './reply.js'
 import type { Cancels } from './cancels.js';
 import type { Preview } from '../../protocol/preview.js';
 import { previewsOf } from './service.js';
+import type { Log } from '../../util/log.js';
 
 const MAX_TEXT_BYTES = 64 * 1024;
 /** Text tasks one sender may send per minute, and how many may wait in the inbox at once. */
@@ -27,7 +28,7 @@ const MAX_INBOX = 1000;
 /** What text tasks use of the node. */
 export interface TextParts extends ReplyParts {
   host: ActorHost;
-  log: (line: string) => void;
+  log: Log;
   stopping: AbortSignal;
   /** The running tasks a caller may cancel (a task with the local agent is one). */
   cancels: Cancels;
@@ -72,7 +73,7 @@ export async function textTask(parts: TextParts, record: Call, text: string): Pr
     return true;
   }
   // The agent may take minutes: it runs apart from the bus, so other messages keep flowing.
-  void askAgent(parts, record, text, agent, listed).catch((err) => parts.log(`text task ${task}: ${(err as Error).message}`));
+  void askAgent(parts, record, text, agent, listed).catch((err) => parts.log(`text task ${task}: ${(err as Error).message}`, 'error'));
   return true;
 }
 
