@@ -93,6 +93,8 @@ test('issue 22 §1 (acceptance): node and hub /metrics after a card fetch, a fre
   t.is(moved('p', 'anet_call_duration_seconds_count', { capability: 'text.free' }), 1);
   t.is(moved('p', 'anet_call_duration_seconds_count', { capability: 'text.translate' }), 1);
   t.is(after.p.value('anet_calls_in_flight', { capability: 'text.free' }), 0);
+  t.is(moved('p', 'anet_calls_ended_total', { capability: 'text.free', outcome: 'completed' }), 1);
+  t.is(moved('p', 'anet_calls_ended_total', { capability: 'text.translate', outcome: 'completed' }), 1);
   t.is(moved('p', 'anet_calls_refused_total', { capability: 'unknown', reason: refused.reason }), 1, refused.reason);
   t.false(after.p.text.includes('made.up.by.caller'), "a caller's capability id never becomes a label");
   t.true(moved('p', 'anet_relay_messages_total', { direction: 'in' }) >= 3, 'three calls and a payment came in');

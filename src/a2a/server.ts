@@ -11,6 +11,7 @@ import { isAid } from '../identity/cid.js';
 import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches } from './token.js';
 import { a2aTokenPath } from '../config/environment.js';
+import type { Log } from '../util/log.js';
 import { answerRpc, asRpcError, failure, isStreamingRequest, type Id } from './rpc.js';
 import type { Operate } from '../node/operations.js';
 import { BodyParser } from './parse.js';
@@ -48,7 +49,7 @@ export interface EndpointNode {
  * Starts the endpoint. A bad address or token file throws (one line: the operator must fix it); an
  * address that cannot be bound (in use, say) is logged and gives null: the node works without it.
  */
-export async function startA2a(node: EndpointNode, log: (line: string) => void): Promise<A2aEndpoint | null> {
+export async function startA2a(node: EndpointNode, log: Log): Promise<A2aEndpoint | null> {
   const listen = parseListen(node.address);
   const token = await ensureToken(node.dataDir);
   let origin = '';
@@ -60,6 +61,7 @@ export async function startA2a(node: EndpointNode, log: (line: string) => void):
   } catch (err) {
     log(
       `local A2A endpoint not started: cannot listen on ${node.address} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      'warn',
     );
     return null;
   }

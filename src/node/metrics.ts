@@ -26,6 +26,7 @@ export class NodeMetrics implements CallMetrics {
   private readonly refused: Counter<'capability' | 'reason'>;
   private readonly quota: Counter<'capability' | 'window'>;
   private readonly duration: Histogram<'capability'>;
+  private readonly ended: Counter<'capability' | 'outcome'>;
   private readonly inflight: Gauge<'capability'>;
   private readonly cards: Counter<'outcome'>;
   private readonly journalSeconds: Histogram;
@@ -60,6 +61,12 @@ export class NodeMetrics implements CallMetrics {
       buckets: CALL_BUCKETS,
       registers,
     });
+    this.ended = new Counter({
+      name: 'anet_calls_ended_total',
+      help: 'Admitted calls ended, by outcome: completed, a failure reason code, canceled, or stopped (the node stopped under it)',
+      labelNames: ['capability', 'outcome'],
+      registers,
+    });
     this.inflight = new Gauge({ name: 'anet_calls_in_flight', help: 'Calls running now', labelNames: ['capability'], registers });
     this.cards = new Counter({
       name: 'anet_card_fetches_total',
@@ -92,18 +99,19 @@ export class NodeMetrics implements CallMetrics {
     return this.known.has(capability) ? capability : 'unknown';
   }
 
-  /** A call admitted: counted and in flight until the function returned is called (once). */
-  callAdmitted(capability: string): () => void {
+  /** A call admitted: counted and in flight until the function returned is called (once) with how it ended. */
+  callAdmitted(capability: string): (outcome: string) => void {
     const labels = { capability: this.label(capability) };
     this.admitted.inc(labels);
     this.inflight.inc(labels);
     const end = this.duration.startTimer(labels);
     let ended = false;
-    return () => {
+    return (outcome) => {
       if (ended) return;
       ended = true;
       end();
       this.inflight.dec(labels);
+      this.ended.inc({ ...labels, outcome });
     };
   }
 

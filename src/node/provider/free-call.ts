@@ -10,7 +10,17 @@ import type { HubClient } from '../../hub-client/client.js';
 import type { Call } from '../../actors/call.js';
 import type { CallIn, Checked } from './checks.js';
 import { admitTogether, type SlotParts } from './slots.js';
-import { afterAdmission, ending, outcomeEvent, payloadOf, receive, runningMark, type CallMetrics, type Running } from './record.js';
+import {
+  afterAdmission,
+  ending,
+  outcomeEvent,
+  outcomeOf,
+  payloadOf,
+  receive,
+  runningMark,
+  type CallMetrics,
+  type Running,
+} from './record.js';
 import type { Fields, Reply, ReplyParts } from './reply.js';
 import { previewsOf, serve, target, type ServiceParts } from './service.js';
 import type { Cancels } from './cancels.js';
@@ -54,6 +64,7 @@ export async function freeCall(
   // `interrupted` if the node stops first.
   const run = parts.cancels.open(record.id, parts.stopping);
   const measured = parts.metrics.callAdmitted(call.capability);
+  let ended = 'stopped';
   const done = (async () => {
     try {
       const preview = previewsOf(parts, call);
@@ -64,7 +75,8 @@ export async function freeCall(
       // Stopping: nothing is answered or released now; the next start ends the call `interrupted`.
       if (parts.stopping.aborted) return;
       // Canceled by its caller: ended `canceled`, unless the result came first (then it stands).
-      if (run.canceled() && outcome.state !== 'completed') return await endCanceled(record, reply, () => decision.release());
+      ended = run.canceled() && outcome.state !== 'completed' ? 'canceled' : outcomeOf(outcome);
+      if (ended === 'canceled') return await endCanceled(record, reply, () => decision.release());
       // `discard` (SPEC §9.3): arguments, files and result lived only in memory and go with this scope.
       const payload = decision.capability.inbound.discard ? null : payloadOf(argsText, decision.files, outcome);
       await finish(parts, record, call, outcome, reply, payload, () => decision.release());
@@ -73,7 +85,7 @@ export async function freeCall(
       throw err;
     } finally {
       run.close();
-      measured();
+      measured(ended);
     }
   })();
   return { done };

@@ -19,7 +19,18 @@ import type { Cancelable } from './cancels.js';
 import type { CallIn, Checked } from './checks.js';
 import { takeInflight, takeQuota, type SlotParts } from './slots.js';
 import type { Quoted, WaitingQuotes } from './quotes.js';
-import { afterAdmission, ending, outcomeEvent, payloadOf, receive, refuse, runningMark, type CallMetrics, type Running } from './record.js';
+import {
+  afterAdmission,
+  ending,
+  outcomeEvent,
+  outcomeOf,
+  payloadOf,
+  receive,
+  refuse,
+  runningMark,
+  type CallMetrics,
+  type Running,
+} from './record.js';
 import { replyTo, answer, type Reply } from './reply.js';
 import { previewsOf, serve, target, type ServiceParts } from './service.js';
 import type { Cancels } from './cancels.js';
@@ -215,6 +226,7 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
     return settleAndAnswer(parts, record, null, q.listed);
   }
   const measured = parts.metrics.callAdmitted(call.capability);
+  let ended = 'stopped';
   try {
     const service = target(parts.config, q.capability);
     const preview = previewsOf(parts, call);
@@ -225,13 +237,14 @@ async function runPaid(parts: PaidCallParts, q: Quoted, authorization: Uint8Arra
     // Stopping: the next start releases the hold and ends the call `interrupted`.
     if (parts.stopping.aborted) return;
     // Canceled by its caller: the hold is released, unless the result came first (then it stands).
-    if (run.canceled() && outcome.state !== 'completed') return await cancelPaid(parts, q);
+    ended = run.canceled() && outcome.state !== 'completed' ? 'canceled' : outcomeOf(outcome);
+    if (ended === 'canceled') return await cancelPaid(parts, q);
     const payload = q.capability.inbound.discard ? null : payloadOf(q.argsText, q.files, outcome);
     const kept = payload === null ? [] : [{ sublevel: 'payloads' as const, key: record.id, value: payload }];
     await record.outcome(outcomeEvent(parts, call, outcome), kept);
     await settleAndAnswer(parts, record, outcome.state === 'completed' ? outcome.text : null, q.listed);
   } finally {
-    measured();
+    measured(ended);
     if (!parts.stopping.aborted) await slot.release();
   }
 }

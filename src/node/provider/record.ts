@@ -19,8 +19,11 @@ import type { Log } from '../../util/log.js';
  * never who called or with what.
  */
 export interface CallMetrics {
-  /** A call admitted: it counts as in flight until the function returned is called. */
-  callAdmitted(capability: string): () => void;
+  /**
+   * A call admitted: it counts as in flight until the function returned is called with how it ended
+   * (`outcomeOf`, `canceled`, or `stopped` when the node stopped under it).
+   */
+  callAdmitted(capability: string): (outcome: string) => void;
   callRefused(capability: string, reason: string): void;
 }
 
@@ -120,6 +123,9 @@ export function payloadOf(argsText: string, files: FileOut[], outcome: ServiceOu
   });
   return { args: argsText, files: fileDigests, result: outcome.state === 'completed' ? outcome.text : null };
 }
+
+/** How a service's answer ended a call, as a metric's label: `completed`, or its reason code (a fixed list). */
+export const outcomeOf = (outcome: ServiceOutcome): string => (outcome.state === 'completed' ? 'completed' : outcome.reason);
 
 /** The journal's record of a service outcome: sizes and hashes, the reason, never the payload. */
 export function outcomeEvent(
