@@ -127,11 +127,12 @@ test('SPEC §12 (hostile): keys/identity.cbor readable by others (0644) is a doc
     ),
   );
   const log: string[] = [];
-  const daemon = await startDaemon(p.dir, (l) => log.push(l), { clock: net.clock });
+  // The level travels beside the line (pino writes it as a field; a terminal shows it as a prefix).
+  const daemon = await startDaemon(p.dir, (l, level) => log.push(`${level ?? 'info'}: ${l}`), { clock: net.clock });
   t.teardown(() => daemon.close());
   const warnings = log.filter((l) => l.includes(path));
   t.is(warnings.length, 1, log.join('\n'));
-  t.regex(warnings[0]!, /^warning: .*mode 0644.*chmod 600/);
+  t.regex(warnings[0]!, /^warn: .*mode 0644.*chmod 600/);
 });
 
 /** A provider whose capability `id` is served by `handler` on a private Unix socket. */
