@@ -25,6 +25,13 @@ export const PUSH_TIMEOUT_MS = 10_000;
 export const PUSH_BACKOFF_MS = [250, 500, 1_000, 2_000] as const;
 /** Configs a task may have at once (each is a queue and a follower). */
 export const MAX_CONFIGS_PER_TASK = 10;
+/**
+ * Updates a config's queue holds at most: a webhook that fails keeps each POST ~40 s (five tries), and the
+ * oldest update is dropped past this (a status is superseded by the next; the final one comes last).
+ */
+export const MAX_QUEUED_UPDATES = 64;
+/** Ended tasks whose configs are kept for Get and List; an older one's configs are forgotten. */
+export const MAX_ENDED_TASKS = 1000;
 /** How long a task is followed for its webhooks at most (a working task is given up after a day's silence). */
 const FOLLOW_MS = 25 * 3_600_000;
 
@@ -78,7 +85,10 @@ interface Entry {
 /** The configs of the endpoint, by task, and the followers that feed them. */
 export class PushConfigs {
   private readonly byTask = new Map<string, Map<string, Entry>>();
-  private readonly followed = new Set<string>();
+  /** The tasks followed for their configs; aborted once the last config of the task is removed. */
+  private readonly followed = new Map<string, AbortController>();
+  /** Ended tasks whose configs are still kept, oldest first. */
+  private readonly ended: string[] = [];
   private closed = false;
 
   constructor(
@@ -129,13 +139,17 @@ export class PushConfigs {
     if (!entry) return;
     entry.deleted = true;
     configs!.delete(id);
-    if (configs!.size === 0) this.byTask.delete(taskId);
+    if (configs!.size > 0) return;
+    // No webhook left to feed: the task is followed no more.
+    this.byTask.delete(taskId);
+    this.followed.get(taskId)?.abort();
   }
 
   close(): void {
     this.closed = true;
     for (const configs of this.byTask.values()) for (const e of configs.values()) e.deleted = true;
     this.byTask.clear();
+    for (const follower of this.followed.values()) follower.abort();
   }
 
   /**
@@ -144,18 +158,36 @@ export class PushConfigs {
    */
   private follow(taskId: string): void {
     if (this.followed.has(taskId)) return;
-    this.followed.add(taskId);
+    const follower = new AbortController();
+    this.followed.set(taskId, follower);
     const events = new TaskEvents('status');
     const onUpdate = (u: TaskUpdate) => {
       for (const event of events.next(u)) this.enqueue(taskId, event);
     };
-    this.operate('watch', { task: taskId, waitMs: FOLLOW_MS, onUpdate })
-      .catch((err) => this.log(`push notifications: task ${taskId} cannot be followed: ${(err as Error).message}`))
-      .finally(() => this.followed.delete(taskId));
+    this.operate('watch', { task: taskId, waitMs: FOLLOW_MS, onUpdate, signal: follower.signal })
+      .catch((err) => follower.signal.aborted || this.log(`push notifications: task ${taskId} cannot be followed: ${(err as Error).message}`))
+      .finally(() => {
+        if (this.followed.get(taskId) !== follower) return;
+        this.followed.delete(taskId);
+        if (!follower.signal.aborted) this.forgetLater(taskId);
+      });
+  }
+
+  /**
+   * The task has ended (or was given up): its configs stay readable (Get, List) until MAX_ENDED_TASKS
+   * later tasks have ended, so a daemon that runs for months does not keep every config it was given.
+   */
+  private forgetLater(taskId: string): void {
+    this.ended.push(taskId);
+    if (this.ended.length > MAX_ENDED_TASKS) {
+      const oldest = this.ended.shift()!;
+      if (!this.followed.has(oldest)) this.byTask.delete(oldest);
+    }
   }
 
   private enqueue(taskId: string, event: StreamResponse): void {
     for (const entry of this.byTask.get(taskId)?.values() ?? []) {
+      if (entry.queue.length >= MAX_QUEUED_UPDATES) entry.queue.shift();
       entry.queue.push(event);
       if (!entry.sending) void this.drain(entry);
     }

@@ -12,6 +12,7 @@ import { parseListen, originOf, type Listen } from './address.js';
 import { ensureToken, bearerMatches } from './token.js';
 import { a2aTokenPath } from '../config/environment.js';
 import type { Log } from '../util/log.js';
+import { writeUpdate } from '../util/stream.js';
 import { answerRpc, asRpcError, failure, isStreamingRequest, type Id } from './rpc.js';
 import type { Operate } from '../node/operations.js';
 import { BodyParser } from './parse.js';
@@ -213,8 +214,8 @@ async function stream(res: ServerResponse, id: Id, events: Channel<StreamRespons
   const iterator = events[Symbol.asyncIterator]();
   const leave = () => events.stop();
   res.on('close', leave);
-  const event = (body: Record<string, unknown>) => res.write(`data: ${stringifyLossless(body)}\n\n`);
-  const timer = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);
+  const event = (body: Record<string, unknown>) => writeUpdate(res, `data: ${stringifyLossless(body)}\n\n`);
+  const timer = setInterval(() => writeUpdate(res, ': keep-alive\n\n'), HEARTBEAT_MS);
   try {
     for (let next = await iterator.next(); !next.done && !res.destroyed; next = await iterator.next()) {
       event({ jsonrpc: '2.0', id, result: next.value });

@@ -10,6 +10,7 @@ import { isOpName, operate, wireArgs } from '../node/operations.js';
 import { controlPath, NDJSON, type ControlReply } from '../node/open.js';
 import type { ArgsOf, TaskUpdate } from '../node/operations.js';
 import { jsonReplacer } from '../util/json.js';
+import { writeUpdate } from '../util/stream.js';
 import { answerMetrics } from './metrics.js';
 
 export async function serveControl(dataDir: string, node: Node): Promise<Server> {
@@ -24,7 +25,7 @@ export async function serveControl(dataDir: string, node: Node): Promise<Server>
     const streamed = req.headers.accept === NDJSON;
     if (streamed) res.writeHead(200, { 'content-type': NDJSON });
     const onUpdate = (u: TaskUpdate) => {
-      if (!res.destroyed) res.write(`${JSON.stringify({ update: u }, jsonReplacer)}\n`);
+      writeUpdate(res, `${JSON.stringify({ update: u }, jsonReplacer)}\n`);
     };
     // A follower that hangs up (Ctrl-C on `anet call`) stops the wait here too; its task goes on.
     const gone = new AbortController();

@@ -10,6 +10,8 @@ export interface Preview {
 
 /** At most this many previews a second reach a caller, per task. */
 export const PREVIEW_PER_SECOND = 4;
+/** The shortest time between two previews of one task, on the provider's side and again on the caller's. */
+export const PREVIEW_GAP_MS = 1000 / PREVIEW_PER_SECOND;
 /** The largest preview, as JSON text: a larger `progress` event is dropped (the call goes on). */
 export const MAX_PREVIEW_BYTES = 16 * 1024;
 

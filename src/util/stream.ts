@@ -13,3 +13,19 @@ export function drainedOrClosed(w: Writable): Promise<void> {
     w.once('close', done);
   });
 }
+
+/**
+ * The most a live stream of updates (SSE, NDJSON) may hold unread for a client before the client is cut
+ * off: a client that stopped reading must not make the daemon buffer for it without end. The task goes on.
+ */
+export const MAX_UNREAD_BYTES = 1024 * 1024;
+
+/** Writes one update of a live stream; a client with MAX_UNREAD_BYTES unread already is disconnected instead. */
+export function writeUpdate(w: Writable, chunk: string): void {
+  if (w.destroyed) return;
+  if (w.writableLength > MAX_UNREAD_BYTES) {
+    w.destroy(new Error('the client reads the stream too slowly'));
+    return;
+  }
+  w.write(chunk);
+}

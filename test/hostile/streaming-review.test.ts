@@ -1,7 +1,7 @@
 // Hostile review of issue 21 (streaming end to end: previews, task.cancel of running calls). Real hub and
 // daemons (test/helpers/payments.ts `market`), a real service on a Unix socket; peers that misbehave are
-// made of the node's own parts (rawPeer) or of the daemon's own messenger. Each `test.failing` is a bug
-// found by this review: it fails today for the reason in its title.
+// made of the node's own parts (rawPeer) or of the daemon's own messenger. Each test was a bug this review
+// found (proven as a failing test first), fixed since.
 import test, { type ExecutionContext } from 'ava';
 import { until } from '../helpers/wait.js';
 import { market, pricedProvider } from '../helpers/payments.js';
@@ -34,7 +34,7 @@ function slowService(t: ExecutionContext) {
   return { seen, handler, release, teardown: () => t.teardown(() => release()) };
 }
 
-test.failing('PROTOCOL §7.5 (hostile): a cancel right after the payment is lost — the paid call runs on, its service is never aborted and the hold stays', async (t) => {
+test('PROTOCOL §7.5 (hostile): a cancel right after the payment is not lost — the paid call ends canceled, no service request runs on, the hold is released', async (t) => {
   t.timeout(60_000);
   const slow = slowService(t);
   const { net, p, caller } = await market(t, [{ id: 'slow.job', price: 5 }], {
@@ -51,12 +51,12 @@ test.failing('PROTOCOL §7.5 (hostile): a cancel right after the payment is lost
   await operate(caller.node, 'pay', { task: quoted.task, waitMs: 0 });
   const after = await operate(caller.node, 'cancel', { task: quoted.task });
   t.is(after.state, 'canceled', `the cancel's answer: ${after.state} (the provider never answered it)`);
-  await until(() => slow.seen.requests === 1, 'the service has the request', 200);
-  t.is(slow.seen.aborted, 1, 'the service request was aborted');
+  // Canceled before its service ran (the usual case: the hold is still being taken), or while it ran.
+  t.is(slow.seen.aborted, slow.seen.requests, 'no service request runs on');
   t.is((await net.hub.ledger.totals()).held, 0n, 'the hold was released');
 });
 
-test.failing('PROTOCOL §7.5 (hostile): a task.pay handled after the task.cancel that crossed it is never answered — the paid task stays working for ever', async (t) => {
+test('PROTOCOL §7.5 (hostile): a task.pay handled after the task.cancel that crossed it is answered with the call\'s ending and payment-failed (nothing was held)', async (t) => {
   t.timeout(60_000);
   const slow = slowService(t);
   const { p, c, provider, caller } = await market(t, [{ id: 'slow.job', price: 5 }], {
@@ -84,7 +84,7 @@ test.failing('PROTOCOL §7.5 (hostile): a task.pay handled after the task.cancel
   t.true(['canceled', 'failed'].includes(paid.state), `the paid task is ${paid.state} (${paid.payment?.status}) with no answer coming`);
 });
 
-test.failing("PROTOCOL §6.10 (hostile): the caller passes on a provider's preview flood unthrottled — 200 previews in a burst all reach the follower (the 4-a-second bound is held only by honest providers)", async (t) => {
+test("PROTOCOL §6.10 (hostile): the caller holds a provider's preview flood to 4 a second — of 200 previews in a burst only a few reach the follower", async (t) => {
   t.timeout(60_000);
   const slow = slowService(t);
   const { net, p, caller } = await market(t, [{ id: 'slow.job' }], { handler: slow.handler });
@@ -115,7 +115,9 @@ test.failing("PROTOCOL §6.10 (hostile): the caller passes on a provider's previ
       ),
     ),
   );
-  await until(() => previews.length >= 200 || Date.now() - started > 10_000, 'the flood handled', 200).catch(() => {});
+  await until(() => previews.length >= 1, 'a preview of the flood reached the follower', 100);
+  // The relay delivers the rest over the next moments: what passes is bounded by the time, not the flood.
+  await new Promise((r) => setTimeout(r, 2000));
   const seconds = Math.max(1, (Date.now() - started) / 1000);
   t.true(
     previews.length <= Math.ceil(seconds + 1) * PREVIEW_PER_SECOND,
@@ -123,7 +125,7 @@ test.failing("PROTOCOL §6.10 (hostile): the caller passes on a provider's previ
   );
 });
 
-test.failing('A2A §3.1.10 / issue 21 (hostile): a deleted push config leaves its task followed — the daemon keeps the watch (and its 25-hour timer) until the task ends', async (t) => {
+test('A2A §3.1.10 / issue 21 (hostile): deleting a task\'s last push config stops following the task', async (t) => {
   t.timeout(60_000);
   const slow = slowService(t);
   const net = await startNet(t);
@@ -155,5 +157,5 @@ test.failing('A2A §3.1.10 / issue 21 (hostile): a deleted push config leaves it
   t.is(deleted.error, undefined);
   t.deepEqual((await rpc('ListTaskPushNotificationConfigs', { taskId: sent.task })).result.configs, []);
   await until(() => !caller.node.caller.following(), 'the task no longer followed', 100).catch(() => {});
-  t.false(caller.node.caller.following(), 'no config is left, yet the task is still followed (push.ts follow: a watch without a signal)');
+  t.false(caller.node.caller.following(), 'no config is left, so the task is followed no more');
 });

@@ -27,7 +27,8 @@ import { takeAnswer, type AnswerParts } from './answers.js';
 import { filesFromInline, forgetBlobs, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
 import type { FileRef } from '../../protocol/file-ref.js';
 import { Subject, filter } from 'rxjs';
-import { MAX_PREVIEW_BYTES, readPreview, type Preview } from '../../protocol/preview.js';
+import { MAX_PREVIEW_BYTES, PREVIEW_GAP_MS, readPreview, type Preview } from '../../protocol/preview.js';
+import { coalescer, type Coalescer } from '../../util/coalesce.js';
 import { toBody } from '../../protocol/body.js';
 import { TASK_CANCEL } from '../../protocol/messages.js';
 import { MESSAGE_TTL_MS } from './send.js';
@@ -95,10 +96,19 @@ export class Caller {
   readonly stats: { resent: number; gaveUp: number };
   /** Every record change and every preview, as they happen (in memory only). */
   private readonly updates = new Subject<TaskUpdate>();
+  /**
+   * Previews on their way to followers, per task: a provider's bound of PREVIEW_PER_SECOND is held here
+   * too, so a provider that floods cannot flood the local clients (only the last of a burst goes).
+   */
+  private readonly previews = new Map<string, Coalescer<{ at: number; preview: Preview }>>();
 
   constructor(private readonly parts: CallerParts) {
     this.answering = { me: parts.me, reader: parts.reader, contacts: new Contacts(parts.store), payer: parts.payer, now: parts.now };
-    this.book = new TaskBook(parts.store, parts.now, (record) => this.updates.next({ type: 'record', record }));
+    this.book = new TaskBook(parts.store, parts.now, (record) => {
+      // An ended task's preview still waiting goes before its final record (it was sent before it).
+      if (isFinal(record.state)) this.endPreviews(record.task);
+      this.updates.next({ type: 'record', record });
+    });
     this.resends = new Resends(parts, {
       turn: (task, fn) => this.turns.run(task, fn),
       record: (task) => this.book.raw(task),
@@ -282,8 +292,22 @@ export class Caller {
     } catch {
       return false;
     }
-    if (preview) this.updates.next({ type: 'preview', task, at, preview });
+    if (preview) this.previewsOf(task).push({ at, preview });
     return preview !== null;
+  }
+
+  private previewsOf(task: string): Coalescer<{ at: number; preview: Preview }> {
+    let coalesced = this.previews.get(task);
+    if (!coalesced) {
+      coalesced = coalescer(PREVIEW_GAP_MS, this.parts.now, ({ at, preview }) => this.updates.next({ type: 'preview', task, at, preview }));
+      this.previews.set(task, coalesced);
+    }
+    return coalesced;
+  }
+
+  private endPreviews(task: string): void {
+    this.previews.get(task)?.end();
+    this.previews.delete(task);
   }
 
   /** The auto-pay rule on a quote just taken: paid (journaled by the payment part), or left to the operator. */

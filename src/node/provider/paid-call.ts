@@ -34,7 +34,7 @@ import {
 import { replyTo, answer, type Reply } from './reply.js';
 import { previewsOf, serve, target, type ServiceParts } from './service.js';
 import type { Cancels } from './cancels.js';
-import { paidAnswer, paidReceipt, settleAndAnswer, storedResult, type SettleParts } from './settle.js';
+import { paidAnswer, paidReceipt, settleAndAnswer, storedResult, unheldAnswer, type SettleParts } from './settle.js';
 
 /** What a paid call uses of the node, with the waiting quotes the node owns. */
 export interface PaidCallParts extends SettleParts, ServiceParts, SlotParts {
@@ -133,31 +133,47 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
   const network = `hub:${await parts.hubAid()}`;
   const q = parts.quotes.take(record.id);
   if (!q) return answerAgain(parts, record, body);
+  // Cancelable from the moment the quote is taken: a task.cancel handled while PAY is journaled (or the
+  // hub holds the amount) must find the call, or it is lost and the paid call runs on.
+  const run = parts.cancels.open(record.id, parts.stopping);
   // Taken: whatever happens now, the call's files are read at most once, so its blobs go after it.
-  const drop = () => dropBlobs(parts.client, q.call.blobs, parts.log);
+  const ended = () => {
+    run.close();
+    dropBlobs(parts.client, q.call.blobs, parts.log);
+  };
   const reply = replyTo(parts, record.caller, record.task, q.listed);
-  const ctx = (await record.state())!.context;
-  const auth = readPayment(parts, body, ctx, record.caller, network);
-  if (typeof auth === 'string') {
-    drop();
-    await record.outcome({ type: 'FAILED', reason: 'settlement_failed', detail: auth }, ending(record, null));
-    return reply({ state: 'failed', reason: 'settlement_failed', detail: auth, [X402_STATUS]: 'payment-failed' });
+  const paying = await startPaying(parts, record, body, network);
+  if (typeof paying !== 'string') {
+    void runPaid(parts, q, paying, reply, run)
+      .finally(ended)
+      .catch(
+        (err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`, 'error'),
+      );
+    return;
   }
-  if (!(await record.pay({ payNonce: auth.nonce }))) {
-    drop();
+  ended();
+  if (paying === 'expired') {
     await parts.store.running.del(record.id);
     return reply({ state: 'failed', reason: 'quote_expired', [X402_STATUS]: 'payment-failed' });
   }
-  // Cancelable from here: a cancel while the hub holds the amount ends the call before its service runs.
-  const run = parts.cancels.open(record.id, parts.stopping);
-  void runPaid(parts, q, auth.bytes, reply, run)
-    .finally(() => {
-      run.close();
-      drop();
-    })
-    .catch(
-      (err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`, 'error'),
-    );
+  await record.outcome({ type: 'FAILED', reason: 'settlement_failed', detail: paying }, ending(record, null));
+  return reply({ state: 'failed', reason: 'settlement_failed', detail: paying, [X402_STATUS]: 'payment-failed' });
+}
+
+/**
+ * Checks a payment against its quote and journals PAY: the authorization's bytes, 'expired' when the
+ * quote's deadline passed, or what is wrong with the payment.
+ */
+async function startPaying(
+  parts: PaidCallParts,
+  record: Call,
+  body: Record<string, CborValue>,
+  network: string,
+): Promise<Uint8Array | 'expired' | string> {
+  const ctx = (await record.state())!.context;
+  const auth = readPayment(parts, body, ctx, record.caller, network);
+  if (typeof auth === 'string') return auth;
+  return (await record.pay({ payNonce: auth.nonce })) ? auth.bytes : 'expired';
 }
 
 /** `task.cancel` of a quoted call: the caller declined the quote; CANCELED lets it go. False when no quote waits. */
@@ -260,14 +276,20 @@ const hubWords = (err: unknown) => (err instanceof HubRefusedError ? `the hub re
 /**
  * A payment that arrives for a call that has ended (the caller sent it again after a restart, or our
  * answer was lost on the way): the same payment gets the final answer again, rebuilt from the journal
- * and the kept result. Nothing runs or settles again.
+ * and the kept result. Nothing runs or settles again. A payment for a call that ended before anything
+ * was held (its quote declined by a task.cancel that crossed the payment, or expired) is answered with
+ * that ending and `payment-failed`: the caller learns its task is over and that nothing was charged.
  */
 async function answerAgain(parts: PaidCallParts, record: Call, body: Record<string, CborValue>): Promise<void> {
   const state = await record.state();
   const ctx = state?.context;
   const bytes = authorizationIn(body);
   const read = bytes ? peekAuthorization(bytes) : null;
-  if (!ctx || !state.done || ctx.settled === null || !read?.ok || read.auth.nonce !== ctx.payNonce) return;
+  if (!ctx || !state.done || !read?.ok || read.auth.taskId !== ctx.task) return;
+  if (ctx.settled === null && ctx.payNonce === null) {
+    return answer(parts, ctx.caller, ctx.task, unheldAnswer(ctx));
+  }
+  if (ctx.settled === null || read.auth.nonce !== ctx.payNonce) return;
   const text = ctx.ending === 'completed' ? await storedResult(parts, record) : null;
   const receipt = paidReceipt(parts, ctx, { tx: ctx.settleTx ?? '', state: ctx.settled }, text);
   await answer(parts, ctx.caller, ctx.task, await paidAnswer(parts, ctx, text, receipt?.bytes));

@@ -113,6 +113,11 @@ export async function paidAnswer(
   return { ...fields, [X402_STATUS]: captured ? 'payment-completed' : 'payment-failed', [X402_RECEIPTS]: JSON.stringify([x402Receipt]) };
 }
 
+/** The answer to a payment for a call that ended before anything was held: its ending, nothing charged. */
+export function unheldAnswer(ctx: CallContext): Fields {
+  return { ...finalFields(ctx, null, undefined), [X402_STATUS]: 'payment-failed' };
+}
+
 /** The final answer a paid call's context calls for. */
 function finalFields(ctx: CallContext, text: string | null, receipt: Uint8Array | undefined): Fields {
   if (ctx.ending === 'completed' && text !== null) return { state: 'completed', result: text, receipt };
