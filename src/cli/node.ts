@@ -18,9 +18,11 @@ export async function cmdDaemon(io: Io, dataDir: string, flags: { metrics?: stri
   const where = flags.metrics === undefined ? null : metricsAddress(flags.metrics);
   if (typeof where === 'string') throw new CliError(where, 2);
   const logger = createLogger({ name: 'anet daemon', level, write: (line) => io.err(line), readable: process.stderr.isTTY === true });
+  // Listened for before starting: a stop asked while the daemon starts (systemd's, say) stops it cleanly once started.
+  const signaled = untilSignal();
   const daemon = await startDaemon(dataDir, logTo(logger), flags.metrics === undefined ? {} : { metrics: flags.metrics });
   io.out(`anet daemon: ready; ${daemon.node.identity.aid} on ${daemon.node.config.hub} (control socket ${dataDir}/control.sock)`);
-  await untilSignal();
+  await signaled;
   await daemon.close();
   io.out('anet daemon: stopped');
 }

@@ -30,10 +30,4 @@ export function printJson(io: Io, value: unknown): void {
   io.out(JSON.stringify(value, jsonReplacer, 2));
 }
 
-/** Resolves on the first SIGINT or SIGTERM (long-running commands stop cleanly). */
-export function untilSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
-}
+export { untilSignal } from '../util/signal.js';

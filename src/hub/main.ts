@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { parseCommandLine } from '../util/args.js';
 import { randomHex } from '../util/random.js';
+import { untilSignal } from '../util/signal.js';
 import { ensureDir, isNotFound } from '../util/fsutil.js';
 import { hasIdentity, loadIdentity } from '../identity/store.js';
 import { isAid } from '../identity/cid.js';
@@ -53,13 +54,6 @@ const jsonReplacer = (_key: string, v: unknown) =>
   typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v;
 const printJson = (io: HubIo, value: unknown) => io.out(JSON.stringify(value, jsonReplacer, 2));
 
-/** Resolves on the first SIGINT or SIGTERM (the hub stops cleanly). */
-function untilSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
-}
 
 const hubDir = (dataFlag: string | undefined) => (dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub'));
 
@@ -122,6 +116,8 @@ export async function cmdHubStart(
   const log = hubLog(io, flags.logLevel);
   const dataDir = hubDir(dataFlag);
   await ensureDir(dataDir, 0o700);
+  // Listened for before starting: a stop asked while the hub starts (systemd's, say) stops it cleanly once started.
+  const signaled = untilSignal();
   const hub = await startHub({
     dataDir,
     port,
@@ -143,7 +139,7 @@ export async function cmdHubStart(
       ? 'new AIDs are not limited'
       : `at most ${limit ?? 20} new AIDs per address a minute`;
   io.out(`anet hub: ${admission}${flags.trustProxy ? '; client addresses from X-Forwarded-For' : ''}`);
-  await untilSignal();
+  await signaled;
   await hub.close();
   io.out('anet hub: stopped');
 }
