@@ -165,7 +165,9 @@ export class PushConfigs {
       for (const event of events.next(u)) this.enqueue(taskId, event);
     };
     this.operate('watch', { task: taskId, waitMs: FOLLOW_MS, onUpdate, signal: follower.signal })
-      .catch((err) => follower.signal.aborted || this.log(`push notifications: task ${taskId} cannot be followed: ${(err as Error).message}`))
+      .catch(
+        (err) => follower.signal.aborted || this.log(`push notifications: task ${taskId} cannot be followed: ${(err as Error).message}`),
+      )
       .finally(() => {
         if (this.followed.get(taskId) !== follower) return;
         this.followed.delete(taskId);

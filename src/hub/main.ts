@@ -54,7 +54,6 @@ const jsonReplacer = (_key: string, v: unknown) =>
   typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v;
 const printJson = (io: HubIo, value: unknown) => io.out(JSON.stringify(value, jsonReplacer, 2));
 
-
 const hubDir = (dataFlag: string | undefined) => (dataFlag ? resolve(dataFlag) : join(homedir(), '.anet-hub'));
 
 export interface HubStartFlags {

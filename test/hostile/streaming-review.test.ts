@@ -56,7 +56,7 @@ test('PROTOCOL §7.5 (hostile): a cancel right after the payment is not lost —
   t.is((await net.hub.ledger.totals()).held, 0n, 'the hold was released');
 });
 
-test('PROTOCOL §7.5 (hostile): a task.pay handled after the task.cancel that crossed it is answered with the call\'s ending and payment-failed (nothing was held)', async (t) => {
+test("PROTOCOL §7.5 (hostile): a task.pay handled after the task.cancel that crossed it is answered with the call's ending and payment-failed (nothing was held)", async (t) => {
   t.timeout(60_000);
   const slow = slowService(t);
   const { p, c, provider, caller } = await market(t, [{ id: 'slow.job', price: 5 }], {
@@ -125,7 +125,7 @@ test("PROTOCOL §6.10 (hostile): the caller holds a provider's preview flood to 
   );
 });
 
-test('A2A §3.1.10 / issue 21 (hostile): deleting a task\'s last push config stops following the task', async (t) => {
+test("A2A §3.1.10 / issue 21 (hostile): deleting a task's last push config stops following the task", async (t) => {
   t.timeout(60_000);
   const slow = slowService(t);
   const net = await startNet(t);

@@ -39,7 +39,11 @@ test('PROTOCOL §6.10: close drops a value still waiting; end sends it now; noth
 
 test('PROTOCOL §6.10: a clock that does not move still lets one value through per gap of real time', async (t) => {
   const sent: number[] = [];
-  const c = coalescer<number>(50, () => 1_000, (v) => sent.push(v));
+  const c = coalescer<number>(
+    50,
+    () => 1_000,
+    (v) => sent.push(v),
+  );
   c.push(1);
   c.push(2);
   await sleep(80);
