@@ -72,7 +72,7 @@ export async function childDaemon(
   const log: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ? -1 : code)));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the daemon did not open its relay stream:\n${log.join('')}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`the daemon did not open its relay stream in 60 s:\n${log.join('')}`)), 60_000);
     const take = (chunk: Buffer) => {
       log.push(chunk.toString());
       if (log.join('').includes('relay stream open')) {
