@@ -143,8 +143,8 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
   };
   const reply = replyTo(parts, record.caller, record.task, q.listed);
   const paying = await startPaying(parts, record, body, network);
-  if (typeof paying !== 'string') {
-    void runPaid(parts, q, paying, reply, run)
+  if ('bytes' in paying) {
+    void runPaid(parts, q, paying.bytes, reply, run)
       .finally(ended)
       .catch(
         (err) => parts.stopping.aborted || parts.log(`paid call ${record.task} (${q.call.capability}): ${(err as Error).message}`, 'error'),
@@ -152,28 +152,29 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
     return;
   }
   ended();
-  if (paying === 'expired') {
+  if ('expired' in paying) {
     await parts.store.running.del(record.id);
     return reply({ state: 'failed', reason: 'quote_expired', [X402_STATUS]: 'payment-failed' });
   }
-  await record.outcome({ type: 'FAILED', reason: 'settlement_failed', detail: paying }, ending(record, null));
-  return reply({ state: 'failed', reason: 'settlement_failed', detail: paying, [X402_STATUS]: 'payment-failed' });
+  const detail = paying.wrong;
+  await record.outcome({ type: 'FAILED', reason: 'settlement_failed', detail }, ending(record, null));
+  return reply({ state: 'failed', reason: 'settlement_failed', detail, [X402_STATUS]: 'payment-failed' });
 }
 
 /**
- * Checks a payment against its quote and journals PAY: the authorization's bytes, 'expired' when the
- * quote's deadline passed, or what is wrong with the payment.
+ * Checks a payment against its quote and journals PAY: the authorization's bytes, or the quote's deadline
+ * passed, or what is wrong with the payment.
  */
 async function startPaying(
   parts: PaidCallParts,
   record: Call,
   body: Record<string, CborValue>,
   network: string,
-): Promise<Uint8Array | 'expired' | string> {
+): Promise<{ bytes: Uint8Array } | { expired: true } | { wrong: string }> {
   const ctx = (await record.state())!.context;
   const auth = readPayment(parts, body, ctx, record.caller, network);
-  if (typeof auth === 'string') return auth;
-  return (await record.pay({ payNonce: auth.nonce })) ? auth.bytes : 'expired';
+  if (typeof auth === 'string') return { wrong: auth };
+  return (await record.pay({ payNonce: auth.nonce })) ? { bytes: auth.bytes } : { expired: true };
 }
 
 /** `task.cancel` of a quoted call: the caller declined the quote; CANCELED lets it go. False when no quote waits. */
