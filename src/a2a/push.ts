@@ -140,9 +140,11 @@ export class PushConfigs {
     entry.deleted = true;
     configs!.delete(id);
     if (configs!.size > 0) return;
-    // No webhook left to feed: the task is followed no more.
+    // No webhook left to feed: the task is followed no more (a config added from now on follows it anew).
     this.byTask.delete(taskId);
-    this.followed.get(taskId)?.abort();
+    const follower = this.followed.get(taskId);
+    this.followed.delete(taskId);
+    follower?.abort();
   }
 
   close(): void {
