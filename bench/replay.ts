@@ -5,6 +5,7 @@
 // Each --impl is a replay module (default: this build's) so two builds compare in one process.
 import { mkdir } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Store } from '../store/db.js';
@@ -57,6 +58,11 @@ async function timed(fn: () => Promise<number>): Promise<{ n: number; wall: numb
 }
 
 const rate = (n: number, ms: number) => Math.round((n / ms) * 1000);
+// Printed at the start, with each round and at the end: a round run while the machine was busy shows.
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 
 async function main(): Promise<void> {
   const n = Number(arg('events', '200000'));
@@ -74,6 +80,7 @@ async function main(): Promise<void> {
     : process.argv.includes('--replay-only')
       ? ['replay']
       : ['replay', 'verify'];
+  console.log(`${rounds} rounds of ${n} events; load average at start: ${load()}`);
   const sums = new Map<string, number[]>();
   const note = (k: string, v: number) => sums.set(k, [...(sums.get(k) ?? []), v]);
   for (let r = 0; r < rounds; r++) {
@@ -95,8 +102,9 @@ async function main(): Promise<void> {
         cells.push(`[${i}] ${what} ${rate(m.n, m.wall)}/s ${ratio.toFixed(2)}x (cpu ${rate(m.n, m.cpu)}/s)`);
       }
     }
-    console.log(`round ${r + 1}: ${cells.join('  ')}`);
+    console.log(`round ${r + 1} [load ${load()}]: ${cells.join('  ')}`);
   }
+  console.log(`load average at end: ${load()}`);
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
   for (const [i, impl] of impls.entries()) {
     for (const what of only) {
