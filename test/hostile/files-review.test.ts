@@ -1,6 +1,6 @@
 // Hostile review of issue 20 (files as blobs, PROTOCOL §6.9, §8.11). Each test shows one defect found in
-// review, on a real hub (and real daemons where a call is made), titled by what now holds; the one still
-// marked `test.failing` is a known limit (a `discard` call's file key in the caller's store). Checked and found sound, so not here: the
+// review, on a real hub (and real daemons where a call is made), titled by what now holds (the last to be
+// fixed: a `discard` call's file key in the caller's store). Checked and found sound, so not here: the
 // STREAM sealing (truncation, reordering, resume from any offset), the hub's digest check and piece CAS,
 // paid calls' blobs deleted on pay and on reject, no plaintext on any disk for `discard`, `anet call`
 // exiting at once after its result.
@@ -326,7 +326,7 @@ async function filesHolding(dir: string, needle: Buffer): Promise<string[]> {
   return hits;
 }
 
-test.failing("issue 20 review: a discard call's file key stays on the caller's disk (the outbox entry, in LevelDB's log) after the call ended", async (t) => {
+test("issue 20 review, SPEC §9.3: a discard call's file key is on no disk once the call has ended — not in the caller's store either (its outbox entry, scrubbed from LevelDB's log once the provider answered)", async (t) => {
   t.timeout(60_000);
   const { net, p, c } = await filePair(t, { discard: true });
   const [ref] = await uploadFiles(net.hub.url, [{ name: 'k.png', source: bytesSource(png(MIB)), mime: 'image/png' }]);
@@ -336,10 +336,12 @@ test.failing("issue 20 review: a discard call's file key stays on the caller's d
   const key = Buffer.from(ref!.key);
   t.deepEqual(await filesHolding(p.dir, key), [], 'the provider keeps no key');
   t.deepEqual(await filesHolding(join(net.root, 'hub'), key), [], 'the hub keeps no key');
+  // The caller's store is scrubbed just after the provider's answer, off the answer's path.
+  await until(async () => (await filesHolding(c.dir, key)).length === 0, 'the scrub of the outbox', 200).catch(() => {});
   t.deepEqual(
     (await filesHolding(c.dir, key)).map((x) => x.slice(c.dir.length)),
     [],
-    'the caller keeps the key of a finished discard call',
+    'the caller keeps no key of a finished discard call',
   );
 });
 

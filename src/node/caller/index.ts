@@ -154,7 +154,7 @@ export class Caller {
     const record = newRecord(task, to, capability, now, follow.context ?? null);
     // Known in memory at once, written while the message goes out; the request is kept beside it until the
     // provider answers, so it can be sent again (and after a restart).
-    const written = this.book.write(task, record, [this.resends.keep(task, { to, request })]);
+    const written = this.book.write(task, record, [await this.resends.keep(task, { to, request })]);
     const unfollow = this.follow(task, follow.onUpdate);
     follow.onUpdate?.({ type: 'record', record });
     const settled = this.book.until(task, waitMs, undefined, enough, follow.signal).settled.finally(unfollow);
@@ -242,9 +242,10 @@ export class Caller {
   }
 
   /** Writes a task's next record; once it has ended or been quoted, its resends stop (their outbox entry goes with it). */
-  private record(id: string, rec: TaskRecord, ops: WriteOp[] = []): Promise<void> {
+  private async record(id: string, rec: TaskRecord, ops: WriteOp[] = []): Promise<void> {
     // A quoted task is recovered by its payment (PROTOCOL §7.3), not by resends.
-    return this.book.put(id, rec, resendsOver(rec) ? this.resends.stop(id) : ops);
+    await this.book.put(id, rec, resendsOver(rec) ? this.resends.stop(id) : ops);
+    await this.resends.dropLetGo(id);
   }
 
   async task(id: string): Promise<TaskRecord | undefined> {
@@ -385,9 +386,11 @@ export class Caller {
     });
   }
 
-  /** Stops every resend timer (the node is closing). */
+  /** Stops every resend timer and preview (the node is closing). */
   close(): void {
     this.resends.close();
+    for (const previews of this.previews.values()) previews.close();
+    this.previews.clear();
     this.updates.complete();
   }
 }

@@ -4,8 +4,11 @@
 // ends the task `failed`, `outcome_unknown`. The request waits in payloads `outbox/<task>` until the
 // provider's first answer (after that a resend is a status poll); the entry goes with the record that
 // ends the resends. The schedule itself is in memory, one clock timer per task, rebuilt from the outbox
-// at start (`resume`). Nothing here is journaled: these are records (see records.ts).
+// at start (`resume`). Nothing here is journaled: these are records (see records.ts). The keys of a
+// request's files wait beside the store, not in it (file-keys.ts), and are deleted with the request.
+import { join } from 'node:path';
 import type { Store, WriteOp } from '../../../store/db.js';
+import { FileKeys } from './file-keys.js';
 import { systemClock, type Clock } from '../../runtime/clock.js';
 import { resendsOver, type TaskRecord } from './records.js';
 import { sendTask, wireBody, type Request, type TaskSender } from './send.js';
@@ -50,7 +53,7 @@ interface Schedule {
 }
 
 export interface ResendParts {
-  store: Pick<Store, 'payloads' | 'writeGrouped'>;
+  store: Pick<Store, 'payloads' | 'writeGrouped' | 'dataDir'>;
   now: () => number;
   messenger: () => Promise<TaskSender>;
   /** Timers for resends (the node's clock; tests move it). */
@@ -69,17 +72,41 @@ export interface ResendRecords {
 export class Resends {
   private readonly schedules = new Map<string, Schedule>();
   private closed = false;
+  /** The keys of waiting requests' files, beside the store. */
+  private readonly keys: FileKeys;
+  /** Tasks whose waiting request has keys set aside. */
+  private readonly keyed = new Set<string>();
+  /** Of those, the ones whose request was let go by a write not landed yet: their keys go once it has. */
+  private readonly letGo = new Set<string>();
   /** Resends sent and tasks given up by this process (tests read them). */
   readonly stats = { resent: 0, gaveUp: 0 };
 
   constructor(
     private readonly parts: ResendParts,
     private readonly records: ResendRecords,
-  ) {}
+  ) {
+    this.keys = new FileKeys(join(parts.store.dataDir, 'outbox-keys'));
+  }
 
-  /** The outbox entry of a task just sent (written with its first record). */
-  keep(task: string, entry: Outbox): WriteOp {
+  /** The outbox entry of a task about to be sent (written with its first record); its files' keys are set aside first. */
+  async keep(task: string, entry: Outbox): Promise<WriteOp> {
+    // Known as keyed before its keys are written, so a resume() under way never takes them for a leftover.
+    if (entry.request?.files?.some((f) => 'cid' in f)) this.keyed.add(task);
+    const request = entry.request && (await this.keys.setAside(task, entry.request));
+    return this.entry(task, { ...entry, request });
+  }
+
+  private entry(task: string, entry: Outbox): WriteOp {
     return { type: 'put', sublevel: this.parts.store.payloads, key: OUTBOX + task, value: entry };
+  }
+
+  /** Once the write with the ops of heard() or stop() for `task` has landed: the keys of its request are deleted. */
+  async dropLetGo(task: string): Promise<void> {
+    if (this.letGo.delete(task)) await this.keys.drop(task).catch(() => {});
+  }
+
+  private letRequestGo(task: string): void {
+    if (this.keyed.delete(task)) this.letGo.add(task);
   }
 
   /** A task was sent at `at`: its first resend is armed. */
@@ -94,13 +121,15 @@ export class Resends {
     r.quietSince = this.parts.now();
     if (r.heard) return [];
     r.heard = true;
-    return [this.keep(task, { to: r.to, request: null })];
+    this.letRequestGo(task);
+    return [this.entry(task, { to: r.to, request: null })];
   }
 
   /** No more resends of a task; its outbox entry goes (in the write of the record that ends them). */
   stop(task: string): WriteOp[] {
     this.schedules.get(task)?.timer?.cancel();
     this.schedules.delete(task);
+    this.letRequestGo(task);
     return [{ type: 'del', sublevel: this.parts.store.payloads, key: OUTBOX + task }];
   }
 
@@ -120,6 +149,7 @@ export class Resends {
       const rec = await this.records.record(task);
       if (!rec || resendsOver(rec)) {
         await this.parts.store.writeGrouped(this.stop(task));
+        await this.dropLetGo(task);
         return;
       }
       const now = this.parts.now();
@@ -129,11 +159,12 @@ export class Resends {
         return;
       }
       const stored = r.heard ? undefined : ((await this.parts.store.payloads.get(OUTBOX + task)) as Outbox | undefined);
+      const request = stored?.request ? await this.keys.restore(task, stored.request) : null;
       r.sends++;
       r.lastSentAt = now;
       this.schedule(task, r);
       this.stats.resent++;
-      const body = wireBody(task, stored?.request ?? null, r.sends - 1);
+      const body = wireBody(task, request, r.sends - 1);
       // Not awaited under the task's turn: a reply must not wait for a large upload.
       void this.parts
         .messenger()
@@ -150,14 +181,19 @@ export class Resends {
   async resume(): Promise<number> {
     const now = this.parts.now();
     let n = 0;
+    const waiting = new Set<string>();
     for await (const [key, value] of this.parts.store.payloads.iterator({ gte: OUTBOX, lt: `${OUTBOX}\uffff` })) {
       const task = String(key).slice(OUTBOX.length);
+      if ((value as Outbox).request) waiting.add(task);
+      if ((value as Outbox).request?.files?.some((f) => 'cid' in f && f.key.length === 0)) this.keyed.add(task);
       if (this.closed) break;
       if (this.schedules.has(task)) continue;
       const entry = value as Outbox;
       const rec = await this.records.record(task);
       if (!rec || resendsOver(rec)) {
+        waiting.delete(task);
         await this.parts.store.writeGrouped(this.stop(task));
+        await this.dropLetGo(task);
         continue;
       }
       const heard = entry.request === null;
@@ -165,6 +201,9 @@ export class Resends {
       this.schedule(task, { to: entry.to, sends: 1, lastSentAt: now, quietSince, heard, timer: null });
       n++;
     }
+    // Keys whose request is no longer waiting (a crash came between the two writes) go now; not those of
+    // a task sent while this ran.
+    if (!this.closed) await this.keys.dropUnless((task) => waiting.has(task) || this.keyed.has(task));
     return n;
   }
 
