@@ -9,8 +9,8 @@ import { AGENT_CARD_PATH, TaskState, type AgentCard, type Task } from '@a2a-js/s
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore, type AgentExecutor, type RequestContext } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
-/** The little of express used here: it has no type declarations installed (it comes with
- * @modelcontextprotocol/sdk, and is the SDK's peer for its express transport). */
+/** The little of express used here (a devDependency: the SDK's optional peer for its express transport),
+ * typed here since @types/express is not installed. */
 interface ExpressApp {
   (req: IncomingMessage, res: ServerResponse): void;
   use(path: string, handler: unknown): void;
