@@ -87,8 +87,8 @@ export class PushConfigs {
   private readonly byTask = new Map<string, Map<string, Entry>>();
   /** The tasks followed for their configs; aborted once the last config of the task is removed. */
   private readonly followed = new Map<string, AbortController>();
-  /** Ended tasks whose configs are still kept, oldest first. */
-  private readonly ended: string[] = [];
+  /** Ended tasks whose configs are still kept, oldest first (each once: a Set keeps insertion order). */
+  private readonly ended = new Set<string>();
   private closed = false;
 
   constructor(
@@ -182,11 +182,13 @@ export class PushConfigs {
    * later tasks have ended, so a daemon that runs for months does not keep every config it was given.
    */
   private forgetLater(taskId: string): void {
-    this.ended.push(taskId);
-    if (this.ended.length > MAX_ENDED_TASKS) {
-      const oldest = this.ended.shift()!;
-      if (!this.followed.has(oldest)) this.byTask.delete(oldest);
-    }
+    // A config created on a task that had ended follows it again: the task moves to the end, still once.
+    this.ended.delete(taskId);
+    this.ended.add(taskId);
+    if (this.ended.size <= MAX_ENDED_TASKS) return;
+    const oldest = this.ended.values().next().value!;
+    this.ended.delete(oldest);
+    if (!this.followed.has(oldest)) this.byTask.delete(oldest);
   }
 
   private enqueue(taskId: string, event: StreamResponse): void {

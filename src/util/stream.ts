@@ -17,8 +17,11 @@ export function drainedOrClosed(w: Writable): Promise<void> {
 /**
  * The most a live stream of updates (SSE, NDJSON) may hold unread for a client before the client is cut
  * off: a client that stopped reading must not make the daemon buffer for it without end. The task goes on.
+ * Well above the largest single update (a result of up to 1 MiB of JSON, as an event), so a client that
+ * reads at once is never cut off by an update it has not had time to read: just after a write, that
+ * write is still counted as unread.
  */
-export const MAX_UNREAD_BYTES = 1024 * 1024;
+export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 /** Writes one update of a live stream; a client with MAX_UNREAD_BYTES unread already is disconnected instead. */
 export function writeUpdate(w: Writable, chunk: string): void {

@@ -4,7 +4,7 @@ import test from 'ava';
 import { Writable } from 'node:stream';
 import { MAX_UNREAD_BYTES, writeUpdate } from '../../src/util/stream.js';
 
-test('PROTOCOL §6.10: updates to a client that reads nothing are buffered up to 1 MiB, then the stream is destroyed', (t) => {
+test('PROTOCOL §6.10: updates to a client that reads nothing are buffered up to 4 MiB (MAX_UNREAD_BYTES), then the stream is destroyed', (t) => {
   // A client that never takes a byte: every write stays in the stream's buffer.
   const stalled = new Writable({ write: () => {} });
   stalled.on('error', () => {});
@@ -24,4 +24,12 @@ test('PROTOCOL §6.10: a client that reads keeps its stream however much goes th
   const line = `${'x'.repeat(16 * 1024)}\n`;
   for (let i = 0; i < 4 * (MAX_UNREAD_BYTES / line.length); i++) writeUpdate(reading, line);
   t.false(reading.destroyed);
+});
+
+test('PROTOCOL §6.10: a result of the largest size (1 MiB of JSON) and the status after it never cut off a client that reads', (t) => {
+  // Just after a write its bytes still count as unread: the largest update must fit under the bound twice.
+  const slow = new Writable({ write: () => {} });
+  writeUpdate(slow, 'x'.repeat(1024 * 1024 + 4096));
+  writeUpdate(slow, 'final status');
+  t.false(slow.destroyed);
 });

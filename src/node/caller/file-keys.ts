@@ -10,6 +10,7 @@ import { readdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ensureDir, isNotFound } from '../../util/fsutil.js';
 import type { FileRef } from '../../protocol/file-ref.js';
+import { KEY_BYTES } from '../../protocol/blob-seal.js';
 import type { Request } from './send.js';
 
 type RequestFile = NonNullable<Request['files']>[number];
@@ -28,11 +29,18 @@ export class FileKeys {
     return { ...request, files: request.files!.map((f) => (isRef(f) ? { ...f, key: new Uint8Array() } : f)) };
   }
 
-  /** The request with its files' keys put back (to be sent again); as it is when none were set aside. */
+  /**
+   * The request with its files' keys put back (to be sent again); as it is when none were set aside.
+   * Throws when they cannot be read: the file is gone, damaged, or lacks a file's key.
+   */
   async restore(task: string, request: Request): Promise<Request> {
     if (!request.files?.some((f) => isRef(f) && f.key.length === 0)) return request;
     const keys = await this.read(task);
-    const keyOf = (cid: string) => new Uint8Array(Buffer.from(keys[cid] ?? '', 'base64'));
+    const keyOf = (cid: string) => {
+      const key = typeof keys[cid] === 'string' ? new Uint8Array(Buffer.from(keys[cid], 'base64')) : null;
+      if (key?.length !== KEY_BYTES) throw new Error(`outbox-keys/${task} has no key for ${cid}`);
+      return key;
+    };
     return { ...request, files: request.files.map((f) => (isRef(f) && f.key.length === 0 ? { ...f, key: keyOf(f.cid) } : f)) };
   }
 
@@ -52,13 +60,18 @@ export class FileKeys {
     for (const name of names) if (!kept(name)) await unlink(join(this.dir, name)).catch(() => {});
   }
 
-  private async read(task: string): Promise<Record<string, string>> {
+  private async read(task: string): Promise<Record<string, unknown>> {
+    let text: string;
     try {
-      return JSON.parse(await readFile(this.path(task), 'utf8')) as Record<string, string>;
+      text = await readFile(this.path(task), 'utf8');
     } catch (err) {
-      if (isNotFound(err)) return {};
-      throw err;
+      throw new Error(isNotFound(err) ? `outbox-keys/${task} is gone` : `outbox-keys/${task}: ${(err as Error).message}`);
     }
+    try {
+      const keys = JSON.parse(text) as unknown;
+      if (typeof keys === 'object' && keys !== null && !Array.isArray(keys)) return keys as Record<string, unknown>;
+    } catch {}
+    throw new Error(`outbox-keys/${task} is damaged`);
   }
 
   private path(task: string): string {

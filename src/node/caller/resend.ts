@@ -28,6 +28,8 @@ export const RESEND_SILENT_WORKING_MS = 24 * 3_600_000;
 export const resendDelay = (n: number) => Math.min(RESEND_FIRST_MS * RESEND_FACTOR ** (n - 1), RESEND_MAX_MS);
 /** Said when the caller gives up on a silent provider (reason `outcome_unknown`). */
 export const UNANSWERED_DETAIL = 'the provider never answered the task or its 5 resends over 30 minutes; it may have run it';
+/** Said when a request's file keys cannot be read back to send it again (outbox-keys/<task> lost or damaged). */
+export const KEYS_LOST_DETAIL = 'the keys of its files could not be read back to send the task again; the provider may have run it';
 export const SILENT_DETAIL =
   'the provider said it was working on the task, then nothing for 24 hours despite resends; its outcome is unknown';
 
@@ -138,7 +140,17 @@ export class Resends {
     if (this.closed) return;
     r.timer?.cancel();
     this.schedules.set(task, r);
-    r.timer = (this.parts.clock ?? systemClock).at(r.lastSentAt + resendDelay(r.sends), () => void this.due(task, r).catch(() => {}));
+    r.timer = (this.parts.clock ?? systemClock).at(
+      r.lastSentAt + resendDelay(r.sends),
+      () => void this.due(task, r).catch(() => this.again(task, r)),
+    );
+  }
+
+  /** A resend that failed (the store could not be read): tried again a backoff later, so the task is never left without one. */
+  private again(task: string, r: Schedule): void {
+    if (this.closed || this.schedules.get(task) !== r || r.timer) return;
+    r.lastSentAt = this.parts.now();
+    this.schedule(task, r);
   }
 
   /** A resend is due: the task goes again, or, after too long a silence, ends `outcome_unknown`. */
@@ -159,7 +171,15 @@ export class Resends {
         return;
       }
       const stored = r.heard ? undefined : ((await this.parts.store.payloads.get(OUTBOX + task)) as Outbox | undefined);
-      const request = stored?.request ? await this.keys.restore(task, stored.request) : null;
+      let request: Request | null = null;
+      try {
+        request = stored?.request ? await this.keys.restore(task, stored.request) : null;
+      } catch (err) {
+        // Sent without its keys it could not run, and they will not come back: ended now, saying why.
+        this.stats.gaveUp++;
+        await this.records.giveUp(task, rec, `${KEYS_LOST_DETAIL} (${(err as Error).message})`, now);
+        return;
+      }
       r.sends++;
       r.lastSentAt = now;
       this.schedule(task, r);

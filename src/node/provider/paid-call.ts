@@ -142,7 +142,14 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
     dropBlobs(parts.client, q.call.blobs, parts.log);
   };
   const reply = replyTo(parts, record.caller, record.task, q.listed);
-  const paying = await startPaying(parts, record, body, network);
+  let paying: Awaited<ReturnType<typeof startPaying>>;
+  try {
+    paying = await startPaying(parts, record, body, network);
+  } catch (err) {
+    // Not journaled (the store failed): the call is let go as a stop would leave it, for the next start.
+    ended();
+    throw err;
+  }
   if ('bytes' in paying) {
     void runPaid(parts, q, paying.bytes, reply, run)
       .finally(ended)
@@ -153,6 +160,8 @@ export async function payCall(parts: PaidCallParts, record: Call, body: Record<s
   }
   ended();
   if ('expired' in paying) {
+    // The quote's own timer was cleared when it was taken: TICK ends the call at its passed deadline.
+    await record.tick(ending(record, null));
     await parts.store.running.del(record.id);
     return reply({ state: 'failed', reason: 'quote_expired', [X402_STATUS]: 'payment-failed' });
   }
