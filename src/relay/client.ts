@@ -124,7 +124,24 @@ class Upstream {
         this.socket.ref();
         this.awaitAnswer();
       }
+      this.cork();
       this.socket.write(frame(bytes));
+    });
+  }
+
+  private corked = false;
+
+  /**
+   * Frames written in one turn of the event loop leave in one write (one syscall, not one each): with
+   * calls under way at once, their envelopes share it. The hub's end of the upstream does the same.
+   */
+  private cork(): void {
+    if (this.corked) return;
+    this.corked = true;
+    this.socket.cork();
+    setImmediate(() => {
+      this.corked = false;
+      this.socket.uncork();
     });
   }
 
