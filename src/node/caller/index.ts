@@ -154,7 +154,12 @@ export class Caller {
     const record = newRecord(task, to, capability, now, follow.context ?? null);
     // Known in memory at once, written while the message goes out; the request is kept beside it until the
     // provider answers, so it can be sent again (and after a restart).
-    const written = this.book.write(task, record, [await this.resends.keep(task, { to, request })]);
+    const kept = await this.resends.keep(task, { to, request }).catch(async (err: Error) => {
+      // Its files' keys could not be set aside (a full disk): nothing was sent, so its blobs go.
+      await forgetBlobs(this.parts.hub, blobCids(request));
+      throw err;
+    });
+    const written = this.book.write(task, record, [kept]);
     const unfollow = this.follow(task, follow.onUpdate);
     follow.onUpdate?.({ type: 'record', record });
     const settled = this.book.until(task, waitMs, undefined, enough, follow.signal).settled.finally(unfollow);

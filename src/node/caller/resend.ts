@@ -94,8 +94,14 @@ export class Resends {
   async keep(task: string, entry: Outbox): Promise<WriteOp> {
     // Known as keyed before its keys are written, so a resume() under way never takes them for a leftover.
     if (entry.request?.files?.some((f) => 'cid' in f)) this.keyed.add(task);
-    const request = entry.request && (await this.keys.setAside(task, entry.request));
-    return this.entry(task, { ...entry, request });
+    try {
+      const request = entry.request && (await this.keys.setAside(task, entry.request));
+      return this.entry(task, { ...entry, request });
+    } catch (err) {
+      this.keyed.delete(task);
+      await this.keys.drop(task).catch(() => {});
+      throw err;
+    }
   }
 
   private entry(task: string, entry: Outbox): WriteOp {
