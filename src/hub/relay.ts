@@ -11,6 +11,7 @@
 // come by POST (src/hub/relay-routes.ts) or over an upstream connection (src/hub/upstream.ts, which reads
 // the frames and hands each envelope here). With hub replicas a RelayBus (NATS) carries a live envelope
 // to the replica holding its recipient's stream.
+import { corkForTurn } from '../util/stream.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { envelopeRecipient, EnvelopeRefused } from '../protocol/envelope.js';
@@ -105,7 +106,6 @@ interface Stream {
   again: boolean;
   /** A write was held back (the node was not reading): the next drain flushes. */
   behind: boolean;
-  corked: boolean;
   release: () => void;
 }
 
@@ -284,7 +284,8 @@ export class Relay {
       stream.behind = true;
       return false;
     }
-    this.cork(stream);
+    // Frames pushed in one turn of the event loop leave in one write.
+    corkForTurn(res);
     res.write(frame(bytes));
     // Remembered until a flush finds it no longer kept (acked, perhaps through another replica, or
     // deleted once pushed): a flush that listed the mailbox before then does not push it again.
@@ -292,17 +293,6 @@ export class Relay {
     if (!stream.acks) void this.acked(to, [id]).catch(() => {});
     if (stream.pushed.size > this.limits.perRecipient) void this.flush(to);
     return true;
-  }
-
-  /** Frames pushed in one turn of the event loop leave in one write (one syscall, not one each). */
-  private cork(stream: Stream): void {
-    if (stream.corked) return;
-    stream.corked = true;
-    stream.res.cork();
-    setImmediate(() => {
-      stream.corked = false;
-      stream.res.uncork();
-    });
   }
 
   /**
@@ -484,7 +474,6 @@ export class Relay {
       flushing: null,
       again: false,
       behind: false,
-      corked: false,
       release: () => {},
     };
     this.streams.set(aid, stream);

@@ -3,6 +3,7 @@
 // order. This file reads the frames under the relay's upload budget and deadlines; what to do with each
 // envelope is the relay's (src/hub/relay.ts), which keeps it in the mailbox before it answers: answers are
 // awaited side by side and written in the order of their frames.
+import { corkForTurn } from '../util/stream.js';
 import type { Socket } from 'node:net';
 import { UPSTREAM_MAX, frame, type RelayAnswer } from '../protocol/relay.js';
 import type { Budget } from './budget.js';
@@ -217,7 +218,8 @@ class UpstreamConnection {
     this.answers = this.answers.then(async () => {
       const a = await answer;
       if (!this.socket.destroyed) {
-        this.cork();
+        // Answers written in one turn of the event loop leave in one write.
+        corkForTurn(this.socket);
         this.socket.write(frame(Buffer.from(JSON.stringify(a))));
       }
       if (inFlight !== undefined) {
@@ -226,19 +228,6 @@ class UpstreamConnection {
         this.relay.uploads.give(this.client, inFlight);
       }
       this.resume();
-    });
-  }
-
-  private corked = false;
-
-  /** Answers written in one turn of the event loop leave in one write (one syscall, not one each). */
-  private cork(): void {
-    if (this.corked) return;
-    this.corked = true;
-    this.socket.cork();
-    setImmediate(() => {
-      this.corked = false;
-      this.socket.uncork();
     });
   }
 

@@ -4,6 +4,7 @@
 // `x-anet-ack: 1`, each frame is handed on with its mail id, and the owner acknowledges an id (ack())
 // once the message's handling is journaled; acks go in batches, signed, to POST /relay/v2/ack.
 import type { Log } from '../util/log.js';
+import { corkForTurn } from '../util/stream.js';
 import { request, Agent, type ClientRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { signRequest } from '../protocol/hub-auth.js';
@@ -124,24 +125,9 @@ class Upstream {
         this.socket.ref();
         this.awaitAnswer();
       }
-      this.cork();
+      // Calls under way at once share a write; the hub's end of the upstream does the same.
+      corkForTurn(this.socket);
       this.socket.write(frame(bytes));
-    });
-  }
-
-  private corked = false;
-
-  /**
-   * Frames written in one turn of the event loop leave in one write (one syscall, not one each): with
-   * calls under way at once, their envelopes share it. The hub's end of the upstream does the same.
-   */
-  private cork(): void {
-    if (this.corked) return;
-    this.corked = true;
-    this.socket.cork();
-    setImmediate(() => {
-      this.corked = false;
-      this.socket.uncork();
     });
   }
 

@@ -32,3 +32,19 @@ export function writeUpdate(w: Writable, chunk: string): void {
   }
   w.write(chunk);
 }
+
+const corked = new WeakSet<Writable>();
+
+/**
+ * Writes made to `w` in this turn of the event loop leave together, in one write (one syscall, not one
+ * each): corked until setImmediate. For streams of small frames written by many tasks at once.
+ */
+export function corkForTurn(w: Writable): void {
+  if (corked.has(w)) return;
+  corked.add(w);
+  w.cork();
+  setImmediate(() => {
+    corked.delete(w);
+    w.uncork();
+  });
+}
