@@ -18,6 +18,7 @@ import { MAX_ENDED_TASKS } from '../../src/a2a/push.js';
 import { MAX_RESULT_BYTES } from '../../src/service/call.js';
 import { bytesSource, uploadFiles, uploadedArg } from '../../src/node/caller/files.js';
 import { resendDelay, RESEND_SILENT_MS } from '../../src/node/caller/resend.js';
+import { a2aRpc } from '../helpers/a2a-rpc.js';
 
 const MIB = 1024 * 1024;
 
@@ -130,15 +131,7 @@ test('A2A §3.1.7, §3.1.8 (hostile): a push config just created is readable (Ge
   await new Promise<void>((r) => hook.listen(0, '127.0.0.1', () => r()));
   t.teardown(() => new Promise<void>((r) => hook.close(() => r())));
   const url = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/hook`;
-  const token = (await readFile(join(c.dir, 'a2a.token'), 'utf8')).trim();
-  const rpc = async (method: string, params: Record<string, unknown>) => {
-    const res = await fetch(`${caller.a2a!.agentUrl(p.aid)}jsonrpc`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'a2a-version': '1.0' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    });
-    return (await res.json()) as { result?: any; error?: any };
-  };
+  const rpc = await a2aRpc(caller, c.dir, p.aid);
   const done = await operate(caller.node, 'call', { aid: p.aid, capability: 'demo.echo', args: '{}', files: [], waitMs: 10_000 });
   t.is(done.state, 'completed');
   // One client sets its one webhook on the ended task again and again (each Create is answered, and the

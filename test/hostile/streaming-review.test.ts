@@ -8,13 +8,12 @@ import { market, pricedProvider } from '../helpers/payments.js';
 import { rawPeer, startNet } from '../helpers/net.js';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { operate, type TaskUpdate } from '../../src/node/operations.js';
 import { toBody } from '../../src/protocol/body.js';
 import { TASK_CANCEL, TASK_STATUS } from '../../src/protocol/messages.js';
 import { MESSAGE_TTL_MS } from '../../src/node/caller/send.js';
 import { PREVIEW_PER_SECOND } from '../../src/protocol/preview.js';
+import { a2aRpc } from '../helpers/a2a-rpc.js';
 
 /**
  * A service whose calls answer only once the test has ended (`teardown` registers the release); it counts
@@ -137,15 +136,7 @@ test("A2A §3.1.10 / issue 21 (hostile): deleting a task's last push config stop
   const hook = createServer((req, res) => req.resume().on('end', () => res.writeHead(200).end()));
   await new Promise<void>((r) => hook.listen(0, '127.0.0.1', () => r()));
   t.teardown(() => new Promise<void>((r) => hook.close(() => r())));
-  const token = (await readFile(join(c.dir, 'a2a.token'), 'utf8')).trim();
-  const rpc = async (method: string, params: Record<string, unknown>) => {
-    const res = await fetch(`${caller.a2a!.agentUrl(p.aid)}jsonrpc`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'a2a-version': '1.0' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    });
-    return (await res.json()) as { result?: any; error?: any };
-  };
+  const rpc = await a2aRpc(caller, c.dir, p.aid);
   const sent = await operate(caller.node, 'call', { aid: p.aid, capability: 'slow.job', args: '{}', files: [], waitMs: 100 });
   await until(() => slow.seen.requests === 1, 'the service has the request', 200);
   t.false(caller.node.caller.following(), 'nobody follows the running task yet');
