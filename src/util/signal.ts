@@ -1,4 +1,4 @@
-// Stopping a long-running command (the daemon, the hub, anet mcp's kin): the first SIGINT or SIGTERM asks
+// Stopping a long-running command (`anet daemon`, `anet-hub start`): the first SIGINT or SIGTERM asks
 // for a clean stop; a second one, while that stop (or the start before it) is under way, quits at once.
 
 /**

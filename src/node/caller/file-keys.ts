@@ -11,22 +11,26 @@ import { join } from 'node:path';
 import { ensureDir, isNotFound } from '../../util/fsutil.js';
 import type { FileRef } from '../../protocol/file-ref.js';
 import { KEY_BYTES } from '../../protocol/blob-seal.js';
-import type { Request } from './send.js';
+import { fileRefsOf, type Request } from './send.js';
 
 type RequestFile = NonNullable<Request['files']>[number];
-const isRef = (f: RequestFile): f is FileRef => 'cid' in f;
+/** A file reference whose key was set aside (the outbox keeps it with an empty key). */
+const keyAside = (f: RequestFile): f is FileRef => 'cid' in f && f.key.length === 0;
+
+/** Whether the request, as the outbox keeps it, has keys set aside. */
+export const keysSetAside = (request: Request): boolean => request.files?.some(keyAside) ?? false;
 
 export class FileKeys {
   constructor(private readonly dir: string) {}
 
   /** The request as the outbox keeps it: its files' keys written aside first, and left out of it. */
   async setAside(task: string, request: Request): Promise<Request> {
-    const refs = (request.files ?? []).filter(isRef);
+    const refs = fileRefsOf(request);
     if (!refs.length) return request;
     await ensureDir(this.dir, 0o700);
     const keys = Object.fromEntries(refs.map((f) => [f.cid, Buffer.from(f.key).toString('base64')]));
     await writeFile(this.path(task), JSON.stringify(keys), { mode: 0o600 });
-    return { ...request, files: request.files!.map((f) => (isRef(f) ? { ...f, key: new Uint8Array() } : f)) };
+    return { ...request, files: request.files!.map((f) => ('cid' in f ? { ...f, key: new Uint8Array() } : f)) };
   }
 
   /**
@@ -34,14 +38,14 @@ export class FileKeys {
    * Throws when they cannot be read: the file is gone, damaged, or lacks a file's key.
    */
   async restore(task: string, request: Request): Promise<Request> {
-    if (!request.files?.some((f) => isRef(f) && f.key.length === 0)) return request;
+    if (!keysSetAside(request)) return request;
     const keys = await this.read(task);
     const keyOf = (cid: string) => {
       const key = typeof keys[cid] === 'string' ? new Uint8Array(Buffer.from(keys[cid], 'base64')) : null;
       if (key?.length !== KEY_BYTES) throw new Error(`outbox-keys/${task} has no key for ${cid}`);
       return key;
     };
-    return { ...request, files: request.files.map((f) => (isRef(f) && f.key.length === 0 ? { ...f, key: keyOf(f.cid) } : f)) };
+    return { ...request, files: request.files!.map((f) => (keyAside(f) ? { ...f, key: keyOf(f.cid) } : f)) };
   }
 
   /** Deletes a task's keys (none is no error). */

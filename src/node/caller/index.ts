@@ -21,7 +21,7 @@ import { PaymentError, type Payer, type PaymentRecord } from './payment.js';
 import { awaitingOperator, isFinal, newRecord, next, resendsOver, type TaskEvent, type TaskRecord, type TaskState } from './records.js';
 import { TaskBook } from './book.js';
 import { Resends } from './resend.js';
-import { sendTask, wireBody, type Request } from './send.js';
+import { fileRefsOf, MESSAGE_TTL_MS, sendTask, wireBody, type Request } from './send.js';
 import { sendFailure } from './limits.js';
 import { takeAnswer, type AnswerParts } from './answers.js';
 import { filesFromInline, forgetBlobs, uploadFiles, uploadedRef, type FileArg, type InlineFile } from './files.js';
@@ -31,7 +31,6 @@ import { MAX_PREVIEW_BYTES, PREVIEW_GAP_MS, readPreview, type Preview } from '..
 import { coalescer, type Coalescer } from '../../util/coalesce.js';
 import { toBody } from '../../protocol/body.js';
 import { TASK_CANCEL } from '../../protocol/messages.js';
-import { MESSAGE_TTL_MS } from './send.js';
 
 /** A change of a task the caller follows: its record, or a preview of the provider's progress (kept nowhere). */
 export type TaskUpdate = { type: 'record'; record: TaskRecord } | { type: 'preview'; task: string; at: number; preview: Preview };
@@ -401,4 +400,4 @@ export class Caller {
 }
 
 /** The blob CIDs a request names (references only: inline files of requests kept from before blobs name none). */
-const blobCids = (r: Request): string[] => (r.files ?? []).flatMap((f) => ('cid' in f ? [f.cid] : []));
+const blobCids = (r: Request): string[] => fileRefsOf(r).map((f) => f.cid);

@@ -8,10 +8,10 @@
 // request's files wait beside the store, not in it (file-keys.ts), and are deleted with the request.
 import { join } from 'node:path';
 import type { Store, WriteOp } from '../../../store/db.js';
-import { FileKeys } from './file-keys.js';
+import { FileKeys, keysSetAside } from './file-keys.js';
 import { systemClock, type Clock } from '../../runtime/clock.js';
 import { resendsOver, type TaskRecord } from './records.js';
-import { sendTask, wireBody, type Request, type TaskSender } from './send.js';
+import { fileRefsOf, sendTask, wireBody, type Request, type TaskSender } from './send.js';
 
 /**
  * A task not answered is sent again 5 s after it was sent, then after 15 s, 45 s, 135 s, 405 s, and from
@@ -93,7 +93,7 @@ export class Resends {
   /** The outbox entry of a task about to be sent (written with its first record); its files' keys are set aside first. */
   async keep(task: string, entry: Outbox): Promise<WriteOp> {
     // Known as keyed before its keys are written, so a resume() under way never takes them for a leftover.
-    if (entry.request?.files?.some((f) => 'cid' in f)) this.keyed.add(task);
+    if (entry.request && fileRefsOf(entry.request).length) this.keyed.add(task);
     try {
       const request = entry.request && (await this.keys.setAside(task, entry.request));
       return this.entry(task, { ...entry, request });
@@ -210,11 +210,11 @@ export class Resends {
     const waiting = new Set<string>();
     for await (const [key, value] of this.parts.store.payloads.iterator({ gte: OUTBOX, lt: `${OUTBOX}\uffff` })) {
       const task = String(key).slice(OUTBOX.length);
-      if ((value as Outbox).request) waiting.add(task);
-      if ((value as Outbox).request?.files?.some((f) => 'cid' in f && f.key.length === 0)) this.keyed.add(task);
+      const entry = value as Outbox;
+      if (entry.request) waiting.add(task);
+      if (entry.request && keysSetAside(entry.request)) this.keyed.add(task);
       if (this.closed) break;
       if (this.schedules.has(task)) continue;
-      const entry = value as Outbox;
       const rec = await this.records.record(task);
       if (!rec || resendsOver(rec)) {
         waiting.delete(task);

@@ -17,6 +17,9 @@ export interface Request {
   text?: string;
 }
 
+/** The request's files that are references to blobs (the others are inline, from before issue 20). */
+export const fileRefsOf = (r: Request): FileRef[] => (r.files ?? []).filter((f): f is FileRef => 'cid' in f);
+
 /** What sending uses of the messenger. */
 export type TaskSender = Pick<Messenger, 'send'>;
 
