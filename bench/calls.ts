@@ -11,7 +11,6 @@
 // hub + provider) on 2 cores.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -23,6 +22,7 @@ import { SendMessageRequest, TaskState, type Task } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { createIdentity } from '../src/identity/store.js';
 import { Node } from '../src/node/node.js';
+import { cpuMsAt } from './proc-cpu.js';
 
 const TARGET = { perSec: 800, addedP50Ms: 5, cpuMs: 2.0 };
 /** Fewer rounds give no steadier median than one; run.ts's 1 (--quick) or 3 is raised to this. */
@@ -86,14 +86,7 @@ function startChild(name: string, args: string[], readyRe: RegExp): Child {
 // ---- CPU time from /proc: all threads of a process (libuv's pool, V8's GC helpers, ...) and its main one ----
 
 /** CPU time so far, user + system, of a process or one of its threads (Linux /proc; 0 elsewhere). */
-function cpuMs(path: string): number {
-  try {
-    const fields = readFileSync(`${path}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
-}
+const cpuMs = (path: string): number => cpuMsAt(path) ?? 0;
 
 interface Cpu {
   all: number;

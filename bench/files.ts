@@ -25,6 +25,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { png } from '../test/helpers/png.js';
 import { freePort, median } from './hub/common.js';
+import { cpuMsAt } from './proc-cpu.js';
 
 const MIB = 1024 * 1024;
 const FILE = 64 * MIB;
@@ -159,14 +160,7 @@ function statusKb(pid: number, field: string): number | null {
 }
 
 /** User + system CPU time so far (ms), or null once the process is gone. */
-function cpuMs(pid: number): number | null {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return null;
-  }
-}
+const cpuMs = (pid: number): number | null => cpuMsAt(`/proc/${pid}`);
 
 /** Resets a process's VmHWM to its current RSS (writing 5 to clear_refs); false where the kernel refuses. */
 function resetPeak(pid: number): boolean {
