@@ -5,12 +5,14 @@
 // - a request nonce is a primary key (INSERT … ON CONFLICT DO NOTHING: one insert wins);
 // - a ledger transaction locks every row it reads and inserts every row it read as absent, and is run
 //   again whole when it loses a race (23505, or a deadlock 40P01): an op key is a primary key, so two
-//   replicas racing on one op cannot both commit (see LockingReads);
+//   replicas racing on one op cannot both commit (see LockingReads); ops that wait go together in one such
+//   transaction, one after another (see PgLedger and ledger-batch.ts);
 // - a mailbox write holds the row locks of its counters (see `keepMail`).
 // Commits are synchronous (synchronous_commit on, whatever the server's default): an acknowledged write
 // survives a crash of the database server.
 import postgres, { type ISql, type PendingQuery, type ReservedSql, type Row, type RowList, type Sql, type TransactionSql } from 'postgres';
 import { agentFromRow, BACKFILL_KEY, SEARCH_SETTINGS, searchAgents, searchVector, type AgentRow } from '../search/postgres.js';
+import { runBatch, type BatchReads, type BatchWrites, type Outcome, type TransactFn } from './ledger-batch.js';
 import { migrate, SchemaTooNewError } from './migrations.js';
 import { PgBlobs } from './postgres-blobs.js';
 import {
@@ -89,12 +91,10 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
 const SEARCH_CONNECTIONS = 4;
 
 /**
- * Connections for ledger transactions, beside the main pool, per replica: the ledger's concurrency. 20,
- * what the ledger had when it shared the main pool, and the main pool's 20 are now left to mail, blobs
- * and the directory, which no longer wait behind payments. A transaction holds its connection only for
- * its two or three round trips; 32 (one per op of the bench's 32 at once) measured the same within noise
- * (958-963 ops/s against 844-969 for 20, 2 cores), and 20 keep two replicas (2 × 44 connections) within
- * PostgreSQL's default max_connections of 100.
+ * Connections for ledger transactions, beside the main pool, per replica, so mail, blobs and the directory
+ * never wait behind payments. LEDGER_BATCHES_IN_FLIGHT of them carry the ledger's transactions; the rest
+ * serve the ops of a batch the database failed, run one by one at once. 20 keep two replicas (2 × 44
+ * connections) within PostgreSQL's default max_connections of 100.
  */
 const LEDGER_CONNECTIONS = 20;
 
@@ -449,9 +449,10 @@ function holdFromRow(row: HoldRow): HoldRecord {
  * COMMIT with its writes, each group one batch (one Sync: the server answers it at once); what the ledger
  * declared (`prefetch`) is that first batch. A row read once is answered again from memory: it stays
  * locked, so a second read could only give the same row; an absent one stays absent to this transaction,
- * and its insert still fails if a racer made it meanwhile.
+ * and its insert still fails if a racer made it meanwhile. A batch of ops (ledger-batch.ts) reads through
+ * one LockingReads: its plans in one prefetch, its writes and COMMIT in one round trip.
  */
-class LockingReads implements LedgerReads {
+class LockingReads implements BatchReads {
   /** Per AID read: its account, undefined when there was none (the write is then an insert). */
   readonly accounts = new Map<string, AccountRecord | undefined>();
   /** Per hold nonce read: the hold, undefined when there was none. */
@@ -460,31 +461,46 @@ class LockingReads implements LedgerReads {
   /** Per payer whose due holds were read: at which time, and their nonces. */
   private readonly due = new Map<string, { at: number; nonces: string[] }>();
   private state: 'idle' | 'open' | 'ended' = 'idle';
-  /** The request nonce this transaction inserted: taken once it commits. */
-  private claim: RequestNonce | null = null;
+  /** The request nonces this transaction inserted: taken once it commits. */
+  private readonly claims: RequestNonce[] = [];
 
   constructor(private readonly sql: ReservedSql) {}
 
   async prefetch(plan: LedgerPlan): Promise<boolean> {
+    const [claimed] = await this.prefetchAll([plan]);
+    return claimed!;
+  }
+
+  /**
+   * Every plan's reads in one statement (a batch's: see ledger-batch.ts), as one plan of all their holds,
+   * accounts and claims, read at the latest of their times (dueOf answers an earlier time from it). Per
+   * plan, whether its claim was taken: of two plans claiming one nonce, the first.
+   */
+  async prefetchAll(plans: LedgerPlan[]): Promise<boolean[]> {
+    const plan = joined(plans);
     const holds = [...new Set(plan.holds ?? [])].sort();
-    // The op record in a statement of its own, after the locks: its snapshot then holds the record of an
+    const claims = plans.flatMap((p) => (p.claim ? [p.claim] : []));
+    // The op records in a statement of their own, after the locks: its snapshot then holds the record of an
     // op whose transaction held a lock this one waited for (a settlement holds its hold's row), which
     // the prefetch's snapshot, taken before it waited, does not.
-    const ops = plan.op === undefined ? [] : [plan.op];
+    const ops = [...new Set(plans.flatMap((p) => (p.op === undefined ? [] : [p.op])))];
     const [rows, opRows] = (await this.send([
-      prefetching(this.sql, plan, holds),
+      prefetching(this.sql, plan, holds, claims),
       this.sql`select key, digest, answer from ops where key = any(${ops}::text[])`,
     ])) as unknown as [PrefetchRow[], (OpRow & { key: string })[]];
-    if (plan.claim) {
-      if (rows[0]?.kind !== 'c') return false;
-      this.claim = plan.claim;
-    }
+    const inserted = new Set(rows.filter((r) => r.kind === 'c').map((r) => claimKey(r.to_aid!, r.key)));
+    const claimed = plans.map((p) => {
+      if (!p.claim) return true;
+      if (!inserted.delete(claimKey(p.claim.aid, p.claim.nonce))) return false;
+      this.claims.push(p.claim);
+      return true;
+    });
     this.cache(plan, holds, rows);
     for (const key of ops) {
       const row = opRows.find((r) => r.key === key);
       this.ops.set(key, row ? opFromRow(row) : undefined);
     }
-    return true;
+    return claimed;
   }
 
   private cache(plan: LedgerPlan, holds: string[], rows: PrefetchRow[]): void {
@@ -542,7 +558,8 @@ class LockingReads implements LedgerReads {
 
   async dueOf(payer: string, now: number): Promise<string[]> {
     const known = this.due.get(payer);
-    if (known?.at === now) return known.nonces;
+    // Read at a later time (a batch reads at the latest of its ops' times), and locked: those due by `now`.
+    if (known && known.at >= now) return known.nonces.filter((n) => (this.holds.get(n)?.expires ?? Number.POSITIVE_INFINITY) <= now);
     // The payer's account first: every transaction that opens or ends a hold of this payer changes its
     // `held`, so holding that lock keeps this list true until the commit.
     await this.account(payer);
@@ -556,13 +573,13 @@ class LockingReads implements LedgerReads {
   }
 
   /** Commits `writes` (if any) in one round trip with the COMMIT. */
-  async commit(writes: LedgerWrites | null): Promise<void> {
+  async commit(writes: BatchWrites | null): Promise<void> {
     if (this.state === 'idle' && !writes) return;
     const results = await this.send(writes ? [writeLedger(this.sql, writes, this), this.sql`commit`] : [this.sql`commit`]);
     this.state = 'ended';
     const done = results[results.length - 1] as { command?: string };
     if (done.command !== 'COMMIT') throw new Error(`the ledger transaction was rolled back (${done.command}) instead of committed`);
-    if (this.claim) this.claim.taken = true;
+    for (const claim of this.claims) claim.taken = true;
   }
 
   /**
@@ -572,7 +589,13 @@ class LockingReads implements LedgerReads {
    */
   async abandon(): Promise<void> {
     if (this.state !== 'open') return;
-    if (this.claim) return this.commit(null).catch(() => {});
+    if (this.claims.length > 0) return this.commit(null).catch(() => {});
+    await this.rollback();
+  }
+
+  /** Ends the transaction writing nothing, its claims neither (a batch the database failed, run again). */
+  async rollback(): Promise<void> {
+    if (this.state !== 'open') return;
     this.state = 'ended';
     await this.sql`rollback`.catch(() => {});
   }
@@ -625,16 +648,18 @@ type PrefetchRow = NamedHoldRow & AccountRow & { kind: 'c' | 'h' | 'a' | 'd'; ke
  * is made); a row read without a lock (the op record) is read after it (see prefetch). Every part always
  * runs, so it is one prepared statement whatever the plan holds.
  */
-function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): PendingQuery<Row[]> {
+function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[], claims: RequestNonce[]): PendingQuery<Row[]> {
   const aids = [...new Set(plan.accounts ?? [])];
-  const { claim } = plan;
-  // The claim first, as the hub claims a nonce before anything else: a copy of the request in another
+  const unique = [...new Map(claims.map((c) => [claimKey(c.aid, c.nonce), c])).values()];
+  // The claims first, as the hub claims a nonce before anything else: a copy of the request in another
   // transaction (on any replica) waits here for that one to end, then finds the nonce (no 'c' row) or
   // inserts it. A data-modifying CTE runs to its end when its arm of the UNION ALL is read: the first, which
   // names the columns.
   return sql`
     with
-    ${claim ? sql`c as (insert into nonces (aid, nonce, time) values (${claim.aid}, ${claim.nonce}, ${claim.time}) on conflict do nothing returning nonce),` : sql``}
+    c as (insert into nonces (aid, nonce, time)
+      select * from unnest(${unique.map((c) => c.aid)}::text[], ${unique.map((c) => c.nonce)}::text[], ${unique.map((c) => c.time)}::int8[])
+      on conflict do nothing returning aid, nonce),
     h as materialized (
       select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds where nonce = any(${holds}::text[])
       order by nonce for update),
@@ -649,17 +674,30 @@ function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[]): Pendi
       select nonce, from_aid, to_aid, amount, state, at, expires, tx from holds
       where from_aid in (select aid collate "default" from a) and state = 'held' and expires <= ${plan.at}
       order by expires, nonce for update)
-    ${
-      claim
-        ? sql`select 'c' as kind, nonce as key, null::text as from_aid, null::text as to_aid, null::text as amount, null::text as state,
+    select 'c' as kind, nonce as key, null::text as from_aid, aid as to_aid, null::text as amount, null::text as state,
       null::int8 as at, null::int8 as expires, null::text as tx, null::text as balance, null::text as held, null::int8 as seq, null::text as head
-      from c union all`
-        : sql``
-    }
-    select 'h' as kind, nonce as key, from_aid, to_aid, amount::text, state, at, expires, tx,
-      null::text as balance, null::text as held, null::int8 as seq, null::text as head from h
+      from c
+    union all select 'h', nonce, from_aid, to_aid, amount::text, state, at, expires, tx, null, null, null, null from h
     union all select 'a', aid, null, null, null, null, null, null, null, balance::text, held::text, seq, head from a
     union all select 'd', nonce, from_aid, to_aid, amount::text, state, at, expires, tx, null, null, null, null from d`;
+}
+
+const claimKey = (aid: string, nonce: string) => `${aid}\n${nonce}`;
+
+/**
+ * The plans of a batch as one: all their holds and accounts, the parties the widest of them asks for (a
+ * few more rows locked, never fewer), at the latest of their times.
+ */
+function joined(plans: LedgerPlan[]): LedgerPlan {
+  if (plans.length === 1) return plans[0]!;
+  const parties = plans.some((p) => p.parties === 'both') ? 'both' : plans.some((p) => p.parties === 'payer') ? 'payer' : undefined;
+  const plan: LedgerPlan = {
+    at: Math.max(...plans.map((p) => p.at)),
+    holds: plans.flatMap((p) => p.holds ?? []),
+    accounts: plans.flatMap((p) => p.accounts ?? []),
+  };
+  if (parties) plan.parties = parties;
+  return plan;
 }
 
 /** The AIDs a plan names: its accounts and, as asked, the parties of those of its holds that are open. */
@@ -692,7 +730,7 @@ const col = (rows: Record<string, Cell>[], name: string): Cell[] => rows.map((r)
  * it is one round trip: a row read as present is updated, one read as absent inserted (failing on its key if
  * another transaction created it meanwhile), one never read upserted.
  */
-function writeLedger(tx: ReservedSql, w: LedgerWrites, seen: LockingReads): PendingQuery<Row[]> {
+function writeLedger(tx: ReservedSql, w: BatchWrites, seen: LockingReads): PendingQuery<Row[]> {
   const accounts: Record<WriteKind, Record<string, Cell>[]> = { update: [], insert: [], upsert: [] };
   for (const [aid, a] of w.accounts)
     accounts[writeKind(seen.accounts, aid)].push({ aid, balance: a.balance, held: a.held, seq: a.seq, head: a.head ?? null });
@@ -719,7 +757,7 @@ function writeLedger(tx: ReservedSql, w: LedgerWrites, seen: LockingReads): Pend
       ${col(r, 'state')}::text[], ${col(r, 'at')}::int8[], ${col(r, 'expires')}::int8[], ${col(r, 'tx')}::text[])
       as v(nonce, from_aid, to_aid, amount, state, at, expires, tx)`;
   };
-  const op = w.op ? [w.op] : [];
+  const op = w.ops;
   // Only the parts that write something: each part costs the server its table and indexes opened even when
   // it writes nothing. The statement's text follows which parts there are: a few shapes, each prepared once.
   const parts = [
@@ -767,7 +805,27 @@ function writeLedger(tx: ReservedSql, w: LedgerWrites, seen: LockingReads): Pend
 /** Rows of a streamed read per round trip. */
 const BATCH = 1000;
 
+/**
+ * Ledger transactions of this replica under way at once. Ops asked for while they all are wait, and go
+ * together as one batch (ledger-batch.ts) when one ends; an op asked for alone goes at once, by itself.
+ * Measured (bench/hub, 32 ops at once, 2 cores, with the hub, PostgreSQL and the bench's client on them):
+ * one transaction per op, up to 20 at once, 700-860 ops/s; batches, 2 in flight 1,325, 4 in flight
+ * 1,114-1,300, 8 in flight 1,067 ops/s. 4 leaves room for a batch waiting on another replica's locks.
+ */
+const LEDGER_BATCHES_IN_FLIGHT = 4;
+/** Ops in one batch at most: its locks are held while each of them runs. */
+const LEDGER_BATCH_OPS = 32;
+
+interface WaitingOp {
+  fn: TransactFn;
+  resolve: (answer: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
 class PgLedger implements LedgerStore {
+  private readonly waiting: WaitingOp[] = [];
+  private inFlight = 0;
+
   /** `sql` for reads outside transactions; `transactions`, sessions started with LEDGER_SETTINGS, for transact. */
   constructor(
     private readonly sql: Sql,
@@ -775,21 +833,77 @@ class PgLedger implements LedgerStore {
   ) {}
 
   transact<T>(fn: (reads: LedgerReads) => Promise<{ answer: T; writes: LedgerWrites | null }>): Promise<T> {
-    return retrying(async () => {
-      // A connection of its own, so BEGIN and COMMIT can ride with the reads and writes (see LockingReads).
-      const sql = await this.transactions.reserve();
-      const reads = new LockingReads(sql);
-      try {
-        const { answer, writes } = await fn(reads);
-        await reads.commit(writes);
-        return answer;
-      } catch (err) {
-        await reads.abandon();
-        throw err;
-      } finally {
-        sql.release();
-      }
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.push({ fn, resolve: resolve as (answer: unknown) => void, reject });
+      this.next();
     });
+  }
+
+  private next(): void {
+    if (this.inFlight >= LEDGER_BATCHES_IN_FLIGHT || this.waiting.length === 0) return;
+    this.inFlight++;
+    const ops = this.waiting.splice(0, LEDGER_BATCH_OPS);
+    const run = ops.length === 1 ? this.alone(ops[0]!) : this.together(ops);
+    void run.finally(() => {
+      this.inFlight--;
+      this.next();
+    });
+  }
+
+  /** One op in a transaction of its own. */
+  private async alone(op: WaitingOp): Promise<void> {
+    try {
+      op.resolve(await retrying(() => this.once(op.fn)));
+    } catch (err) {
+      op.reject(err);
+    }
+  }
+
+  private async once(fn: TransactFn): Promise<unknown> {
+    // A connection of its own, so BEGIN and COMMIT can ride with the reads and writes (see LockingReads).
+    const sql = await this.transactions.reserve();
+    const reads = new LockingReads(sql);
+    try {
+      const { answer, writes } = await fn(reads);
+      await reads.commit(writes && { ...writes, ops: writes.op ? [writes.op] : [] });
+      return answer;
+    } catch (err) {
+      await reads.abandon();
+      throw err;
+    } finally {
+      sql.release();
+    }
+  }
+
+  /** Ops in one transaction; when the database fails it in a way no new run cures, each op alone. */
+  private async together(ops: WaitingOp[]): Promise<void> {
+    let outcomes: Outcome[];
+    try {
+      outcomes = await retrying(() => this.batch(ops.map((op) => op.fn)));
+    } catch {
+      await Promise.all(ops.map((op) => this.alone(op)));
+      return;
+    }
+    for (const [i, o] of outcomes.entries()) {
+      if (o.ok) ops[i]!.resolve(o.answer);
+      else ops[i]!.reject(o.error);
+    }
+  }
+
+  private async batch(fns: TransactFn[]) {
+    const sql = await this.transactions.reserve();
+    const reads = new LockingReads(sql);
+    try {
+      const { outcomes, writes, failed } = await runBatch(reads, fns);
+      if (failed) throw failed.error;
+      await reads.commit(writes);
+      return outcomes;
+    } catch (err) {
+      await reads.rollback();
+      throw err;
+    } finally {
+      sql.release();
+    }
   }
 
   async due(now: number, limit: number): Promise<string[]> {
