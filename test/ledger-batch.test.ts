@@ -75,6 +75,9 @@ test('SPEC §11 ledger batches: 40 ops at once on one account each read the ones
     else t.deepEqual(r, { status: 'fulfilled', value: `tx-${key(i)}` }, `op ${i} answers its own key`);
   });
   t.true(Math.max(...runs) < 5, `each op ran once, or again after a lost race (runs: ${runs.join(' ')})`);
+  const counts = s.ledger.counts!;
+  t.true(counts.batches > 0 && counts.batchedOps > counts.batches, 'ops that waited went together');
+  t.is(counts.fallbacks, 0, 'no batch failed');
   const added = new Set([
     'add:first',
     ...Array.from({ length: 40 }, (_, i) => i)
@@ -114,6 +117,21 @@ test('SPEC §11 ledger batches: a database error in one op fails that op alone; 
     else t.deepEqual(r, { status: 'fulfilled', value: `tx-add:${i}` }, `op ${i} is not failed by another's error`);
   });
   t.is((await accountOf(s, 'acct'))?.balance, '15');
+  t.true(s.ledger.counts!.fallbacks > 0, "the bad op's batch was run again op by op");
+});
+
+test('SPEC §11 ledger batches: ops that declare no plan batch too, reading as they go', async (t) => {
+  const s = await open(t);
+  await s.ledger.transact(addOne('acct', 'add:first'));
+  const rs = await Promise.all(Array.from({ length: 30 }, (_, i) => s.ledger.transact(addOne('acct', `add:${i}`))));
+  t.deepEqual(
+    rs,
+    Array.from({ length: 30 }, (_, i) => `tx-add:${i}`),
+  );
+  t.is((await accountOf(s, 'acct'))?.balance, '31');
+  const counts = s.ledger.counts!;
+  t.true(counts.batches > 0, 'some went together');
+  t.is(counts.fallbacks, 0, 'and no batch failed for lack of a plan');
 });
 
 test("SPEC §11 ledger batches: of ops claiming one request nonce at once, one takes it; a refused op's claim stays taken", async (t) => {

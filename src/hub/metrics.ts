@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Relay } from './relay.js';
-import type { MailboxStore } from './storage/types.js';
+import type { LedgerStore, MailboxStore } from './storage/types.js';
 
 /** The ledger operations, as labels: anything else a request names is "other". */
 const LEDGER_KINDS = new Set(['mint', 'hold', 'capture', 'release', 'settle', 'account']);
@@ -16,7 +16,7 @@ export class HubMetrics {
   private readonly cards: Counter<'outcome'>;
   private readonly ledger: Counter<'kind' | 'outcome'>;
 
-  constructor(relay: Relay, mailbox: MailboxStore) {
+  constructor(relay: Relay, mailbox: MailboxStore, ledger: LedgerStore) {
     const registers = [this.registry];
     this.cards = new Counter({
       name: 'anet_hub_card_fetches_total',
@@ -31,6 +31,7 @@ export class HubMetrics {
       registers,
     });
     watchRelay(registers, relay, mailbox);
+    if (ledger.counts) watchLedger(registers, ledger.counts);
   }
 
   cardFetched(outcome: 'ok' | 'unknown_aid' | 'withdrawn'): void {
@@ -100,6 +101,31 @@ function watchRelay(registers: Registry[], relay: Relay, mailbox: MailboxStore):
     registers,
     async collect() {
       this.set((await mailbox.size()).bytes);
+    },
+  });
+}
+
+/** How the ledger's transactions ran (PostgreSQL): many fallbacks mean batches the database keeps failing. */
+function watchLedger(registers: Registry[], counts: NonNullable<LedgerStore['counts']>): void {
+  new Counter({
+    name: 'anet_hub_ledger_transactions_total',
+    help: 'Ledger transactions: single (one op), batch (several ops waiting together), fallback (a batch the database failed, its ops then run one by one)',
+    labelNames: ['kind'],
+    registers,
+    collect() {
+      this.reset();
+      this.inc({ kind: 'single' }, counts.single);
+      this.inc({ kind: 'batch' }, counts.batches);
+      this.inc({ kind: 'fallback' }, counts.fallbacks);
+    },
+  });
+  new Counter({
+    name: 'anet_hub_ledger_batched_ops_total',
+    help: 'Ledger ops that ran in batches (divide by anet_hub_ledger_transactions_total{kind="batch"} for the mean batch)',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(counts.batchedOps);
     },
   });
 }

@@ -150,7 +150,7 @@ export async function startHub(opts: HubOptions): Promise<Hub> {
     bodies: new Budget(opts.bodyBytes ?? BODY_BYTES, opts.bodyBytesPerClient ?? BODY_BYTES_PER_CLIENT),
     registrations: perMinute > 0 ? new RateLimit(perMinute, now) : null,
     auth: new RequestAuth(storage.nonces, now),
-    metrics: new HubMetrics(relay, storage.mailbox),
+    metrics: new HubMetrics(relay, storage.mailbox, storage.ledger),
     log: opts.log ?? (() => {}),
   };
   await ledger.sweep();

@@ -27,6 +27,7 @@ import {
   type LedgerPlan,
   type LedgerReads,
   type LedgerStore,
+  type LedgerTransactionCounts,
   type LedgerWrites,
   type RequestNonce,
   type Mail,
@@ -477,6 +478,8 @@ class LockingReads implements BatchReads {
    * plan, whether its claim was taken: of two plans claiming one nonce, the first.
    */
   async prefetchAll(plans: LedgerPlan[]): Promise<boolean[]> {
+    // A batch none of whose ops declared a plan reads as it goes.
+    if (plans.length === 0) return [];
     const plan = joined(plans);
     const holds = [...new Set(plan.holds ?? [])].sort();
     const claims = plans.flatMap((p) => (p.claim ? [p.claim] : []));
@@ -823,6 +826,7 @@ interface WaitingOp {
 }
 
 class PgLedger implements LedgerStore {
+  readonly counts: LedgerTransactionCounts = { single: 0, batches: 0, batchedOps: 0, fallbacks: 0 };
   private readonly waiting: WaitingOp[] = [];
   private inFlight = 0;
 
@@ -852,6 +856,7 @@ class PgLedger implements LedgerStore {
 
   /** One op in a transaction of its own. */
   private async alone(op: WaitingOp): Promise<void> {
+    this.counts.single++;
     try {
       op.resolve(await retrying(() => this.once(op.fn)));
     } catch (err) {
@@ -878,9 +883,12 @@ class PgLedger implements LedgerStore {
   /** Ops in one transaction; when the database fails it in a way no new run cures, each op alone. */
   private async together(ops: WaitingOp[]): Promise<void> {
     let outcomes: Outcome[];
+    this.counts.batches++;
+    this.counts.batchedOps += ops.length;
     try {
       outcomes = await retrying(() => this.batch(ops.map((op) => op.fn)));
     } catch {
+      this.counts.fallbacks++;
       await Promise.all(ops.map((op) => this.alone(op)));
       return;
     }

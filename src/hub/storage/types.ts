@@ -175,7 +175,20 @@ export interface LedgerWrites {
   minted: string | null;
 }
 
+/** How a backend's ledger transactions ran, counted since it opened (PostgreSQL batches them: ledger-batch.ts). */
+export interface LedgerTransactionCounts {
+  /** Transactions of one op. */
+  single: number;
+  /** Transactions of several ops, and the ops they carried. */
+  batches: number;
+  batchedOps: number;
+  /** Batches the database failed, whose ops then ran one by one. */
+  fallbacks: number;
+}
+
 export interface LedgerStore {
+  /** Counts of the transactions run (a backend that never batches leaves it out). */
+  readonly counts?: LedgerTransactionCounts;
   /**
    * Runs `fn` as one serialisable transaction and commits its writes (synced) atomically; returns its
    * answer. `fn` may run more than once (a backend retries a transaction that lost a race), so it must
