@@ -44,17 +44,39 @@ class Overlay {
   minted: string | null = null;
   wrote = false;
 
+  /**
+   * Takes an op's writes, all or none: the op record's copy (the one step that can fail, on an answer JSON
+   * cannot carry) is made before anything is taken, so a failed op leaves nothing here.
+   */
   add(w: LedgerWrites): void {
+    // As the database would give it back: a copy, not the object another op's caller holds.
+    const op = w.op && { ...w.op, answer: w.op.answer === undefined ? undefined : JSON.parse(JSON.stringify(w.op.answer)) };
     this.wrote = true;
-    for (const [aid, a] of w.accounts) this.accounts.set(aid, a);
+    for (const [aid, a] of w.accounts) this.accounts.set(aid, { ...a });
     for (const e of w.entries) {
       this.entries.push(e);
       this.entryBytes.set(entryKey(e.aid, e.seq), e.bytes);
     }
-    for (const [nonce, h] of w.holds) this.holds.set(nonce, h);
-    // As the database would give it back: a copy, not the object another op's caller holds.
-    if (w.op) this.ops.set(w.op.key, { ...w.op, answer: w.op.answer === undefined ? undefined : JSON.parse(JSON.stringify(w.op.answer)) });
+    for (const [nonce, h] of w.holds) this.holds.set(nonce, { ...h });
+    if (op) this.ops.set(op.key, op);
     if (w.minted !== null) this.minted = w.minted;
+  }
+
+  /**
+   * The due holds of `payer` as a transaction run after the earlier ops would read them: those the
+   * transaction read (with their expiries) that are still open here, and those written here open and due;
+   * by expiry, then nonce, as the database orders them.
+   */
+  dueOf(payer: string, now: number, stored: { nonce: string; expires: number }[]): string[] {
+    const due = new Map<string, number>();
+    for (const { nonce, expires } of stored) {
+      const h = this.holds.get(nonce);
+      if (h === undefined) due.set(nonce, expires);
+      else if (h.state === 'held' && h.expires !== null && h.expires <= now) due.set(nonce, h.expires);
+    }
+    for (const [nonce, h] of this.holds)
+      if (h.from === payer && h.state === 'held' && h.expires !== null && h.expires <= now) due.set(nonce, h.expires);
+    return [...due].sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0)).map(([nonce]) => nonce);
   }
 
   writes(): BatchWrites | null {
@@ -112,22 +134,29 @@ class OpView implements LedgerReads {
 
   async account(aid: string): Promise<AccountRecord | undefined> {
     await this.ready();
-    return this.overlay.accounts.get(aid) ?? this.read(this.base.account(aid));
+    const written = this.overlay.accounts.get(aid);
+    // A copy: an op that changes what it read and then fails must not change an earlier op's write.
+    return written ? { ...written } : this.read(this.base.account(aid));
   }
 
   async entry(aid: string, seq: number): Promise<Uint8Array | undefined> {
     await this.ready();
-    return this.overlay.entryBytes.get(entryKey(aid, seq)) ?? this.read(this.base.entry(aid, seq));
+    const written = this.overlay.entryBytes.get(entryKey(aid, seq));
+    return written ? written.slice() : this.read(this.base.entry(aid, seq));
   }
 
   async hold(nonce: string): Promise<HoldRecord | undefined> {
     await this.ready();
-    return this.overlay.holds.get(nonce) ?? this.read(this.base.hold(nonce));
+    const written = this.overlay.holds.get(nonce);
+    return written ? { ...written } : this.read(this.base.hold(nonce));
   }
 
   async op(key: string): Promise<OpRecord | undefined> {
     await this.ready();
-    return this.overlay.ops.get(key) ?? this.read(this.base.op(key));
+    const written = this.overlay.ops.get(key);
+    return written
+      ? { ...written, answer: written.answer === undefined ? undefined : structuredClone(written.answer) }
+      : this.read(this.base.op(key));
   }
 
   async minted(): Promise<string> {
@@ -137,9 +166,12 @@ class OpView implements LedgerReads {
 
   async dueOf(payer: string, now: number): Promise<string[]> {
     await this.ready();
-    // From the transaction: a hold an earlier op ended is read through the overlay as ended, and one it
-    // opened is not due for 24 h.
-    return this.read(this.base.dueOf(payer, now));
+    const nonces = await this.read(this.base.dueOf(payer, now));
+    if (this.overlay.holds.size === 0) return nonces;
+    // Their records are in the transaction's memory already (dueOf read and locked them): no round trip.
+    const stored = [];
+    for (const nonce of nonces) stored.push({ nonce, expires: (await this.read(this.base.hold(nonce)))?.expires ?? now });
+    return this.overlay.dueOf(payer, now, stored);
   }
 }
 

@@ -378,6 +378,9 @@ class PgNonces implements NonceStore {
 
 // ---- Retrying transactions that lost a race ----
 
+/** An error the server answered (a SQLSTATE), not a connection lost or refused. */
+const isDatabaseError = (err: unknown): boolean => /^[0-9A-Z]{5}$/.test(String((err as { code?: unknown }).code ?? ''));
+
 /** serialization_failure, deadlock_detected, unique_violation: the transaction lost a race; run it again. */
 const RETRYABLE = new Set(['40001', '40P01', '23505']);
 const MAX_ATTEMPTS = 20;
@@ -653,7 +656,10 @@ type PrefetchRow = NamedHoldRow & AccountRow & { kind: 'c' | 'h' | 'a' | 'd'; ke
  */
 function prefetching(sql: ReservedSql, plan: LedgerPlan, holds: string[], claims: RequestNonce[]): PendingQuery<Row[]> {
   const aids = [...new Set(plan.accounts ?? [])];
-  const unique = [...new Map(claims.map((c) => [claimKey(c.aid, c.nonce), c])).values()];
+  // In key order: two batches claiming the same nonces take their locks in the same order.
+  const unique = [...new Map(claims.map((c) => [claimKey(c.aid, c.nonce), c])).entries()]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([, c]) => c);
   // The claims first, as the hub claims a nonce before anything else: a copy of the request in another
   // transaction (on any replica) waits here for that one to end, then finds the nonce (no 'c' row) or
   // inserts it. A data-modifying CTE runs to its end when its arm of the UNION ALL is read: the first, which
@@ -887,7 +893,13 @@ class PgLedger implements LedgerStore {
     this.counts.batchedOps += ops.length;
     try {
       outcomes = await retrying(() => this.batch(ops.map((op) => op.fn)));
-    } catch {
+    } catch (err) {
+      // A lost connection may have lost the COMMIT's answer, not the COMMIT: running the ops again would
+      // answer REPLAYED for claims already taken. Each caller gets the error, as one op of its own would.
+      if (!isDatabaseError(err)) {
+        for (const op of ops) op.reject(err);
+        return;
+      }
       this.counts.fallbacks++;
       await Promise.all(ops.map((op) => this.alone(op)));
       return;
