@@ -57,6 +57,16 @@ const hold = (from: string, expires: number, state: HoldRecord['state'] = 'held'
   tx: `tx-${from}-${expires}`,
 });
 
+/** A payer with 10 credits and one open hold of 2, due at 100. */
+async function payerWithDueHold(s: HubStorage): Promise<void> {
+  await s.ledger.transact(async () => {
+    const w = noWrites();
+    w.accounts.set('payer', { balance: '10', held: '2', seq: 0 });
+    w.holds.set('h-due', hold('payer', 100));
+    return { answer: null, writes: w };
+  });
+}
+
 async function accountOf(s: HubStorage, aid: string) {
   for await (const [id, rec] of s.ledger.accounts()) if (id === aid) return rec;
   return undefined;
@@ -72,12 +82,7 @@ async function accountOf(s: HubStorage, aid: string) {
 // miss a due one, only when its op happened to be batched.
 test('SPEC §11 ledger batches: dueOf in a batch answers as a transaction of its own would after the ops before it (ended holds gone, opened due holds there)', async (t) => {
   const s = await open(t);
-  await s.ledger.transact(async () => {
-    const w = noWrites();
-    w.accounts.set('payer', { balance: '10', held: '2', seq: 0 });
-    w.holds.set('h-due', hold('payer', 100));
-    return { answer: null, writes: w };
-  });
+  await payerWithDueHold(s);
   const [ended, opened, seen] = await inOneBatch(t, s, [
     // First op: captures the due hold.
     async (r) => {
@@ -157,12 +162,7 @@ test("SPEC §11 ledger batches: a refused op's change to a record it read is not
 // The same transactions one by one (each a transaction of its own): what the batches above should match.
 test('SPEC §11 ledger batches (control): one by one, dueOf sees the earlier ops, and an op whose answer cannot be recorded writes nothing', async (t) => {
   const s = await open(t);
-  await s.ledger.transact(async () => {
-    const w = noWrites();
-    w.accounts.set('payer', { balance: '10', held: '2', seq: 0 });
-    w.holds.set('h-due', hold('payer', 100));
-    return { answer: null, writes: w };
-  });
+  await payerWithDueHold(s);
   await s.ledger.transact(async (r) => {
     const w = noWrites();
     w.holds.set('h-due', { ...(await r.hold('h-due'))!, state: 'captured' });

@@ -8,8 +8,9 @@
 // Correctness still rests on the database alone (row locks, unique keys, the whole batch run again when
 // it loses a race, as one op's transaction is): ops that run one after another on the rows they locked are
 // serialisable as they were one by one. An op that throws (a refusal) writes nothing, but its request
-// nonce's claim is committed with the others. A failure of the database itself fails the batch; the
-// store then runs each of its ops alone, so one op's trouble is never another's answer.
+// nonce's claim is committed with the others. An error the database answers fails the batch; the store
+// then runs each of its ops alone, so one op's trouble is never another's answer (a lost connection is
+// every op's error: the COMMIT may have landed, see PgLedger.together).
 import type { AccountRecord, HoldRecord, LedgerPlan, LedgerReads, LedgerWrites, OpRecord } from './types.js';
 
 /** A transaction function, as LedgerStore.transact takes it. */
@@ -185,7 +186,12 @@ export async function runBatch(base: BatchReads, fns: TransactFn[]): Promise<Bat
   const views = fns.map(() => new OpView(overlay, base, batch));
   // Each function runs up to its prefetch, which only records its plan.
   const running = fns.map((fn, i) => {
-    const p = fn(views[i]!);
+    let p: ReturnType<TransactFn>;
+    try {
+      p = fn(views[i]!);
+    } catch (err) {
+      p = Promise.reject(err);
+    }
     views[i]!.starting = false;
     // Awaited in its turn below; one that throws before its first read must not count as unhandled meanwhile.
     p.catch(() => {});
