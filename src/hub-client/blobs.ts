@@ -3,8 +3,7 @@
 // asks the hub how much it kept (`received`, whole pieces) and goes on from there; a download goes on from
 // the last byte it got (Range). Neither ever holds more than a chunk or two of a file.
 import { createHash } from 'node:crypto';
-import { once } from 'node:events';
-import { request as httpRequest } from 'node:http';
+import { type ClientRequest, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
@@ -198,6 +197,21 @@ async function putFrom(
   return (JSON.parse(res.text) as { complete: boolean }).complete;
 }
 
+/** Resolves when `req` can take more, or is gone (destroyed: answered early, aborted); rejects on its error. */
+function drainedOrClosed(req: ClientRequest): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      req.off('drain', done).off('close', done).off('error', fail);
+      resolve();
+    };
+    const fail = (err: Error) => {
+      req.off('drain', done).off('close', done).off('error', fail);
+      reject(err);
+    };
+    req.on('drain', done).on('close', done).on('error', fail);
+  });
+}
+
 /**
  * A PUT of `chunks`, each written once the last has drained, and the answer's status and text. Not fetch:
  * given an iterable body, fetch (undici, Node 20) read ahead of the socket, and an upload held ~100 MB of
@@ -225,7 +239,7 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
     void (async () => {
       for await (const chunk of chunks) {
         if (req.destroyed) return;
-        if (!req.write(chunk)) await once(req, 'drain', { signal });
+        if (!req.write(chunk)) await drainedOrClosed(req);
       }
       sent = true;
       req.end();

@@ -1,0 +1,85 @@
+// Blob uploads (PROTOCOL §8.11, issue 20) against a plain node:http server standing in for the hub: a
+// refusal the hub answers before it has read the body ends the upload at once with that refusal, stops
+// reading the file (its reader is closed, no descriptor left open), and a whole upload writes exactly the
+// sealed bytes with their Content-Length.
+import test from 'ava';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { addressOf, uploadBlob, type PlainSource } from '../../src/hub-client/blobs.js';
+import { HubRefusedError } from '../../src/hub-client/errors.js';
+import { newBlobKey, sealedSize } from '../../src/protocol/blob-seal.js';
+
+const MIB = 1024 * 1024;
+
+/** A file of `size` bytes, read in 64 KiB pieces; counts the bytes read and whether each reader was closed. */
+function counted(size: number) {
+  const seen = { read: 0, readers: 0, closed: 0 };
+  const source: PlainSource = {
+    size,
+    read: (start) =>
+      (async function* () {
+        seen.readers++;
+        try {
+          for (let at = start; at < size; at += 64 * 1024) {
+            const n = Math.min(64 * 1024, size - at);
+            seen.read += n;
+            yield new Uint8Array(n).fill(7);
+          }
+        } finally {
+          seen.closed++;
+        }
+      })(),
+  };
+  return { source, seen };
+}
+
+async function hub(t: import('ava').ExecutionContext, put: (req: IncomingMessage, res: ServerResponse) => void) {
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.endsWith('/status')) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":"NO_BLOB","message":"none"}}');
+      return;
+    }
+    put(req, res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+test('PROTOCOL §8.11: a refusal answered before the body is read ends the upload at once, and the file stops being read', async (t) => {
+  const url = await hub(t, (_req, res) => {
+    // Answers at once and never reads the body, as the hub does on a quota or size refusal.
+    res
+      .writeHead(507, { 'content-type': 'application/json' })
+      .end('{"error":{"code":"BLOB_QUOTA","message":"the hub holds too many files"}}');
+  });
+  const { source, seen } = counted(64 * MIB);
+  const key = newBlobKey();
+  const cid = await addressOf(source, key, MIB);
+  const before = seen.read;
+  const err = await t.throwsAsync(uploadBlob(url, source, key, MIB, cid, undefined, { backoffMs: [] }), { instanceOf: HubRefusedError });
+  t.is((err as HubRefusedError).code, 'BLOB_QUOTA');
+  t.true(seen.read - before < 16 * MIB, `the upload stopped reading the file (${((seen.read - before) / MIB).toFixed(1)} MiB read)`);
+  await new Promise((r) => setTimeout(r, 50));
+  t.is(seen.closed, seen.readers, 'every reader of the file was closed');
+});
+
+test('PROTOCOL §8.11: an upload sends exactly the sealed bytes, with their Content-Length', async (t) => {
+  let got = 0;
+  let length = '';
+  const url = await hub(t, (req, res) => {
+    length = req.headers['content-length'] ?? '';
+    req.on('data', (c: Buffer) => (got += c.length));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"complete":true}'));
+  });
+  const size = 3 * MIB + 5;
+  const { source } = counted(size);
+  const key = newBlobKey();
+  const cid = await addressOf(source, key, MIB);
+  await uploadBlob(url, source, key, MIB, cid);
+  t.is(got, sealedSize(size, MIB));
+  t.is(length, String(sealedSize(size, MIB)));
+});
