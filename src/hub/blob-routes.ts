@@ -151,9 +151,9 @@ async function receive(
         fill += n;
         pos += n;
         if (fill < want) continue;
-        const piece = parts.length === 1 ? parts[0]! : Buffer.concat(parts, want);
-        hash?.update(piece);
-        received = await store(ctx, cid, received, piece);
+        // The parts as they came: hashed and written one after another, never copied into one piece.
+        for (const part of parts) hash?.update(part);
+        received = await store(ctx, cid, received, parts);
         ctx.blobs.pieces.give(client, fill);
         parts = [];
         fill = 0;
@@ -209,7 +209,7 @@ async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Bu
 }
 
 /** Stores one whole piece at `at`: the new `received`, or 409 when another upload moved it (or it is gone). */
-async function store(ctx: HubContext, cid: string, at: number, piece: Buffer): Promise<number> {
+async function store(ctx: HubContext, cid: string, at: number, piece: readonly Buffer[]): Promise<number> {
   const received = await ctx.storage.blobs.writePiece(cid, at / BLOB_PIECE, piece, ctx.now());
   if (received !== null) return received;
   throw wrongOffset((await ctx.storage.blobs.status(cid))?.received ?? 0);

@@ -15,7 +15,7 @@ import type { Level } from 'level';
 import { msgpack } from '../../../store/codec.js';
 import { BLOB_PIECE } from '../../protocol/blob-address.js';
 import { KeyedSerial } from '../../runtime/serial.js';
-import { blobCharge, type BlobStatus, type BlobStore } from './types.js';
+import { blobCharge, pieceParts, type BlobStatus, type BlobStore, type PieceBytes } from './types.js';
 
 type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
 
@@ -90,23 +90,24 @@ export class LevelBlobs implements BlobStore {
     return rec ? { ...rec } : undefined;
   }
 
-  writePiece(cid: string, index: number, bytes: Uint8Array, now: number): Promise<number | null> {
+  writePiece(cid: string, index: number, bytes: PieceBytes, now: number): Promise<number | null> {
+    const { parts, length } = pieceParts(bytes);
     return this.turn(cid, async () => {
       const rec = this.kept.get(cid);
       const at = index * BLOB_PIECE;
       if (!rec || rec.complete || rec.received !== at) return null;
-      if (bytes.length !== Math.min(BLOB_PIECE, rec.size - at)) throw new Error(`piece ${index} of ${cid} is ${bytes.length} bytes`);
-      if (!(await this.append(cid, at, bytes))) {
+      if (length !== Math.min(BLOB_PIECE, rec.size - at)) throw new Error(`piece ${index} of ${cid} is ${length} bytes`);
+      if (!(await this.append(cid, at, parts))) {
         // The file is gone (a crash between the two steps of a delete): start again from nothing.
         await this.save(cid, { ...rec, received: 0, updated: now });
         return null;
       }
-      return (await this.save(cid, { ...rec, received: at + bytes.length, updated: now })).received;
+      return (await this.save(cid, { ...rec, received: at + length, updated: now })).received;
     });
   }
 
-  /** Writes `bytes` at `at` (the file cut back to `at` first) and syncs it; false when piece > 0 finds no file. */
-  private async append(cid: string, at: number, bytes: Uint8Array): Promise<boolean> {
+  /** Writes `parts` at `at` (the file cut back to `at` first) and syncs it; false when piece > 0 finds no file. */
+  private async append(cid: string, at: number, parts: readonly Uint8Array[]): Promise<boolean> {
     if (at === 0) await mkdir(this.dir, { recursive: true, mode: 0o700 });
     let fh: Awaited<ReturnType<typeof open>>;
     try {
@@ -117,7 +118,10 @@ export class LevelBlobs implements BlobStore {
     }
     try {
       await fh.truncate(at);
-      await fh.write(bytes, 0, bytes.length, at);
+      // One write of all the parts (writev), each part where the one before it ended.
+      const { bytesWritten } = await fh.writev(parts as Uint8Array[], at);
+      const length = parts.reduce((n, p) => n + p.length, 0);
+      if (bytesWritten !== length) throw new Error(`wrote ${bytesWritten} of the ${length} bytes of a piece of ${cid} (is the disk full?)`);
       await fh.sync();
     } finally {
       await fh.close();

@@ -13,7 +13,7 @@
 //   the one before, and pieces a crash left without a row are found and deleted by the sweep.
 import type { Sql, TransactionSql } from 'postgres';
 import { BLOB_PIECE } from '../../protocol/blob-address.js';
-import { blobCharge, type BlobStatus, type BlobStore } from './types.js';
+import { blobCharge, pieceParts, type BlobStatus, type BlobStore, type PieceBytes } from './types.js';
 
 interface BlobRow {
   size: string;
@@ -88,9 +88,11 @@ export class PgBlobs implements BlobStore {
     return row ? statusOf(row) : undefined;
   }
 
-  async writePiece(cid: string, index: number, bytes: Uint8Array, now: number): Promise<number | null> {
+  async writePiece(cid: string, index: number, bytes: PieceBytes, now: number): Promise<number | null> {
     const at = index * BLOB_PIECE;
-    const n = bytes.length;
+    const { parts, length: n } = pieceParts(bytes);
+    // One bytea value: the parts are joined here, and only here.
+    const piece = parts.length === 1 ? Buffer.from(parts[0]!.buffer, parts[0]!.byteOffset, n) : Buffer.concat(parts, n);
     return this.sql.begin(async (tx) => {
       // The row's lock is held from here to the commit: another upload's piece waits, then finds `received` moved.
       const [row] = await tx<{ id: string }[]>`
@@ -99,7 +101,7 @@ export class PgBlobs implements BlobStore {
         returning id`;
       if (!row) return null;
       await tx`
-        insert into blob_pieces (blob, idx, bytes) values (${row.id}, ${index}, ${Buffer.from(bytes.buffer, bytes.byteOffset, n)})
+        insert into blob_pieces (blob, idx, bytes) values (${row.id}, ${index}, ${piece})
         on conflict (blob, idx) do update set bytes = excluded.bytes`;
       return at + n;
     });

@@ -289,8 +289,9 @@ export interface BlobStore {
    * Stores piece `index` (BLOB_PIECE bytes, or the last, shorter one) only while `received` is exactly
    * index × BLOB_PIECE and the blob is incomplete, durably before `received` moves past it: the new
    * `received`, or null when the blob is gone or another writer moved it (the offset rule: one wins).
+   * The piece may come as the parts it arrived in (the hub then never copies them into one buffer).
    */
-  writePiece(cid: string, index: number, bytes: Uint8Array, now: number): Promise<number | null>;
+  writePiece(cid: string, index: number, bytes: PieceBytes, now: number): Promise<number | null>;
   /** Marks the blob complete once every byte is in (its digest checked by the caller); false if it is gone. */
   complete(cid: string): Promise<boolean>;
   /** The stored bytes from piece `fromPiece` on, one piece at a time (nothing for an unknown blob). */
@@ -337,4 +338,13 @@ export class WrongHubError extends Error {
       `the hub store at ${where} belongs to hub ${stored}, not to this hub's identity ${mine}: start every replica with a copy of the same identity (copy the \`keys/\` directory and \`kel.cbor\` of the first replica's data dir)`,
     );
   }
+}
+
+/** A blob piece: one buffer, or the parts it arrived in, in order. */
+export type PieceBytes = Uint8Array | readonly Uint8Array[];
+
+/** The parts of a piece, and its length. */
+export function pieceParts(bytes: PieceBytes): { parts: readonly Uint8Array[]; length: number } {
+  const parts = bytes instanceof Uint8Array ? [bytes] : bytes;
+  return { parts, length: parts.reduce((n, p) => n + p.length, 0) };
 }
