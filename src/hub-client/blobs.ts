@@ -135,6 +135,10 @@ export async function uploadBlob(
       if (from > kept) attempt = 0;
       kept = from;
       if (await putFrom(base, src, key, chunk, cid, from, total, progress, opts)) return progress?.(total, total);
+      // 409: another upload of the same blob moved the hub's offset. Asked again after a wait, a bounded
+      // number of times (a hub that answers nothing else must not keep this loop spinning).
+      if (attempt >= backoff.length) throw new HubRefusedError(409, 'BLOB_OFFSET', 'the hub kept answering another offset for this upload');
+      await sleep(backoff[attempt]!, undefined, opts.signal ? { signal: opts.signal } : {});
     } catch (err) {
       if (!isTransient(err) || attempt >= backoff.length || opts.signal?.aborted) throw err;
       await sleep(backoff[attempt]!, undefined, opts.signal ? { signal: opts.signal } : {});
@@ -181,7 +185,7 @@ async function putFrom(
         'x-anet-blob-offset': String(from),
       },
       stall.watch(counted()),
-      stall.signal,
+      stall,
     );
   } catch (err) {
     if (sourceError) throw sourceError;
@@ -212,15 +216,20 @@ function drainedOrClosed(req: ClientRequest): Promise<void> {
   });
 }
 
+/** A chunk goes to the socket in slices of this size: each that drains shows the link is moving. */
+const WRITE_SLICE = 64 * 1024;
+
 /**
- * A PUT of `chunks`, each written once the last has drained, and the answer's status and text. Not fetch:
- * given an iterable body, fetch (undici, Node 20) read ahead of the socket, and an upload held ~100 MB of
- * sealed chunks (measured: 109 MB of ArrayBuffers for one 64 MiB file, 33 MB this way).
+ * A PUT of `chunks`, each slice written once the last has drained, and the answer's status and text. Not
+ * fetch: given an iterable body, fetch (undici, Node 20) read ahead of the socket, and an upload held
+ * ~100 MB of sealed chunks (measured: 109 MB of ArrayBuffers for one 64 MiB file, 33 MB this way). A slice
+ * drained re-arms `stall`: a slow link (the hub takes down to 1 MiB a minute) is not dropped while it moves.
  */
-function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIterable<Buffer>, signal: AbortSignal) {
+function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIterable<Buffer>, stall: Stall) {
   return new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const send = url.startsWith('https:') ? httpsRequest : httpRequest;
-    const req = send(url, { method: 'PUT', headers, signal }, (res) => {
+    // The scheme as the URL parser reads it (`HTTPS://` is https), as fetch does for every other hub request.
+    const send = new URL(url).protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = send(url, { method: 'PUT', headers, signal: stall.signal }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (s: string) => {
@@ -238,8 +247,11 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
     req.on('error', reject);
     void (async () => {
       for await (const chunk of chunks) {
-        if (req.destroyed) return;
-        if (!req.write(chunk)) await drainedOrClosed(req);
+        for (let at = 0; at < chunk.length; at += WRITE_SLICE) {
+          if (req.destroyed) return;
+          if (!req.write(chunk.subarray(at, at + WRITE_SLICE))) await drainedOrClosed(req);
+          stall.touch();
+        }
       }
       sent = true;
       req.end();
@@ -291,6 +303,7 @@ export async function* downloadBlob(base: string, cid: string, from = 0, opts: T
 /** Aborts a transfer that moved no byte for `ms`, or when the caller's signal aborts. */
 class Stall {
   private readonly controller = new AbortController();
+  private stopped = false;
   private timer: NodeJS.Timeout;
   readonly signal: AbortSignal;
 
@@ -310,13 +323,20 @@ class Stall {
 
   async *watch<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
     for await (const x of source) {
-      clearTimeout(this.timer);
-      this.timer = this.arm();
+      this.touch();
       yield x;
     }
   }
 
+  /** Bytes moved: the stall's clock starts again (not once the transfer is over). */
+  touch(): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = this.arm();
+  }
+
   stop(): void {
+    this.stopped = true;
     clearTimeout(this.timer);
   }
 }

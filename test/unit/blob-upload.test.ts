@@ -159,3 +159,22 @@ console.log('uploaded');`,
     t.is(got, sealedSize(size, MIB));
   },
 );
+
+test('PROTOCOL §8.11: a hub that answers every PUT with another offset (409) is asked again after a wait, a bounded number of times', async (t) => {
+  let puts = 0;
+  const url = await hub(t, (req, res) => {
+    puts++;
+    req.resume();
+    res.writeHead(409, { 'content-type': 'application/json' }).end('{"error":{"code":"BLOB_OFFSET","message":"continue from 0"}}');
+  });
+  const { source } = counted(MIB);
+  const key = newBlobKey();
+  const cid = await addressOf(source, key, MIB);
+  const started = Date.now();
+  const err = await t.throwsAsync(uploadBlob(url, source, key, MIB, cid, undefined, { backoffMs: [50, 50] }), {
+    instanceOf: HubRefusedError,
+  });
+  t.is((err as HubRefusedError).code, 'BLOB_OFFSET');
+  t.is(puts, 3, 'the first PUT and one per wait');
+  t.true(Date.now() - started >= 100, 'with the waits between them');
+});
