@@ -3,13 +3,14 @@
 // asks the hub how much it kept (`received`, whole pieces) and goes on from there; a download goes on from
 // the last byte it got (Range). Neither ever holds more than a chunk or two of a file.
 import { createHash } from 'node:crypto';
-import { type ClientRequest, request as httpRequest } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
 import { TAG_BYTES, sealChunks, sealedSize } from '../protocol/blob-seal.js';
 import { HubRefusedError, HubUnreachableError } from './errors.js';
+import { drainedOrClosed } from '../util/stream.js';
 
 /** A file's plaintext, readable again from any byte (a second pass, a resumed upload). */
 export interface PlainSource {
@@ -69,8 +70,13 @@ function isTransient(err: unknown): boolean {
 }
 
 async function refusal(res: Response): Promise<HubRefusedError> {
-  const { code, message } = hubError(res.status, await res.text());
-  return new HubRefusedError(res.status, code, message);
+  return refused(res.status, await res.text());
+}
+
+/** The hub's refusal, from an answer's status and body text. */
+function refused(status: number, text: string): HubRefusedError {
+  const { code, message } = hubError(status, text);
+  return new HubRefusedError(status, code, message);
 }
 
 /**
@@ -194,26 +200,8 @@ async function putFrom(
     stall.stop();
   }
   if (res.status === 409) return false;
-  if (res.status < 200 || res.status >= 300) {
-    const { code, message } = hubError(res.status, res.text);
-    throw new HubRefusedError(res.status, code, message);
-  }
+  if (res.status < 200 || res.status >= 300) throw refused(res.status, res.text);
   return (JSON.parse(res.text) as { complete: boolean }).complete;
-}
-
-/** Resolves when `req` can take more, or is gone (destroyed: answered early, aborted); rejects on its error. */
-function drainedOrClosed(req: ClientRequest): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const done = () => {
-      req.off('drain', done).off('close', done).off('error', fail);
-      resolve();
-    };
-    const fail = (err: Error) => {
-      req.off('drain', done).off('close', done).off('error', fail);
-      reject(err);
-    };
-    req.on('drain', done).on('close', done).on('error', fail);
-  });
 }
 
 /**
@@ -257,6 +245,8 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
           stall.touch();
         }
       }
+      // Gone while the last slice drained (answered early, aborted, failed): nothing to end.
+      if (req.destroyed) return;
       sent = true;
       req.end();
     })().catch((err: unknown) => {

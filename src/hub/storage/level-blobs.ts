@@ -97,7 +97,7 @@ export class LevelBlobs implements BlobStore {
       const at = index * BLOB_PIECE;
       if (!rec || rec.complete || rec.received !== at) return null;
       if (length !== Math.min(BLOB_PIECE, rec.size - at)) throw new Error(`piece ${index} of ${cid} is ${length} bytes`);
-      if (!(await this.append(cid, at, parts))) {
+      if (!(await this.append(cid, at, parts, length))) {
         // The file is gone (a crash between the two steps of a delete): start again from nothing.
         await this.save(cid, { ...rec, received: 0, updated: now });
         return null;
@@ -106,8 +106,8 @@ export class LevelBlobs implements BlobStore {
     });
   }
 
-  /** Writes `parts` at `at` (the file cut back to `at` first) and syncs it; false when piece > 0 finds no file. */
-  private async append(cid: string, at: number, parts: readonly Uint8Array[]): Promise<boolean> {
+  /** Writes `parts` (`length` bytes) at `at` (the file cut back to `at` first) and syncs it; false when piece > 0 finds no file. */
+  private async append(cid: string, at: number, parts: readonly Uint8Array[], length: number): Promise<boolean> {
     if (at === 0) await mkdir(this.dir, { recursive: true, mode: 0o700 });
     let fh: Awaited<ReturnType<typeof open>>;
     try {
@@ -120,7 +120,6 @@ export class LevelBlobs implements BlobStore {
       await fh.truncate(at);
       // One write of all the parts (writev), each part where the one before it ended.
       const { bytesWritten } = await fh.writev(parts as Uint8Array[], at);
-      const length = parts.reduce((n, p) => n + p.length, 0);
       if (bytesWritten !== length) throw new Error(`wrote ${bytesWritten} of the ${length} bytes of a piece of ${cid} (is the disk full?)`);
       await fh.sync();
     } finally {
