@@ -142,7 +142,8 @@ test('issue 20 / PROTOCOL §8.11: an upload cut after 2.5 MiB keeps 2 MiB; it re
   // The half piece at the cut is not stored.
   await new Promise((r) => setTimeout(r, 200));
   t.like(await status(hub.url, cid), { received: 2 * MIB, complete: false, size: bytes.length });
-  t.is((await get(hub.url, `/blobs/${cid}`)).status, 404, 'not served before it is complete');
+  // A download begun now follows the upload: all of it comes once the upload resumed and completed.
+  const followed = get(hub.url, `/blobs/${cid}`);
   const wrong = await put(hub.url, cid, bytes.length, 0, bytes);
   t.is(wrong.status, 409);
   t.deepEqual(wrong.json().received, 2 * MIB);
@@ -150,9 +151,76 @@ test('issue 20 / PROTOCOL §8.11: an upload cut after 2.5 MiB keeps 2 MiB; it re
   const resumed = await put(hub.url, cid, bytes.length, 2 * MIB, bytes.subarray(2 * MIB));
   t.deepEqual(resumed.json(), { received: bytes.length, size: bytes.length, complete: true });
   t.true((await get(hub.url, `/blobs/${cid}`)).body.equals(bytes));
+  t.true((await followed).body.equals(bytes), 'the download that followed the upload got every byte');
   // A download resumed from the middle of a piece.
   const from = 2 * MIB + 12345;
   t.true((await get(hub.url, `/blobs/${cid}`, { range: `bytes=${from}-` })).body.equals(bytes.subarray(from)));
+});
+
+/** A GET read as it comes: the bytes so far, and how it ended (whole, or cut off before its length). */
+function following(url: string, cid: string) {
+  const got: Buffer[] = [];
+  const bytes = () => Buffer.concat(got);
+  const ended = new Promise<{ status: number; whole: boolean }>((resolve, reject) => {
+    request(`${url}/blobs/${cid}`, (res) => {
+      res.on('data', (c: Buffer) => got.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, whole: res.complete }));
+      res.on('error', () => resolve({ status: res.statusCode ?? 0, whole: false }));
+    })
+      .on('error', reject)
+      .end();
+  });
+  return { bytes, ended };
+}
+
+test('issue 20 / PROTOCOL §8.11: a download of a blob being uploaded gets each piece as it is stored, and the last only once the digest checked', async (t) => {
+  const { hub } = await blobHub(t);
+  const bytes = randomBytes(3.5 * MIB);
+  const cid = cidOf(bytes);
+  const up = putting(hub.url, cid, bytes.length, 0, bytes.length);
+  up.req.write(bytes.subarray(0, 2 * MIB + 100));
+  await until(async () => (await status(hub.url, cid)).received === 2 * MIB, 'two whole pieces stored', 500);
+  const down = following(hub.url, cid);
+  await until(async () => down.bytes().length === 2 * MIB, 'the stored pieces sent at once', 500);
+  up.req.write(bytes.subarray(2 * MIB + 100, 3 * MIB));
+  await until(async () => down.bytes().length === 3 * MIB, 'the next piece sent once stored', 500);
+  t.true(down.bytes().equals(bytes.subarray(0, 3 * MIB)));
+  up.req.end(bytes.subarray(3 * MIB));
+  t.like((await up.answer).json(), { complete: true });
+  t.deepEqual(await down.ended, { status: 200, whole: true });
+  t.true(down.bytes().equals(bytes));
+});
+
+test('issue 20 / PROTOCOL §8.11: a follower never gets the last piece of bytes that fail their digest; it is cut off, and the blob is then 404', async (t) => {
+  const { hub } = await blobHub(t);
+  const bytes = randomBytes(2.5 * MIB);
+  const cid = cidOf(randomBytes(32));
+  const up = putting(hub.url, cid, bytes.length, 0, bytes.length);
+  up.req.write(bytes.subarray(0, MIB));
+  await until(async () => (await status(hub.url, cid)).received === MIB, 'a piece stored', 500);
+  const down = following(hub.url, cid);
+  up.req.end(bytes.subarray(MIB));
+  t.is((await up.answer).json().error.code, 'BLOB_DIGEST');
+  t.deepEqual(await down.ended, { status: 200, whole: false });
+  t.is(down.bytes().length, 2 * MIB, 'the whole pieces before the last, never the last');
+  t.is((await get(hub.url, `/blobs/${cid}`)).status, 404);
+});
+
+test('issue 20 / PROTOCOL §8.11: a follower that gets no new piece for the stall period is cut off; resumed with Range it gets the rest', async (t) => {
+  const { hub } = await blobHub(t, { blobStallMs: 1500 });
+  const bytes = randomBytes(2.5 * MIB);
+  const cid = cidOf(bytes);
+  t.like((await put(hub.url, cid, bytes.length, 0, bytes.subarray(0, MIB))).json(), { received: MIB, complete: false });
+  const down = following(hub.url, cid);
+  const started = Date.now();
+  t.deepEqual(await down.ended, { status: 200, whole: false });
+  t.true(Date.now() - started >= 1400, `cut off after ${Date.now() - started} ms`);
+  t.true(down.bytes().equals(bytes.subarray(0, MIB)));
+  const rest = get(hub.url, `/blobs/${cid}`, { range: `bytes=${MIB}-` });
+  t.like((await put(hub.url, cid, bytes.length, MIB, bytes.subarray(MIB))).json(), { complete: true });
+  const answer = await rest;
+  t.is(answer.status, 206);
+  t.true(answer.body.equals(bytes.subarray(MIB)));
 });
 
 test('issue 20 / PROTOCOL §8.11: a wrong offset is 409 BLOB_OFFSET with `received`; of two uploads at once one wins, the other gets 409', async (t) => {

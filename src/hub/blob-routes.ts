@@ -16,7 +16,7 @@ import type { BlobStatus } from './storage/types.js';
 const PIECE_MS = 60_000;
 
 const badBlob = (message: string) => new HubError(400, 'BAD_BLOB', message);
-const noBlob = (cid: string) => new HubError(404, 'NO_BLOB', `this hub keeps no complete blob ${cid}`);
+const noBlob = (cid: string) => new HubError(404, 'NO_BLOB', `this hub keeps no blob ${cid}`);
 const wrongOffset = (received: number) =>
   new HubError(409, 'BLOB_OFFSET', `the upload must continue from the bytes the hub has: ${received}`, undefined, { received });
 
@@ -211,7 +211,10 @@ async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Bu
 /** Stores one whole piece at `at`: the new `received`, or 409 when another upload moved it (or it is gone). */
 async function store(ctx: HubContext, cid: string, at: number, piece: readonly Buffer[]): Promise<number> {
   const received = await ctx.storage.blobs.writePiece(cid, at / BLOB_PIECE, piece, ctx.now());
-  if (received !== null) return received;
+  if (received !== null) {
+    ctx.blobs.moved(cid, { at, parts: piece });
+    return received;
+  }
   throw wrongOffset((await ctx.storage.blobs.status(cid))?.received ?? 0);
 }
 
@@ -221,10 +224,20 @@ function rangeStart(req: IncomingMessage): number | null {
   return m ? Number(m[1]) : null;
 }
 
+/** How often a download following an upload asks the storage again (pieces stored through another replica). */
+const FOLLOW_POLL_MS = 200;
+
+/**
+ * GET /blobs/<cid>: the ciphertext from the start or `Range: bytes=N-`. A blob still being uploaded is
+ * followed: what is stored goes at once, then each piece as it is stored, so a recipient reads while the
+ * sender uploads. Its last piece goes only once the whole blob is in and its digest checked. A follower
+ * that sees no new piece for the upload stall period (30 s), or the blob deleted, is cut off before its
+ * content-length: the client resumes with Range, or learns the blob is gone.
+ */
 async function download(ctx: HubContext, req: IncomingMessage, res: ServerResponse, cid: string): Promise<void> {
   digestOf(cid);
   const s = await ctx.storage.blobs.status(cid);
-  if (!s?.complete) throw noBlob(cid);
+  if (!s) throw noBlob(cid);
   const from = rangeStart(req);
   if (from !== null && from >= s.size)
     return send(res, 416, { error: { code: 'BAD_RANGE', message: `blob ${cid} has ${s.size} bytes` } }, 'application/json', {
@@ -239,15 +252,65 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
   };
   if (from !== null) headers['content-range'] = `bytes ${from}-${s.size - 1}/${s.size}`;
   res.writeHead(from === null ? 200 : 206, headers);
-  const first = Math.floor(start / BLOB_PIECE);
-  let at = first * BLOB_PIECE;
-  for await (const piece of ctx.storage.blobs.read(cid, first)) {
+  let at = start;
+  let moved = Date.now();
+  const gone = closed(res);
+  for (let now = s; ; ) {
+    const upTo = servable(now);
+    if (at < upTo) {
+      at = await sendPieces(ctx, res, cid, at, upTo);
+      moved = Date.now();
+    }
     if (res.destroyed) return;
-    const part = at < start ? piece.subarray(start - at) : piece;
-    at += piece.length;
+    if (at === now.size) return void res.end();
+    if (Date.now() - moved >= ctx.blobs.limits.stallMs) return void res.destroy();
+    const piece = await Promise.race([ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), gone]);
+    // The piece this download waits for, stored just now on this process: sent as it arrived, not read
+    // back (the last piece waits for the digest check, below).
+    if (piece && piece.at === at && !res.destroyed) {
+      const length = piece.parts.reduce((n, p) => n + p.length, 0);
+      if (at + length < now.size) {
+        at = await sendParts(ctx, res, cid, at, piece.parts, length);
+        moved = Date.now();
+      }
+    }
+    const next = await ctx.storage.blobs.status(cid);
+    // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404.
+    if (!next || res.destroyed) return void res.destroy();
+    now = next;
+  }
+}
+
+/** Writes a piece's parts as the socket drains: the offset after it. */
+async function sendParts(ctx: HubContext, res: ServerResponse, cid: string, at: number, parts: readonly Buffer[], length: number) {
+  let flowing = true;
+  for (const part of parts) flowing = res.write(part);
+  if (!flowing) await drainedOrClosed(res);
+  void ctx.storage.blobs.setServed(cid, at + length).catch(() => {});
+  return at + length;
+}
+
+/** The bytes of a blob a download may have now: all once complete, else the whole pieces stored but its last. */
+const servable = (s: BlobStatus) => (s.complete ? s.size : s.received === s.size ? s.size - lastPiece(s.size) : s.received);
+const lastPiece = (size: number) => size - Math.floor((size - 1) / BLOB_PIECE) * BLOB_PIECE;
+
+/** Resolves when the response is closed (the client went, or it was cut off). */
+const closed = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.once('close', resolve)));
+
+/** Streams the stored bytes [at, upTo) as the socket drains: the offset reached. */
+async function sendPieces(ctx: HubContext, res: ServerResponse, cid: string, at: number, upTo: number): Promise<number> {
+  const first = Math.floor(at / BLOB_PIECE);
+  let pos = first * BLOB_PIECE;
+  for await (const piece of ctx.storage.blobs.read(cid, first)) {
+    if (res.destroyed) break;
+    const end = Math.min(pos + piece.length, upTo);
+    const part = piece.subarray(at - pos, end - pos);
+    pos += piece.length;
+    at = end;
     if (!res.write(part)) await drainedOrClosed(res);
     // At most once a piece: how far any download got, in storage so any replica answers it.
     void ctx.storage.blobs.setServed(cid, at).catch(() => {});
+    if (at >= upTo) break;
   }
-  res.end();
+  return at;
 }

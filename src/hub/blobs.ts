@@ -12,6 +12,12 @@ import { Budget } from './budget.js';
 import { HubError } from './http.js';
 import { blobCharge, type BlobStatus, type BlobStore } from './storage/types.js';
 
+/** A piece an upload just stored: where it starts in the blob, and its bytes as they arrived. */
+export interface StoredPiece {
+  at: number;
+  parts: readonly Buffer[];
+}
+
 export interface BlobLimits {
   /** Bytes of blobs kept in all (hub option `blobBytes`). */
   totalBytes: number;
@@ -50,6 +56,8 @@ export class Blobs {
   readonly pieces = new Budget(PIECE_BUFFERS, PIECE_BUFFERS_PER_CLIENT);
   /** When a full total last made this process sweep at once (at most once a second). */
   private lastFullSweep = 0;
+  /** Downloads following an upload on this process, by cid: woken when it stores a piece, completes or goes. */
+  private readonly followers = new Map<string, Set<(piece?: StoredPiece) => void>>();
 
   constructor(
     readonly store: BlobStore,
@@ -114,7 +122,11 @@ export class Blobs {
       for await (const piece of this.store.read(cid, 0)) hash.update(piece);
       hashed = hash.digest();
     }
-    if (hashed.equals(digest)) return this.store.complete(cid);
+    if (hashed.equals(digest)) {
+      const done = await this.store.complete(cid);
+      this.moved(cid);
+      return done;
+    }
     await this.delete([cid]);
     return false;
   }
@@ -122,8 +134,39 @@ export class Blobs {
   /** Deletes the named blobs (an acknowledgement): how many were kept. Their uploaders' shares go back. */
   async delete(cids: string[]): Promise<number> {
     const gone = await this.store.delete(cids);
-    for (const cid of cids) this.release(cid);
+    for (const cid of cids) {
+      this.release(cid);
+      this.moved(cid);
+    }
     return gone.length;
+  }
+
+  /**
+   * Blob `cid` changed on this process (a piece stored, complete, deleted): the downloads following it read
+   * on. A piece just stored comes along (`piece`), so a follower at its offset sends it without reading it back.
+   */
+  moved(cid: string, piece?: StoredPiece): void {
+    for (const wake of this.followers.get(cid) ?? []) wake(piece);
+  }
+
+  /**
+   * Resolves once blob `cid` changes on this process (with the piece stored, if that was the change), or
+   * after `ms` at most: an upload through another replica wakes nobody here, so a follower asks the
+   * storage again that often.
+   */
+  nextMove(cid: string, ms: number): Promise<StoredPiece | undefined> {
+    return new Promise((resolve) => {
+      const set = this.followers.get(cid) ?? new Set();
+      this.followers.set(cid, set);
+      const wake = (piece?: StoredPiece) => {
+        clearTimeout(timer);
+        set.delete(wake);
+        if (set.size === 0 && this.followers.get(cid) === set) this.followers.delete(cid);
+        resolve(piece);
+      };
+      const timer = setTimeout(wake, ms);
+      set.add(wake);
+    });
   }
 
   /**
