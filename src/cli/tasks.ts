@@ -1,9 +1,8 @@
 // `anet call`, `anet tasks`, `anet task` (SPEC §12): capability calls to other nodes and their records.
-import { run } from '../node/open.js';
+import { askDaemon, run } from '../node/open.js';
 import { CliError, printJson, processIo, usageError, type Io } from './output.js';
-import { transferBar } from './progress.js';
-import { readConfig } from '../config/load.js';
-import { FileCheckError, filesFromPaths, forgetBlobs, uploadFiles, uploadedArg, type FileToSend } from '../node/caller/files.js';
+import { transferBars, type Bars } from './progress.js';
+import { FileCheckError, filesFromPaths, startUploads, uploadedArg, type FileToSend, type Uploads } from '../node/caller/files.js';
 import { blobStatus } from '../hub-client/blobs.js';
 import { sealedSize } from '../protocol/blob-seal.js';
 import type { FileRef } from '../protocol/file-ref.js';
@@ -60,38 +59,78 @@ export async function cmdCall(
   } catch {
     throw usageError(`--args is not JSON: ${argsText.slice(0, 80)}`);
   }
-  const attached = files.length ? await uploadPaths(io, dataDir, files) : { refs: [], hub: '' };
+  const attached = files.length ? await uploadPaths(io, dataDir, files) : null;
   const show = progress(io);
   // The provider reads the files while the call runs: how far, as the hub tells it.
-  const reading = attached.refs.length ? watchDownload(io, attached.hub, attached.refs) : null;
+  const reading = attached ? watchDownload(attached.hub, attached.uploads.refs, attached.bars) : null;
+  let task: string | undefined;
+  const onUpdate = (u: TaskUpdate) => {
+    if (u.type === 'record') task ??= u.record.task;
+    show.update(u);
+  };
   // Through the daemon as in-process, the updates come as they happen (the daemon streams them back).
-  const req = { aid, capability, args: argsText, files: attached.refs.map(uploadedArg), waitMs: WAIT_MS, onUpdate: show.update };
-  let first: TaskRecord;
+  const refs = attached?.uploads.refs ?? [];
+  const req = { aid, capability, args: argsText, files: refs.map(uploadedArg), waitMs: WAIT_MS, onUpdate };
+  const calling = run(dataDir, 'call', req);
   try {
-    first = await run(dataDir, 'call', req);
-  } catch (err) {
-    // No task names the files (the node refused the call, or is not there): they go from the hub.
-    reading?.stop();
-    await forgetBlobs(
-      attached.hub,
-      attached.refs.map((r) => r.cid),
-    );
-    throw err;
-  }
-  try {
+    let first: TaskRecord;
+    try {
+      first = attached ? await alongUploads(dataDir, calling, attached.uploads, () => task, onUpdate) : await calling;
+    } catch (err) {
+      // No task names the files (the node refused the call, or is not there): they go from the hub.
+      if (attached) await attached.uploads.stop();
+      throw err;
+    }
     return finishTask(io, first, show, json);
   } finally {
     reading?.stop();
+    attached?.bars.end();
   }
 }
 
 /**
- * `--file` paths: checked (all of them before any byte leaves), then sealed and uploaded to the node's
- * hub here, in the CLI, read from disk as they go, with a progress bar; the node gets their references.
+ * The call's answer, while its files' uploads go on (the provider reads each file as it comes): a call
+ * that ends first stops them (its blobs go); an upload that fails cancels the task and is the error; a
+ * wait that ends before the uploads do goes on watching the task once they are done.
  */
-async function uploadPaths(io: Io, dataDir: string, paths: string[]): Promise<{ refs: FileRef[]; hub: string }> {
-  const { config, problems } = await readConfig(dataDir);
-  if (!config) throw new CliError(`cannot read the config: ${problems[0]?.message ?? 'unknown problem'}; run \`anet doctor\``, 2);
+async function alongUploads(
+  dataDir: string,
+  calling: Promise<TaskRecord>,
+  uploads: Uploads,
+  task: () => string | undefined,
+  onUpdate: (u: TaskUpdate) => void,
+): Promise<TaskRecord> {
+  const uploaded = uploads.done.then(
+    () => null,
+    (err: Error) => err,
+  );
+  const first = await Promise.race([calling.then((r) => ({ r })), uploaded.then((err) => ({ err }))]);
+  if ('r' in first && FINAL.includes(first.r.state)) {
+    await uploads.stop();
+    return first.r;
+  }
+  const failed = 'err' in first ? first.err : await uploaded;
+  if (failed) {
+    const id = task();
+    // Through a daemon only: a node opened by this process for the call is busy with it (and sees the
+    // provider's read fail on the deleted blobs).
+    if (id) await askDaemon(dataDir, 'cancel', { task: id }).catch(() => undefined);
+    await calling.catch(() => undefined);
+    throw new CliError(`the upload of the call's files failed: ${failed.message}`, 1);
+  }
+  const r = await calling;
+  if (FINAL.includes(r.state) || r.state === 'input-required') return r;
+  // The wait ended while the files were still going up: it starts again now that they are all there.
+  return run(dataDir, 'watch', { task: r.task, waitMs: WAIT_MS, onUpdate });
+}
+
+/**
+ * `--file` paths: checked (all of them before any byte leaves), then sealed and their uploads to the
+ * node's hub started here, in the CLI, read from disk as they go, with progress; the node gets their
+ * references.
+ */
+async function uploadPaths(io: Io, dataDir: string, paths: string[]): Promise<{ uploads: Uploads; hub: string; bars: Bars }> {
+  const hub = await hubOf(dataDir);
   let files: FileToSend[];
   try {
     files = await filesFromPaths(paths);
@@ -99,19 +138,32 @@ async function uploadPaths(io: Io, dataDir: string, paths: string[]): Promise<{ 
     if (err instanceof FileCheckError) throw new CliError(err.message, 2);
     throw err;
   }
-  const hub = config.hub.replace(/\/+$/, '');
-  const bar = transferBar(io, 'upload', process.stderr.isTTY && io === processIo ? process.stderr : undefined);
+  const bars = transferBars(io, ['upload', 'provider reading'], process.stderr.isTTY && io === processIo ? process.stderr : undefined);
   try {
-    const refs = await uploadFiles(hub, files, (done, total) => bar.update(done, total));
-    return { refs, hub };
-  } finally {
-    bar.end();
+    const uploads = await startUploads(hub, files, (done, total) => bars.of('upload').update(done, total));
+    return { uploads, hub, bars };
+  } catch (err) {
+    bars.end();
+    throw err;
   }
 }
 
+/**
+ * The hub the node uses: the running daemon says (it checked the config when it started; reading it here
+ * would load the config's schema, ~0.2 s of the command's start), else the config.
+ */
+async function hubOf(dataDir: string): Promise<string> {
+  const running = await askDaemon(dataDir, 'ping', {});
+  if (running?.hub) return running.hub;
+  const { readConfig } = await import('../config/load.js');
+  const { config, problems } = await readConfig(dataDir);
+  if (!config) throw new CliError(`cannot read the config: ${problems[0]?.message ?? 'unknown problem'}; run \`anet doctor\``, 2);
+  return config.hub.replace(/\/+$/, '');
+}
+
 /** Polls the hub for how much of the files the provider has read; stops when told or when all is read. */
-function watchDownload(io: Io, hub: string, refs: FileRef[]): { stop(): void } {
-  const bar = transferBar(io, 'provider reading', process.stderr.isTTY && io === processIo ? process.stderr : undefined);
+function watchDownload(hub: string, refs: FileRef[], bars: Bars): { stop(): void } {
+  const bar = bars.of('provider reading');
   const total = refs.reduce((s, r) => s + sealedSize(r.size, r.chunk), 0);
   let stopped = false;
   const poll = async () => {
@@ -137,7 +189,6 @@ function watchDownload(io: Io, hub: string, refs: FileRef[]): { stop(): void } {
   return {
     stop() {
       stopped = true;
-      bar.end();
     },
   };
 }

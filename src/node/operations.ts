@@ -80,7 +80,8 @@ export interface PayArgs {
 
 /** Each operation's arguments and result. The names are the control socket's paths (`POST /<name>`). */
 export interface Operations {
-  ping: { args: NoArgs; result: { aid: string } };
+  /** The node's AID, and the hub it uses (what `anet call --file` uploads to, without reading the config). */
+  ping: { args: NoArgs; result: { aid: string; hub: string } };
   status: { args: NoArgs; result: NodeStatus };
   publish: { args: NoArgs; result: { own: OwnCard; outcome: 'published' | 'withdrawn' } };
   find: { args: FindArgs; result: AgentRow[] };
@@ -113,7 +114,7 @@ export type ResultOf<K extends OpName> = Operations[K]['result'];
 export type Operate = <K extends OpName>(op: K, args: ArgsOf<K>) => Promise<ResultOf<K>>;
 
 const TABLE: { [K in OpName]: (node: Node, args: ArgsOf<K>) => Promise<ResultOf<K>> } = {
-  ping: async (node) => ({ aid: node.identity.aid }),
+  ping: async (node) => ({ aid: node.identity.aid, hub: node.client.base }),
   status: (node) => nodeStatus(node),
   publish: (node) => node.publish(),
   find: async (node, args) => findData(await node.find(args)),

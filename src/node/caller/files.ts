@@ -4,12 +4,12 @@
 // a capability's own `files` rule (the card does not carry it): the provider checks that again and stays
 // the authority (SPEC §4.1). Used by the node (files given as base64 through MCP or A2A) and by `anet call`
 // (files given as paths, read from disk, never whole in memory).
-import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { fileTypeFromBuffer } from 'file-type';
 import { addressOf, deleteBlobs, uploadBlob, type PlainSource, type Progress } from '../../hub-client/blobs.js';
-import { DEFAULT_CHUNK, newBlobKey, sealedSize } from '../../protocol/blob-seal.js';
+import { DEFAULT_CHUNK, TAG_BYTES, newBlobKey, sealedSize } from '../../protocol/blob-seal.js';
+import { BLOB_PIECE } from '../../protocol/blob-address.js';
 import { MAX_FILES, MAX_FILE_BYTES, fileRefBody, parseFileRef, type FileRef } from '../../protocol/file-ref.js';
 import { mib } from '../../protocol/relay.js';
 import { isStrictBase64 } from '../../protocol/base64.js';
@@ -73,10 +73,29 @@ export function bytesSource(bytes: Buffer): PlainSource {
 }
 
 export function pathSource(path: string, size: number): PlainSource {
-  return {
-    size,
-    read: (start) => (size === 0 ? (async function* () {})() : createReadStream(path, { start, highWaterMark: DEFAULT_CHUNK })),
-  };
+  return { size, read: (start) => readFrom(path, start, size) };
+}
+
+/**
+ * A file's bytes from `start` to `size`, read into one buffer again and again (a fresh buffer per read
+ * cost the CLI measurable CPU at 64 MiB a file): each piece is a view of it, good until the next is asked
+ * for. A file that is not `size` bytes long any more fails: it changed while it was read.
+ */
+async function* readFrom(path: string, start: number, size: number): AsyncGenerator<Buffer> {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.allocUnsafeSlow(DEFAULT_CHUNK);
+    for (let at = start; at < size; ) {
+      const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, size - at), at);
+      if (bytesRead === 0) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
+      at += bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+    if ((await fh.read(buf, 0, 1, size)).bytesRead > 0)
+      throw new Error(`the file is longer than ${size} bytes: it changed while it was read`);
+  } finally {
+    await fh.close();
+  }
 }
 
 const label = (i: number, name: string) => `file ${i + 1} (${name})`;
@@ -142,28 +161,91 @@ export async function filesFromInline(files: InlineFile[]): Promise<FileToSend[]
  * carries. `progress` hears bytes done of all the files' sealed bytes.
  */
 export async function uploadFiles(base: string, files: FileToSend[], progress?: Progress): Promise<FileRef[]> {
+  const uploads = await startUploads(base, files, progress);
+  await uploads.done;
+  return uploads.refs;
+}
+
+/** Files on their way to the hub: their references, and the rest of their bytes still going. */
+export interface Uploads {
+  refs: FileRef[];
+  /** Resolves once every file is whole on the hub; rejects with the first upload's error, its blobs deleted. */
+  done: Promise<void>;
+  /** Stops the uploads (the call ended before they did) and deletes their blobs; resolves once they stopped. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the uploads of a call's files, for a `task.send` that goes out while they run: a provider reads
+ * each file as it comes (the hub serves a blob as it is uploaded). Resolves once each file's address is
+ * known (a first pass over it: the address names the sealed bytes) and the head of each is on the hub
+ * (the sealed bytes of its first chunk: what a provider reads before it admits the call, to learn the
+ * type); the rest, file after file, in `done`. Nothing is left on the hub when this rejects.
+ */
+export async function startUploads(base: string, files: FileToSend[], progress?: Progress): Promise<Uploads> {
   const chunk = DEFAULT_CHUNK;
-  const total = files.reduce((s, f) => s + sealedSize(f.source.size, chunk), 0);
-  let before = 0;
+  const sizes = files.map((f) => sealedSize(f.source.size, chunk));
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const sent = files.map(() => 0);
+  const told = (i: number) => (done: number) => {
+    sent[i] = done;
+    progress?.(
+      sent.reduce((a, b) => a + b, 0),
+      total,
+    );
+  };
+  const stopping = new AbortController();
+  const opts = { signal: stopping.signal };
   const refs: FileRef[] = [];
-  const cids: string[] = [];
   try {
     for (const f of files) {
       const key = newBlobKey();
-      const cid = await addressOf(f.source, key, chunk);
-      const at = before;
-      cids.push(cid);
-      await uploadBlob(base, f.source, key, chunk, cid, progress && ((done) => progress(at + done, total)));
-      before += sealedSize(f.source.size, chunk);
-      refs.push({ name: f.name, cid, size: f.source.size, key, chunk });
+      refs.push({ name: f.name, cid: await addressOf(f.source, key, chunk), size: f.source.size, key, chunk });
+    }
+    for (const [i, f] of files.entries()) {
+      const r = refs[i]!;
+      await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), { ...opts, until: headBytes(chunk) });
     }
   } catch (err) {
     // No task will name them: what was uploaded goes (the hub's TTL would keep it a week).
-    await forgetBlobs(base, cids);
+    await forgetBlobs(
+      base,
+      refs.map((r) => r.cid),
+    );
     throw err;
   }
-  return refs;
+  const done = (async () => {
+    try {
+      for (const [i, f] of files.entries()) {
+        const r = refs[i]!;
+        await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), opts);
+      }
+    } catch (err) {
+      await forgetBlobs(
+        base,
+        refs.map((r) => r.cid),
+      );
+      throw err;
+    }
+  })();
+  // Whoever holds `done` hears its failure; unheard (stopped) it must not end the process.
+  done.catch(() => {});
+  return {
+    refs,
+    done,
+    async stop() {
+      stopping.abort();
+      await done.catch(() => {});
+      await forgetBlobs(
+        base,
+        refs.map((r) => r.cid),
+      );
+    },
+  };
 }
+
+/** The sealed bytes of a file's first chunk, in whole hub pieces (the hub stores and serves whole pieces). */
+const headBytes = (chunk: number) => Math.ceil((chunk + TAG_BYTES) / BLOB_PIECE) * BLOB_PIECE;
 
 /** Deletes blobs this node uploaded for a task that never went out; best effort (the hub's TTL is the fallback). */
 export async function forgetBlobs(base: string, cids: string[]): Promise<void> {

@@ -35,14 +35,23 @@ const SNIFF_TRIES: TransferOptions = { backoffMs: [500, 1000, 2000], stallMs: 10
  */
 export const SNIFF_DEADLINE_MS = 15_000;
 
+/** Bytes file-type reads to decide a type (its own `minimumBytes` is 4100). */
+const SNIFF_BYTES = 4100;
+
 /** The media type of a blob file, read from its first chunk only (the rest stays on the hub). */
 export async function sniffBlob(hub: string, ref: FileRef, deadline = AbortSignal.timeout(SNIFF_DEADLINE_MS)): Promise<string> {
   const controller = new AbortController();
   const signal = AbortSignal.any([deadline, controller.signal]);
   try {
-    for await (const first of fileBytes(hub, ref, { ...SNIFF_TRIES, signal }))
-      return (await fileTypeFromBuffer(first))?.mime ?? 'application/octet-stream';
-    return 'application/octet-stream';
+    // The first chunk's plaintext comes in parts once its tag checked: enough of them for the type.
+    const head: Buffer[] = [];
+    let held = 0;
+    for await (const part of fileBytes(hub, ref, { ...SNIFF_TRIES, signal })) {
+      head.push(part);
+      held += part.length;
+      if (held >= SNIFF_BYTES) break;
+    }
+    return (await fileTypeFromBuffer(Buffer.concat(head, held)))?.mime ?? 'application/octet-stream';
   } finally {
     // The hub streams the whole blob to a GET: only the first chunk was wanted.
     controller.abort();
