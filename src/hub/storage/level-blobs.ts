@@ -2,13 +2,14 @@
 // one file, `<hub data dir>/blobs/<cid>`, and its record (sizes, progress, times; never who uploaded it)
 // is in the hub's LevelDB (`blobs` sublevel). A piece is written at its offset and fsync'd before the
 // record's `received` moves past it (a synced write), so after a crash the record never claims a byte
-// the file lacks; the file may hold more (a piece written, the record not yet): each piece write first
-// cuts the file back to `received`, and a read never goes past it.
+// the file lacks; the file may hold more (a piece written, the record not yet): the first piece written
+// after the file is opened cuts it back to `received`, and a read never goes past it. An upload's file
+// stays open between its pieces (closed once complete, deleted, or 10 s without a piece).
 //
 // One process (LevelDB allows no other): the records are also held in memory (loaded at first use), the
 // total is counted there, and the steps on one blob take turns (KeyedSerial), which makes each method
 // atomic as the interface asks.
-import { mkdir, open, readdir, unlink } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AbstractSublevel } from 'abstract-level';
 import type { Level } from 'level';
@@ -21,6 +22,16 @@ type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array
 
 const SYNCED = { sync: true } as never;
 
+/** An upload's file is closed once no piece came for this long. */
+const WRITER_IDLE_MS = 10_000;
+
+interface Writer {
+  fh: FileHandle;
+  /** The file's length as this process wrote it; -1 until its first write (then it is cut to the offset). */
+  length: number;
+  timer: NodeJS.Timeout;
+}
+
 const isMissing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
 
 export class LevelBlobs implements BlobStore {
@@ -28,6 +39,8 @@ export class LevelBlobs implements BlobStore {
   private readonly kept = new Map<string, BlobStatus>();
   private readonly total = { blobs: 0, bytes: 0 };
   private readonly serial = new KeyedSerial();
+  /** Files of uploads under way, open between their pieces. */
+  private readonly writing = new Map<string, Writer>();
   private loading: Promise<void> | null = null;
   /** Files left by a crash between a record's delete and its file's are removed once, at the first sweep. */
   private strays = true;
@@ -106,26 +119,61 @@ export class LevelBlobs implements BlobStore {
     });
   }
 
-  /** Writes `parts` (`length` bytes) at `at` (the file cut back to `at` first) and syncs it; false when piece > 0 finds no file. */
+  /**
+   * Writes `parts` (`length` bytes) at `at` (the file cut back to `at` first, unless it ends there) and
+   * syncs it; false when piece > 0 finds no file. The file stays open for the upload's next piece.
+   */
   private async append(cid: string, at: number, parts: readonly Uint8Array[], length: number): Promise<boolean> {
+    const w = await this.writer(cid, at);
+    if (!w) return false;
+    try {
+      if (w.length !== at) await w.fh.truncate(at);
+      // One write of all the parts (writev), each part where the one before it ended.
+      const { bytesWritten } = await w.fh.writev(parts as Uint8Array[], at);
+      if (bytesWritten !== length) throw new Error(`wrote ${bytesWritten} of the ${length} bytes of a piece of ${cid} (is the disk full?)`);
+      await w.fh.sync();
+      w.length = at + length;
+    } catch (err) {
+      await this.closeWriter(cid);
+      throw err;
+    }
+    w.timer.refresh();
+    return true;
+  }
+
+  /**
+   * The open file of an upload, opened for its first piece (or its first since the file was closed): an
+   * open, a cut and a close for every piece cost the hub CPU. Null when piece > 0 finds no file.
+   */
+  private async writer(cid: string, at: number): Promise<Writer | null> {
+    const open_ = this.writing.get(cid);
+    // Its file unlinked meanwhile (by hand, or a stray sweep): never written into a file that is gone.
+    if (open_ && (await open_.fh.stat()).nlink > 0) return open_;
+    if (open_) await this.closeWriter(cid);
     if (at === 0) await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    let fh: Awaited<ReturnType<typeof open>>;
+    let fh: FileHandle;
     try {
       fh = await open(this.file(cid), at === 0 ? 'w' : 'r+', 0o600);
     } catch (err) {
-      if (isMissing(err)) return false;
+      if (isMissing(err)) return null;
       throw err;
     }
-    try {
-      await fh.truncate(at);
-      // One write of all the parts (writev), each part where the one before it ended.
-      const { bytesWritten } = await fh.writev(parts as Uint8Array[], at);
-      if (bytesWritten !== length) throw new Error(`wrote ${bytesWritten} of the ${length} bytes of a piece of ${cid} (is the disk full?)`);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    return true;
+    // Closed in the blob's turn once no piece came for a while (an upload dropped or done).
+    const timer = setTimeout(() => void this.serial.run(cid, () => this.closeWriter(cid)).catch(() => {}), WRITER_IDLE_MS);
+    timer.unref();
+    // Its length unknown (a crash may have left more than `received`): the first piece cuts it.
+    const w: Writer = { fh, length: -1, timer };
+    this.writing.set(cid, w);
+    return w;
+  }
+
+  /** Closes the blob's file if it is open for writing (in the blob's turn: no piece is being written). */
+  private async closeWriter(cid: string): Promise<void> {
+    const w = this.writing.get(cid);
+    if (!w) return;
+    this.writing.delete(cid);
+    clearTimeout(w.timer);
+    await w.fh.close().catch(() => {});
   }
 
   private async save(cid: string, rec: BlobStatus, sync = true): Promise<BlobStatus> {
@@ -138,6 +186,7 @@ export class LevelBlobs implements BlobStore {
     return this.turn(cid, async () => {
       const rec = this.kept.get(cid);
       if (!rec || rec.received !== rec.size) return false;
+      await this.closeWriter(cid);
       if (!rec.complete) await this.save(cid, { ...rec, complete: true });
       return true;
     });
@@ -178,6 +227,8 @@ export class LevelBlobs implements BlobStore {
     if (!rec || (due && !due(rec))) return null;
     await this.records.del(cid, SYNCED);
     this.count(cid, rec, -1);
+    // Never left open on a file that is gone: a piece would go into the unlinked file.
+    await this.closeWriter(cid);
     await unlink(this.file(cid)).catch((err) => {
       if (!isMissing(err)) throw err;
     });
@@ -212,6 +263,11 @@ export class LevelBlobs implements BlobStore {
         await this.turn(name, async () => {
           if (!this.kept.has(name)) await unlink(this.file(name)).catch(() => {});
         });
+  }
+
+  /** Closes the files of uploads under way (the storage is closing). */
+  async close(): Promise<void> {
+    await Promise.all([...this.writing.keys()].map((cid) => this.serial.run(cid, () => this.closeWriter(cid))));
   }
 
   async have(cids: string[]): Promise<Set<string>> {

@@ -90,6 +90,7 @@ export class LevelStorage implements HubStorage {
 
   async close(): Promise<void> {
     await this.ledger.idle();
+    await this.blobs.close();
     await this.store.close();
   }
 }
