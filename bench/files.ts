@@ -25,7 +25,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { png } from '../test/helpers/png.js';
 import { freePort, median } from './hub/common.js';
-import { cpuMsAt } from './proc-cpu.js';
+import { cpuMsAt, cpuTimesAt } from './proc-cpu.js';
 
 const MIB = 1024 * 1024;
 const FILE = 64 * MIB;
@@ -161,6 +161,8 @@ function statusKb(pid: number, field: string): number | null {
 
 /** User + system CPU time so far (ms), or null once the process is gone. */
 const cpuMs = (pid: number): number | null => cpuMsAt(`/proc/${pid}`);
+/** System CPU time so far (ms): the kernel's part of cpuMs. */
+const sysMs = (pid: number): number => cpuTimesAt(`/proc/${pid}`)?.system ?? 0;
 
 /** Resets a process's VmHWM to its current RSS (writing 5 to clear_refs); false where the kernel refuses. */
 function resetPeak(pid: number): boolean {
@@ -233,6 +235,8 @@ interface CallFigures {
   before: Record<string, number>;
   /** CPU time (ms) of each process during the call, by name. */
   cpu: Record<string, number>;
+  /** The system part of `cpu` (ms). */
+  sys: Record<string, number>;
 }
 
 const NAMES = ['hub', 'caller CLI', 'caller daemon', 'provider daemon', 'service'] as const;
@@ -247,6 +251,7 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
   for (const p of Object.values(long)) resetPeak(p.pid);
   const before = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, (statusKb(p.pid, 'VmRSS') ?? 0) * 1024]));
   const cpu0 = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, cpuMs(p.pid) ?? 0]));
+  const sys0 = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, sysMs(p.pid)]));
   const serviceLines = parts.service.lines.length;
   const t0 = performance.now();
   const call = start('caller CLI', [
@@ -263,12 +268,14 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
   ]);
   const peaks: Record<string, number> = {};
   let cliCpu = 0;
+  let cliSys = 0;
   const poll = () => {
     for (const [n, p] of [...Object.entries(long), ['caller CLI', call] as const]) {
       const kb = statusKb(p.pid, 'VmHWM');
       if (kb !== null) peaks[n] = Math.max(peaks[n] ?? 0, kb * 1024);
     }
     cliCpu = cpuMs(call.pid) ?? cliCpu;
+    cliSys = cpuTimesAt(`/proc/${call.pid}`)?.system ?? cliSys;
   };
   poll();
   const timer = setInterval(poll, POLL_MS);
@@ -279,7 +286,11 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
   clearTimeout(killer);
   poll(); // the long-lived processes once more (the CLI is gone)
   const cpu: Record<string, number> = { 'caller CLI': cliCpu };
-  for (const [n, p] of Object.entries(long)) cpu[n] = (cpuMs(p.pid) ?? 0) - cpu0[n]!;
+  const sys: Record<string, number> = { 'caller CLI': cliSys };
+  for (const [n, p] of Object.entries(long)) {
+    cpu[n] = (cpuMs(p.pid) ?? 0) - cpu0[n]!;
+    sys[n] = sysMs(p.pid) - sys0[n]!;
+  }
 
   const fail = (why: string) =>
     new Error(`${why}\nanet call exited ${code}; its output:\n${tail(call)}\nprovider daemon:\n${tail(parts.provider)}`);
@@ -308,6 +319,7 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
     peaks,
     before,
     cpu,
+    sys,
   };
 }
 
@@ -400,9 +412,14 @@ async function measure(root: string, rounds: number): Promise<boolean> {
   const parts = await startParts(root);
   const sink = start('sink', [SINK]);
   const sinkPort = Number((await sink.waitFor(/^ready \d+$/)).split(' ')[1]);
-  // Warm-up: the provider's card and KEL, connections, the sink's first request.
+  // Warm-up: the provider's card and KEL, connections, the sink's first request. Then one 64 MiB call not
+  // counted: the hub and the daemons run for months, and a process's first large transfer grows its heap
+  // (each page touched for the first time costs a fault, dear on this VM: the hub's first 64 MiB took
+  // ~0.9 s of CPU, its third ~0.45 s, measured alone). The CLI is a new process every call, cold each time.
   const warm = await callFiles(parts, [small]);
   await plainPut(sinkPort, small.path, small.size);
+  await callFiles(parts, [one]);
+  await plainPut(sinkPort, one.path, one.size);
 
   // 1. One 64 MiB file, alternated with the plain copy (which goes first alternates too).
   const base: number[] = [];
@@ -453,6 +470,7 @@ async function measure(root: string, rounds: number): Promise<boolean> {
       `    split: start, address pass and upload ${secs(mid.upload)} (upload line: ${mid.uploadRate}); provider read, service, answer ${secs(mid.wall - mid.upload)}`,
     );
   console.log(`    CPU during the call: ${byName(mid.cpu, secs)}; in all ${secs(Object.values(mid.cpu).reduce((a, b) => a + b, 0))}`);
+  console.log(`    of which system (kernel) time: ${byName(mid.sys, secs)}`);
   console.log(`    peak RSS during the call: ${byName(mid.peaks, mb)}`);
   console.log(`    RSS as the call began: ${byName(mid.before, mb)}`);
   console.log(`    for reference, peak RSS during a 1 MiB call (the warm-up): ${byName(warm.peaks, mb)}`);

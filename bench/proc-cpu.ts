@@ -6,9 +6,15 @@ import { readFileSync } from 'node:fs';
  * process, or one of them — or null where there is none (the process is gone, or not Linux).
  */
 export function cpuMsAt(path: string): number | null {
+  const t = cpuTimesAt(path);
+  return t && t.user + t.system;
+}
+
+/** User and system CPU time so far (ms), apart: the system part is the kernel's work for the process (syscalls, copies, page faults). */
+export function cpuTimesAt(path: string): { user: number; system: number } | null {
   try {
     const fields = readFileSync(`${path}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
+    return { user: Number(fields[11]) * 10, system: Number(fields[12]) * 10 };
   } catch {
     return null;
   }
