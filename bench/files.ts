@@ -163,6 +163,8 @@ function statusKb(pid: number, field: string): number | null {
 const cpuMs = (pid: number): number | null => cpuMsAt(`/proc/${pid}`);
 /** System CPU time so far (ms): the kernel's part of cpuMs. */
 const sysMs = (pid: number): number => cpuTimesAt(`/proc/${pid}`)?.system ?? 0;
+/** Minor page faults so far. */
+const faultsOf = (pid: number): number => cpuTimesAt(`/proc/${pid}`)?.faults ?? 0;
 
 /** Resets a process's VmHWM to its current RSS (writing 5 to clear_refs); false where the kernel refuses. */
 function resetPeak(pid: number): boolean {
@@ -237,6 +239,8 @@ interface CallFigures {
   cpu: Record<string, number>;
   /** The system part of `cpu` (ms). */
   sys: Record<string, number>;
+  /** Minor page faults of each process during the call. */
+  faults: Record<string, number>;
 }
 
 const NAMES = ['hub', 'caller CLI', 'caller daemon', 'provider daemon', 'service'] as const;
@@ -252,6 +256,7 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
   const before = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, (statusKb(p.pid, 'VmRSS') ?? 0) * 1024]));
   const cpu0 = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, cpuMs(p.pid) ?? 0]));
   const sys0 = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, sysMs(p.pid)]));
+  const faults0 = Object.fromEntries(Object.entries(long).map(([n, p]) => [n, faultsOf(p.pid)]));
   const serviceLines = parts.service.lines.length;
   const t0 = performance.now();
   const call = start('caller CLI', [
@@ -269,13 +274,16 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
   const peaks: Record<string, number> = {};
   let cliCpu = 0;
   let cliSys = 0;
+  let cliFaults = 0;
   const poll = () => {
     for (const [n, p] of [...Object.entries(long), ['caller CLI', call] as const]) {
       const kb = statusKb(p.pid, 'VmHWM');
       if (kb !== null) peaks[n] = Math.max(peaks[n] ?? 0, kb * 1024);
     }
     cliCpu = cpuMs(call.pid) ?? cliCpu;
-    cliSys = cpuTimesAt(`/proc/${call.pid}`)?.system ?? cliSys;
+    const cli = cpuTimesAt(`/proc/${call.pid}`);
+    cliSys = cli?.system ?? cliSys;
+    cliFaults = cli?.faults ?? cliFaults;
   };
   poll();
   const timer = setInterval(poll, POLL_MS);
@@ -287,9 +295,11 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
   poll(); // the long-lived processes once more (the CLI is gone)
   const cpu: Record<string, number> = { 'caller CLI': cliCpu };
   const sys: Record<string, number> = { 'caller CLI': cliSys };
+  const faults: Record<string, number> = { 'caller CLI': cliFaults };
   for (const [n, p] of Object.entries(long)) {
     cpu[n] = (cpuMs(p.pid) ?? 0) - cpu0[n]!;
     sys[n] = sysMs(p.pid) - sys0[n]!;
+    faults[n] = faultsOf(p.pid) - faults0[n]!;
   }
 
   const fail = (why: string) =>
@@ -320,6 +330,7 @@ async function callFiles(parts: Parts, files: Sent[]): Promise<CallFigures> {
     before,
     cpu,
     sys,
+    faults,
   };
 }
 
@@ -373,7 +384,7 @@ const byName = (figures: Record<string, number>, show: (x: number) => string) =>
     .join(', ');
 
 export async function benchFiles(opts: { quick: boolean }): Promise<boolean> {
-  const rounds = opts.quick ? 1 : 3;
+  const rounds = opts.quick ? 1 : 5;
   console.log(
     `bench/files (node ${process.version}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(1)} GiB; load average ${load()}; ${rounds} round${rounds > 1 ? 's' : ''})`,
   );
@@ -471,6 +482,7 @@ async function measure(root: string, rounds: number): Promise<boolean> {
     );
   console.log(`    CPU during the call: ${byName(mid.cpu, secs)}; in all ${secs(Object.values(mid.cpu).reduce((a, b) => a + b, 0))}`);
   console.log(`    of which system (kernel) time: ${byName(mid.sys, secs)}`);
+  console.log(`    minor page faults (4 KiB pages touched the first time): ${byName(mid.faults, (n) => `${(n / 1000).toFixed(1)}k`)}`);
   console.log(`    peak RSS during the call: ${byName(mid.peaks, mb)}`);
   console.log(`    RSS as the call began: ${byName(mid.before, mb)}`);
   console.log(`    for reference, peak RSS during a 1 MiB call (the warm-up): ${byName(warm.peaks, mb)}`);

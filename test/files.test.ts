@@ -314,7 +314,7 @@ test("issue 20, PROTOCOL §8.11: an upload dropped mid-way goes on from the hub'
   await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
   t.teardown(() => void proxy.close());
   const via = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-  const [ref] = await uploadFiles(via, [{ name: 'x.png', source, mime: 'image/png' }]);
+  const [ref] = await uploadFiles(via, [{ name: 'x.png', source }]);
   t.true(cut, 'the connection was cut');
   // The first pass reads it all to learn the address; then the head (the first chunk's 2 MiB), the rest,
   // broken off, and the rest of that from what the hub kept.

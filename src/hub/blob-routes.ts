@@ -297,17 +297,31 @@ const lastPiece = (size: number) => size - Math.floor((size - 1) / BLOB_PIECE) *
 /** Resolves when the response is closed (the client went, or it was cut off). */
 const closed = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.once('close', resolve)));
 
-/** Streams the stored bytes [at, upTo) as the socket drains: the offset reached. */
+/**
+ * Streams the stored bytes [at, upTo) as the socket drains: the offset reached. Pieces read from files go
+ * into buffers this download reuses once the socket has taken them (two or three at most).
+ */
 async function sendPieces(ctx: HubContext, res: ServerResponse, cid: string, at: number, upTo: number): Promise<number> {
   const first = Math.floor(at / BLOB_PIECE);
   let pos = first * BLOB_PIECE;
-  for await (const piece of ctx.storage.blobs.read(cid, first)) {
+  const free: Buffer[] = [];
+  const pooled = new WeakSet<ArrayBufferLike>();
+  const into = () => {
+    const buf = free.pop() ?? Buffer.allocUnsafeSlow(BLOB_PIECE);
+    pooled.add(buf.buffer);
+    return buf;
+  };
+  for await (const piece of ctx.storage.blobs.read(cid, first, into)) {
     if (res.destroyed) break;
     const end = Math.min(pos + piece.length, upTo);
-    const part = piece.subarray(at - pos, end - pos);
+    const part = Buffer.from(piece.buffer, piece.byteOffset + (at - pos), end - at);
     pos += piece.length;
     at = end;
-    if (!res.write(part)) await drainedOrClosed(res);
+    // Back to the pool once the socket took it (a store's fresh piece is not a pool's: left to the GC).
+    const taken = () => {
+      if (pooled.has(piece.buffer)) free.push(Buffer.from(piece.buffer, 0, BLOB_PIECE));
+    };
+    if (!res.write(part, taken)) await drainedOrClosed(res);
     // At most once a piece: how far any download got, in storage so any replica answers it.
     void ctx.storage.blobs.setServed(cid, at).catch(() => {});
     if (at >= upTo) break;

@@ -66,8 +66,8 @@ test('issue 20 review, PROTOCOL §6.9: an upload that fails on its second file d
   };
   const err = await t.throwsAsync(
     uploadFiles(net.hub.url, [
-      { name: 'a.png', source: good, mime: 'image/png' },
-      { name: 'b.png', source: changing, mime: 'image/png' },
+      { name: 'a.png', source: good },
+      { name: 'b.png', source: changing },
     ]),
   );
   t.log(err?.message);
@@ -80,7 +80,7 @@ test('issue 20 review, PROTOCOL §6.9: an upload that fails on its second file d
   async (t) => {
     t.timeout(120_000);
     const { net, p, c } = await filePair(t);
-    const [ref] = await uploadFiles(net.hub.url, [{ name: 'holiday.png', source: bytesSource(png(8 * MIB)), mime: 'image/png' }]);
+    const [ref] = await uploadFiles(net.hub.url, [{ name: 'holiday.png', source: bytesSource(png(8 * MIB)) }]);
     // One byte of the sixth MiB flipped on the hub's disk: the first chunk (the type sniff) still opens.
     const fh = await open(join(net.root, 'hub', 'blobs', ref!.cid), 'r+');
     const b = Buffer.alloc(1);
@@ -329,7 +329,7 @@ async function filesHolding(dir: string, needle: Buffer): Promise<string[]> {
 test("issue 20 review, SPEC §9.3: a discard call's file key is on no disk once the call has ended — not in the caller's store either (its outbox entry, scrubbed from LevelDB's log once the provider answered)", async (t) => {
   t.timeout(60_000);
   const { net, p, c } = await filePair(t, { discard: true });
-  const [ref] = await uploadFiles(net.hub.url, [{ name: 'k.png', source: bytesSource(png(MIB)), mime: 'image/png' }]);
+  const [ref] = await uploadFiles(net.hub.url, [{ name: 'k.png', source: bytesSource(png(MIB)) }]);
   const record = await run(c.dir, 'call', { aid: p.aid, capability: 'file.sum', args: '{}', files: [uploadedArg(ref!)], waitMs: 30_000 });
   t.is(record.state, 'completed');
   await until(async () => (await keptBlobs(net)) === 0, 'the blob is deleted', 500);
@@ -363,7 +363,7 @@ test("issue 20 review, PROTOCOL §8.11: a PUT with no body keeps no blob, so emp
   }
   t.log(JSON.stringify(await hub.storage.blobs.size()));
   // Four requests with no body: a caller's real 1 MiB file no longer fits, for an hour (renewed by one piece each).
-  const refused = await uploadFiles(hub.url, [{ name: 'a.png', source: bytesSource(png(MIB)), mime: 'image/png' }]).then(
+  const refused = await uploadFiles(hub.url, [{ name: 'a.png', source: bytesSource(png(MIB)) }]).then(
     () => null,
     (err: Error) => err.message,
   );

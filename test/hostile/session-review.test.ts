@@ -87,7 +87,7 @@ test("PROTOCOL §6.4, SPEC §9.3 (hostile): a call whose outbox-keys file is fou
   // The provider published its card, then went away for good: the call waits on the caller's resends.
   await (await net.start(p.dir)).close();
   let caller = await net.start(c.dir);
-  const [ref] = await uploadFiles(net.hub.url, [{ name: 'k.png', source: bytesSource(png(MIB)), mime: 'image/png' }]);
+  const [ref] = await uploadFiles(net.hub.url, [{ name: 'k.png', source: bytesSource(png(MIB)) }]);
   const sent = await caller.node.caller.call(p.aid, 'file.sum', '{}', [uploadedArg(ref!)], 100);
   t.is(sent.state, 'submitted');
   const keysDir = join(c.dir, 'outbox-keys');

@@ -192,13 +192,14 @@ export class LevelBlobs implements BlobStore {
     });
   }
 
-  async *read(cid: string, fromPiece: number): AsyncIterable<Uint8Array> {
+  async *read(cid: string, fromPiece: number, into?: () => Buffer): AsyncIterable<Uint8Array> {
     const rec = await this.status(cid);
     if (!rec || fromPiece * BLOB_PIECE >= rec.received) return;
     const fh = await open(this.file(cid), 'r');
     try {
       for (let at = fromPiece * BLOB_PIECE; at < rec.received; at += BLOB_PIECE) {
-        const piece = Buffer.allocUnsafe(Math.min(BLOB_PIECE, rec.received - at));
+        const length = Math.min(BLOB_PIECE, rec.received - at);
+        const piece = into ? into().subarray(0, length) : Buffer.allocUnsafe(length);
         const { bytesRead } = await fh.read(piece, 0, piece.length, at);
         if (bytesRead !== piece.length) throw new Error(`the file of blob ${cid} ends before its ${rec.received} bytes`);
         yield piece;

@@ -112,7 +112,7 @@ export class PgBlobs implements BlobStore {
     return done.length === 1;
   }
 
-  async *read(cid: string, fromPiece: number): AsyncIterable<Uint8Array> {
+  async *read(cid: string, fromPiece: number, _into?: () => Buffer): AsyncIterable<Uint8Array> {
     const [row] = await this.sql<{ id: string; received: string }[]>`select id, received from blobs where cid = ${cid}`;
     if (!row) return;
     const pieces = Math.ceil(Number(row.received) / BLOB_PIECE);

@@ -294,8 +294,13 @@ export interface BlobStore {
   writePiece(cid: string, index: number, bytes: PieceBytes, now: number): Promise<number | null>;
   /** Marks the blob complete once every byte is in (its digest checked by the caller); false if it is gone. */
   complete(cid: string): Promise<boolean>;
-  /** The stored bytes from piece `fromPiece` on, one piece at a time (nothing for an unknown blob). */
-  read(cid: string, fromPiece: number): AsyncIterable<Uint8Array>;
+  /**
+   * The stored bytes from piece `fromPiece` on, one piece at a time (nothing for an unknown blob). A store
+   * that reads files reads each piece into a buffer of BLOB_PIECE bytes from `into` when given (the caller
+   * hands out one it is done with: a fresh 1 MiB buffer per piece cost the hub a page fault per 4 KiB);
+   * one whose bytes come fresh anyway (a database row) ignores it.
+   */
+  read(cid: string, fromPiece: number, into?: () => Buffer): AsyncIterable<Uint8Array>;
   /** Raises `served` to `offset` (never lowers it). */
   setServed(cid: string, offset: number): Promise<void>;
   /** Deletes the named blobs and their bytes (unknown ones are ignored): the CIDs that were kept. */

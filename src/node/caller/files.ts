@@ -1,12 +1,13 @@
 // A call's files on the caller's side (SPEC §2.1, §3; issue 20): checked, sealed under a fresh key each and
-// uploaded to the caller's hub before the `task.send` that names them leaves. The checks come first, so a
-// file no provider may accept (more than 8, over 64 MiB, unreadable) costs no upload. The caller cannot see
-// a capability's own `files` rule (the card does not carry it): the provider checks that again and stays
-// the authority (SPEC §4.1). Used by the node (files given as base64 through MCP or A2A) and by `anet call`
+// uploaded to the caller's hub, the head of each before the `task.send` that names them leaves, the rest
+// while the provider reads. The checks come first, so a file no provider may accept (more than 8, over
+// 64 MiB, unreadable) costs no upload. The caller cannot see a capability's own `files` rule (the card
+// does not carry it, media types included): the provider checks it on the heads and stays the authority
+// (SPEC §4.1), and a refusal stops the upload of the rest. Used by the node (files given as base64 through MCP or A2A) and by `anet call`
 // (files given as paths, read from disk, never whole in memory).
-import { open, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, open, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { fileTypeFromBuffer } from 'file-type';
 import { addressOf, deleteBlobs, uploadBlob, type PlainSource, type Progress } from '../../hub-client/blobs.js';
 import { DEFAULT_CHUNK, TAG_BYTES, newBlobKey, sealedSize } from '../../protocol/blob-seal.js';
 import { BLOB_PIECE } from '../../protocol/blob-address.js';
@@ -49,19 +50,18 @@ export const uploadedArg = (r: FileRef): UploadedFileArg => ({
   chunk: r.chunk,
 });
 
-/** A file ready to upload: its name, where to read it, and the media type this node reads in it. */
+/**
+ * A file ready to upload: its name and where to read it. Its media type is the provider's to read (SPEC
+ * §3): a capability's allowed types are not on its card, so this node has nothing to check one against.
+ */
 export interface FileToSend {
   name: string;
   source: PlainSource;
-  mime: string;
 }
 
 export class FileCheckError extends Error {
   override name = 'FileCheckError';
 }
-
-/** Bytes file-type reads to decide a type (its own `minimumBytes` is 4100). */
-const SNIFF_BYTES = 4100;
 
 export function bytesSource(bytes: Buffer): PlainSource {
   return {
@@ -111,10 +111,6 @@ function checkSize(i: number, name: string, size: number): void {
     );
 }
 
-async function mimeOf(head: Uint8Array): Promise<string> {
-  return (await fileTypeFromBuffer(head))?.mime ?? 'application/octet-stream';
-}
-
 /** Files named by path (`anet call --file`): each checked before any is uploaded. */
 export async function filesFromPaths(paths: string[]): Promise<FileToSend[]> {
   checkCount(paths.length);
@@ -126,20 +122,12 @@ export async function filesFromPaths(paths: string[]): Promise<FileToSend[]> {
     });
     if (!info.isFile()) throw new FileCheckError(`${label(i, name)}: ${path} is not a regular file`);
     checkSize(i, name, info.size);
-    out.push({ name, source: pathSource(path, info.size), mime: await mimeOf(await head(path)) });
+    await access(path, constants.R_OK).catch((err: NodeJS.ErrnoException) => {
+      throw new FileCheckError(`${label(i, name)}: cannot read ${path}: ${err.code ?? err.message}`);
+    });
+    out.push({ name, source: pathSource(path, info.size) });
   }
   return out;
-}
-
-async function head(path: string): Promise<Uint8Array> {
-  const fd = await open(path, 'r');
-  try {
-    const buf = Buffer.alloc(SNIFF_BYTES);
-    const { bytesRead } = await fd.read(buf, 0, SNIFF_BYTES, 0);
-    return buf.subarray(0, bytesRead);
-  } finally {
-    await fd.close();
-  }
 }
 
 /** Files given inline: each checked before any is uploaded. */
@@ -151,7 +139,7 @@ export async function filesFromInline(files: InlineFile[]): Promise<FileToSend[]
     if (!isStrictBase64(f.data_b64)) throw new FileCheckError(`${label(i, f.name)}: not standard padded base64`);
     const bytes = Buffer.from(f.data_b64, 'base64');
     checkSize(i, f.name, bytes.length);
-    out.push({ name: f.name, source: bytesSource(bytes), mime: await mimeOf(bytes.subarray(0, SNIFF_BYTES)) });
+    out.push({ name: f.name, source: bytesSource(bytes) });
   }
   return out;
 }
