@@ -1,4 +1,5 @@
 // `anet call`, `anet tasks`, `anet task` (SPEC §12): capability calls to other nodes and their records.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { askDaemon, run } from '../node/open.js';
 import { CliError, printJson, processIo, usageError, type Io } from './output.js';
 import { transferBars, type Bars } from './progress.js';
@@ -15,6 +16,8 @@ const WAIT_MS = 150_000;
 /** How often `anet call` asks the hub how much of its files the provider has read. */
 const DOWNLOAD_POLL_MS = 1_000;
 const FINAL = ['completed', 'failed', 'rejected', 'canceled'];
+/** How long `anet call` waits for a task canceled after its upload failed to settle before it says so. */
+const SETTLE_MS = 10_000;
 
 /**
  * Progress of a long call on stderr (stdout keeps the data): each change of state, a line every 5 s, and
@@ -115,7 +118,9 @@ async function alongUploads(
     // Through a daemon only: a node opened by this process for the call is busy with it (and sees the
     // provider's read fail on the deleted blobs).
     if (id) await askDaemon(dataDir, 'cancel', { task: id }).catch(() => undefined);
-    await calling.catch(() => undefined);
+    // The call's record settles soon (canceled, or failed on the deleted blobs); a task that never reached
+    // its provider would wait out the whole wait: the error is not held that long.
+    await Promise.race([calling.catch(() => undefined), sleep(SETTLE_MS, undefined, { ref: false })]);
     throw new CliError(`the upload of the call's files failed: ${failed.message}`, 1);
   }
   const r = await calling;
