@@ -6,6 +6,8 @@ import type { Io } from './output.js';
 import { mib } from '../protocol/relay.js';
 
 export interface Bar {
+  /** The transfer starts now: its rate counts from here (else from its first update). */
+  begin(): void;
   update(done: number, total: number): void;
 }
 
@@ -45,7 +47,7 @@ export function transferBars(io: Io, names: string[], tty?: NodeJS.WriteStream):
     if (!tty || (!force && Date.now() - drawnAt < REDRAW_MS)) return;
     drawnAt = Date.now();
     const line = [...states.values()]
-      .filter((s) => s.started > 0)
+      .filter((s) => s.total > 0)
       .map(drawn)
       .join(' · ');
     // Padded over what the last line held: a shorter one leaves none of it behind.
@@ -57,6 +59,9 @@ export function transferBars(io: Io, names: string[], tty?: NodeJS.WriteStream):
       const s = states.get(what);
       if (!s) throw new Error(`no transfer "${what}" among ${names.join(', ')}`);
       return {
+        begin() {
+          if (s.started === 0) s.started = Date.now();
+        },
         update(done, total) {
           if (s.started === 0) s.started = Date.now();
           s.done = done;

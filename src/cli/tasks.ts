@@ -169,6 +169,8 @@ async function hubOf(dataDir: string): Promise<string> {
 /** Polls the hub for how much of the files the provider has read; stops when told or when all is read. */
 function watchDownload(hub: string, refs: FileRef[], bars: Bars): { stop(): void } {
   const bar = bars.of('provider reading');
+  // From now (the task goes out): its first poll already finds megabytes read.
+  bar.begin();
   const total = refs.reduce((s, r) => s + sealedSize(r.size, r.chunk), 0);
   let stopped = false;
   const poll = async () => {

@@ -138,7 +138,9 @@ export async function uploadBlob(
   for (let attempt = 0; ; attempt++) {
     try {
       const status = await blobStatus(base, cid, opts.signal);
-      if (status && (status.complete || status.received >= end)) return progress?.(end, total);
+      // The whole blob is up once the hub checked it (all bytes in is not enough: a hub stopped between
+      // the last piece and the check completes it on the next PUT, an empty one from `received`).
+      if (status && (status.complete || (end < total && status.received >= end))) return progress?.(end, total);
       const from = status?.received ?? 0;
       // The hub kept more since the last try: a slow link, not a dead hub; the tries start again.
       if (from > kept) attempt = 0;
@@ -212,7 +214,7 @@ async function putFrom(
   if (res.status === 409) return false;
   if (res.status < 200 || res.status >= 300) throw refused(res.status, res.text);
   const answer = JSON.parse(res.text) as { complete: boolean; received: number };
-  return answer.complete || answer.received >= end;
+  return answer.complete || (end < total && answer.received >= end);
 }
 
 /**

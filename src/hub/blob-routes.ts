@@ -237,7 +237,9 @@ const FOLLOW_POLL_MS = 200;
 async function download(ctx: HubContext, req: IncomingMessage, res: ServerResponse, cid: string): Promise<void> {
   digestOf(cid);
   const s = await ctx.storage.blobs.status(cid);
-  if (!s) throw noBlob(cid);
+  // An empty blob has nothing to follow: its one PUT checks it at once (a 200 of no bytes before that
+  // check would be whole, and unchecked).
+  if (!s || (s.size === 0 && !s.complete)) throw noBlob(cid);
   const from = rangeStart(req);
   if (from !== null && from >= s.size)
     return send(res, 416, { error: { code: 'BAD_RANGE', message: `blob ${cid} has ${s.size} bytes` } }, 'application/json', {
@@ -252,47 +254,81 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
   };
   if (from !== null) headers['content-range'] = `bytes ${from}-${s.size - 1}/${s.size}`;
   res.writeHead(from === null ? 200 : 206, headers);
+  // Headers at once: a follower with nothing to send yet still learns the download began (a cut-off is
+  // then a body cut short, not a connection that never answered).
+  res.flushHeaders();
+  const stallMs = ctx.blobs.limits.stallMs;
   let at = start;
   let moved = Date.now();
   const gone = closed(res);
   for (let now = s; ; ) {
     const upTo = servable(now);
     if (at < upTo) {
-      at = await sendPieces(ctx, res, cid, at, upTo);
+      at = await sendPieces(ctx, res, cid, at, upTo, stallMs);
       moved = Date.now();
     }
     if (res.destroyed) return;
-    if (at === now.size) return void res.end();
-    if (Date.now() - moved >= ctx.blobs.limits.stallMs) return void res.destroy();
+    if (now.complete && at === s.size) return void res.end();
+    if (Date.now() - moved >= stallMs) return void res.destroy();
     const piece = await Promise.race([ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), gone]);
-    // The piece this download waits for, stored just now on this process: sent as it arrived, not read
-    // back (the last piece waits for the digest check, below).
-    if (piece && piece.at === at && !res.destroyed) {
+    const next = await ctx.storage.blobs.status(cid);
+    // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404. Or
+    // deleted and begun again meanwhile: another upload, whose bytes this download never promised.
+    if (!next || !sameBlob(next, s) || res.destroyed) return void res.destroy();
+    now = next;
+    // The piece this download waits for, stored just now on this process (of the blob it follows: its
+    // record is still the one it began on): sent as it arrived, not read back. The last piece waits for
+    // the digest check, above.
+    if (piece && piece.at === at) {
       const length = piece.parts.reduce((n, p) => n + p.length, 0);
-      if (at + length < now.size) {
-        at = await sendParts(ctx, res, cid, at, piece.parts, length);
+      if (at + length < s.size) {
+        at = await sendParts(ctx, res, cid, at, piece.parts, length, stallMs);
         moved = Date.now();
       }
     }
-    const next = await ctx.storage.blobs.status(cid);
-    // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404.
-    if (!next || res.destroyed) return void res.destroy();
-    now = next;
   }
 }
 
+/** The same blob record (not one deleted and begun again under its address). */
+const sameBlob = (a: BlobStatus, b: BlobStatus) => a.created === b.created && a.size === b.size;
+
+/**
+ * Waits for the response to drain; a client that takes nothing for the stall period is cut off (it would
+ * otherwise hold the blob's file open for ever, also once the blob is deleted).
+ */
+async function drained(res: ServerResponse, stallMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, stallMs);
+  });
+  await Promise.race([drainedOrClosed(res), late]);
+  clearTimeout(timer);
+  if (res.writableNeedDrain) res.destroy();
+}
+
 /** Writes a piece's parts as the socket drains: the offset after it. */
-async function sendParts(ctx: HubContext, res: ServerResponse, cid: string, at: number, parts: readonly Buffer[], length: number) {
+async function sendParts(
+  ctx: HubContext,
+  res: ServerResponse,
+  cid: string,
+  at: number,
+  parts: readonly Buffer[],
+  length: number,
+  stallMs: number,
+) {
+  // One write of all the parts (one syscall per piece, not one per 64 KiB part as they arrived).
+  res.cork();
   let flowing = true;
   for (const part of parts) flowing = res.write(part);
-  if (!flowing) await drainedOrClosed(res);
+  res.uncork();
+  if (!flowing) await drained(res, stallMs);
   void ctx.storage.blobs.setServed(cid, at + length).catch(() => {});
   return at + length;
 }
 
 /** The bytes of a blob a download may have now: all once complete, else the whole pieces stored but its last. */
 const servable = (s: BlobStatus) => (s.complete ? s.size : s.received === s.size ? s.size - lastPiece(s.size) : s.received);
-const lastPiece = (size: number) => size - Math.floor((size - 1) / BLOB_PIECE) * BLOB_PIECE;
+const lastPiece = (size: number) => (size === 0 ? 0 : size - Math.floor((size - 1) / BLOB_PIECE) * BLOB_PIECE);
 
 /** Resolves when the response is closed (the client went, or it was cut off). */
 const closed = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.once('close', resolve)));
@@ -301,7 +337,7 @@ const closed = (res: ServerResponse) => new Promise<void>((resolve) => (res.dest
  * Streams the stored bytes [at, upTo) as the socket drains: the offset reached. Pieces read from files go
  * into buffers this download reuses once the socket has taken them (two or three at most).
  */
-async function sendPieces(ctx: HubContext, res: ServerResponse, cid: string, at: number, upTo: number): Promise<number> {
+async function sendPieces(ctx: HubContext, res: ServerResponse, cid: string, at: number, upTo: number, stallMs: number): Promise<number> {
   const first = Math.floor(at / BLOB_PIECE);
   let pos = first * BLOB_PIECE;
   const free: Buffer[] = [];
@@ -321,7 +357,7 @@ async function sendPieces(ctx: HubContext, res: ServerResponse, cid: string, at:
     const taken = () => {
       if (pooled.has(piece.buffer)) free.push(Buffer.from(piece.buffer, 0, BLOB_PIECE));
     };
-    if (!res.write(part, taken)) await drainedOrClosed(res);
+    if (!res.write(part, taken)) await drained(res, stallMs);
     // At most once a piece: how far any download got, in storage so any replica answers it.
     void ctx.storage.blobs.setServed(cid, at).catch(() => {});
     if (at >= upTo) break;

@@ -41,6 +41,8 @@ export class LevelBlobs implements BlobStore {
   private readonly serial = new KeyedSerial();
   /** Files of uploads under way, open between their pieces. */
   private readonly writing = new Map<string, Writer>();
+  /** Set by close(): no upload's file is opened after it. */
+  private closing = false;
   private loading: Promise<void> | null = null;
   /** Files left by a crash between a record's delete and its file's are removed once, at the first sweep. */
   private strays = true;
@@ -146,6 +148,7 @@ export class LevelBlobs implements BlobStore {
    * open, a cut and a close for every piece cost the hub CPU. Null when piece > 0 finds no file.
    */
   private async writer(cid: string, at: number): Promise<Writer | null> {
+    if (this.closing) throw new Error('the hub storage is closing: no piece is written');
     const open_ = this.writing.get(cid);
     // Its file unlinked meanwhile (by hand, or a stray sweep): never written into a file that is gone.
     if (open_ && (await open_.fh.stat()).nlink > 0) return open_;
@@ -268,6 +271,7 @@ export class LevelBlobs implements BlobStore {
 
   /** Closes the files of uploads under way (the storage is closing). */
   async close(): Promise<void> {
+    this.closing = true;
     await Promise.all([...this.writing.keys()].map((cid) => this.serial.run(cid, () => this.closeWriter(cid))));
   }
 
