@@ -258,13 +258,14 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
   // then a body cut short, not a connection that never answered).
   res.flushHeaders();
   const stallMs = ctx.blobs.limits.stallMs;
+  const pool: PiecePool = { free: [], pooled: new WeakSet() };
   let at = start;
   let moved = Date.now();
   const gone = closed(res);
   for (let now = s; ; ) {
     const upTo = servable(now);
     if (at < upTo) {
-      at = await sendPieces(ctx, res, cid, at, upTo, stallMs);
+      at = await sendPieces(ctx, res, cid, at, upTo, stallMs, pool);
       moved = Date.now();
     }
     if (res.destroyed) return;
@@ -333,15 +334,28 @@ const lastPiece = (size: number) => (size === 0 ? 0 : size - Math.floor((size - 
 /** Resolves when the response is closed (the client went, or it was cut off). */
 const closed = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.once('close', resolve)));
 
+/** A download's piece buffers: those free again, and which buffers are the pool's. */
+interface PiecePool {
+  free: Buffer[];
+  pooled: WeakSet<ArrayBufferLike>;
+}
+
 /**
  * Streams the stored bytes [at, upTo) as the socket drains: the offset reached. Pieces read from files go
- * into buffers this download reuses once the socket has taken them (two or three at most).
+ * into the download's buffers, each reused once the socket has taken it (two or three at most).
  */
-async function sendPieces(ctx: HubContext, res: ServerResponse, cid: string, at: number, upTo: number, stallMs: number): Promise<number> {
+async function sendPieces(
+  ctx: HubContext,
+  res: ServerResponse,
+  cid: string,
+  at: number,
+  upTo: number,
+  stallMs: number,
+  pool: PiecePool,
+): Promise<number> {
   const first = Math.floor(at / BLOB_PIECE);
   let pos = first * BLOB_PIECE;
-  const free: Buffer[] = [];
-  const pooled = new WeakSet<ArrayBufferLike>();
+  const { free, pooled } = pool;
   const into = () => {
     const buf = free.pop() ?? Buffer.allocUnsafeSlow(BLOB_PIECE);
     pooled.add(buf.buffer);
