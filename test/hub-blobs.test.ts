@@ -4,69 +4,26 @@
 // sweep (idle incomplete, expired complete), the bounds, and a hub killed with SIGKILL mid-upload.
 import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { type ClientRequest, type IncomingMessage, request } from 'node:http';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { HubClient } from '../src/hub-client/client.js';
 import type { Hub, HubOptions } from '../src/hub/server.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
-import { BLOB_IDLE_MS, BLOB_PIECE, MAX_BLOB_BYTES, blobCid } from '../src/protocol/blob-address.js';
+import { BLOB_IDLE_MS, BLOB_PIECE, MAX_BLOB_BYTES } from '../src/protocol/blob-address.js';
 import { signRequest } from '../src/protocol/hub-auth.js';
 import { DEFAULT_LIMITS } from '../src/hub/relay.js';
 import { hubBackend, onLevelDb, startTestHub } from './helpers/hub.js';
 import { postgresUrl } from './helpers/postgres.js';
 import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
+import { type Answer, collect, cidOf, put, putting } from './helpers/blob-http.js';
 
 const MIB = BLOB_PIECE;
-const cidOf = (bytes: Uint8Array) => blobCid(createHash('sha256').update(bytes).digest());
-
-interface Answer {
-  status: number;
-  headers: IncomingMessage['headers'];
-  body: Buffer;
-  json: () => any;
-}
-
-function collect(res: IncomingMessage): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    res.on('data', (c: Buffer) => parts.push(c));
-    res.on('error', reject);
-    res.on('end', () => {
-      const body = Buffer.concat(parts);
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body.toString('utf8')) });
-    });
-  });
-}
-
-/** A PUT of `cid` whose body is sent by the caller; `answer` settles with the hub's answer. */
-function putting(url: string, cid: string, size: number, offset: number, length: number) {
-  let req!: ClientRequest;
-  const answer = new Promise<Answer>((resolve, reject) => {
-    req = request(
-      `${url}/blobs/${cid}`,
-      {
-        method: 'PUT',
-        headers: { 'x-anet-blob-size': String(size), 'x-anet-blob-offset': String(offset), 'content-length': String(length) },
-      },
-      (res) => void collect(res).then(resolve, reject),
-    );
-    req.on('error', reject);
-  });
-  return { req, answer };
-}
-
-/** PUT /blobs/<cid> with `body` whole. */
-function put(url: string, cid: string, size: number, offset: number, body: Uint8Array): Promise<Answer> {
-  const { req, answer } = putting(url, cid, size, offset, body.length);
-  req.end(body);
-  return answer;
-}
 
 function get(url: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {

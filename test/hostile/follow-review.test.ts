@@ -15,12 +15,12 @@ import test, { type ExecutionContext } from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdir, readlink, unlink, writeFile } from 'node:fs/promises';
 import { openSync, writeSync, closeSync } from 'node:fs';
-import { type ClientRequest, type IncomingMessage, request } from 'node:http';
+import { type IncomingMessage, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HubOptions } from '../../src/hub/server.js';
-import { BLOB_PIECE, blobCid } from '../../src/protocol/blob-address.js';
+import { BLOB_PIECE } from '../../src/protocol/blob-address.js';
 import { addressOf, blobStatus, sealedFrom, uploadBlob } from '../../src/hub-client/blobs.js';
 import { bytesSource } from '../../src/node/caller/files.js';
 import { DEFAULT_CHUNK, newBlobKey, sealedSize } from '../../src/protocol/blob-seal.js';
@@ -30,52 +30,10 @@ import { until } from '../helpers/wait.js';
 import { filePair } from '../helpers/files.js';
 import { runCli } from '../helpers/cli.js';
 import { png } from '../helpers/png.js';
+import { type Answer, collect, cidOf, put, putting } from '../helpers/blob-http.js';
 
 const MIB = BLOB_PIECE;
-const cidOf = (bytes: Uint8Array) => blobCid(createHash('sha256').update(bytes).digest());
 const sha = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
-
-interface Answer {
-  status: number;
-  headers: IncomingMessage['headers'];
-  body: Buffer;
-  json: () => any;
-}
-
-function collect(res: IncomingMessage): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    res.on('data', (c: Buffer) => parts.push(c));
-    res.on('error', reject);
-    res.on('end', () => {
-      const body = Buffer.concat(parts);
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body.toString('utf8')) });
-    });
-  });
-}
-
-/** A PUT of `cid` whose body the test sends; `answer` settles with the hub's answer. */
-function putting(url: string, cid: string, size: number, offset: number, length: number) {
-  let req!: ClientRequest;
-  const answer = new Promise<Answer>((resolve, reject) => {
-    req = request(
-      `${url}/blobs/${cid}`,
-      {
-        method: 'PUT',
-        headers: { 'x-anet-blob-size': String(size), 'x-anet-blob-offset': String(offset), 'content-length': String(length) },
-      },
-      (res) => void collect(res).then(resolve, reject),
-    );
-    req.on('error', reject);
-  });
-  return { req, answer };
-}
-
-function put(url: string, cid: string, size: number, offset: number, body: Uint8Array): Promise<Answer> {
-  const { req, answer } = putting(url, cid, size, offset, body.length);
-  req.end(body);
-  return answer;
-}
 
 function call(url: string, method: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
