@@ -2,13 +2,12 @@
 // and downloaded by the recipient. Both directions survive a dropped connection or a hub restart: an upload
 // asks the hub how much it kept (`received`, whole pieces) and goes on from there; a download goes on from
 // the last byte it got (Range). Neither ever holds more than a chunk or two of a file.
-import { createHash } from 'node:crypto';
 import { type IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
-import { TAG_BYTES, sealChunks, sealedSize } from '../protocol/blob-seal.js';
+import { TAG_BYTES, sealChunks, sealedDigest, sealedSize } from '../protocol/blob-seal.js';
 import { HubRefusedError, HubUnreachableError } from './errors.js';
 import { drainedOrClosed } from '../util/stream.js';
 
@@ -62,9 +61,7 @@ export async function* sealedFrom(src: PlainSource, key: Uint8Array, chunk: numb
 
 /** The content address of a file sealed under `key`: a first pass over it, nothing kept. */
 export async function addressOf(src: PlainSource, key: Uint8Array, chunk: number): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const sealed of sealedFrom(src, key, chunk, 0)) hash.update(sealed);
-  return blobCid(hash.digest());
+  return blobCid(await sealedDigest(src.read(0), key, chunk, src.size));
 }
 
 /**

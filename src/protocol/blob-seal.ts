@@ -10,7 +10,7 @@
 // 64 MiB file is sealed twice on upload (once to learn its content address, once to send it). Both ways
 // run over the bytes as they come, a cipher per chunk fed piece by piece: a chunk is never copied into one
 // buffer (at 64 MiB a file, each copy and each fresh buffer cost this path measurable CPU).
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { type CipherChaCha20Poly1305, createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
 export const TAG_BYTES = 16;
 export const KEY_BYTES = 32;
@@ -54,13 +54,28 @@ function nonce(index: number, last: boolean): Buffer {
  * reuses: each is sealed before the next is asked for. Throws if the source is longer or shorter than
  * `size` says (a file changed while it was read).
  */
-export async function* sealChunks(
+export function sealChunks(
   source: AsyncIterable<Uint8Array>,
   key: Uint8Array,
   chunk: number,
   size: number,
   first = 0,
 ): AsyncGenerator<Buffer> {
+  return sealWith(source, key, chunk, size, first, (cipher, plain) => cipher.update(plain));
+}
+
+/** How a piece of plaintext is sealed: its ciphertext as the caller wants it. */
+type Update<T> = (cipher: CipherChaCha20Poly1305, plain: Uint8Array) => T;
+
+/** sealChunks with the ciphertext of each piece given out by `update`; each chunk's tag after it, a Buffer. */
+async function* sealWith<T>(
+  source: AsyncIterable<Uint8Array>,
+  key: Uint8Array,
+  chunk: number,
+  size: number,
+  first: number,
+  update: Update<T>,
+): AsyncGenerator<T | Buffer> {
   const count = chunkCount(size, chunk);
   const lengthOf = (i: number) => (i === count - 1 ? size - i * chunk : chunk);
   let index = first;
@@ -78,7 +93,7 @@ export async function* sealChunks(
     for (let at = 0; at < piece.length; ) {
       if (!cipher) throw new Error(`the file is longer than ${size} bytes: it changed while it was read`);
       const n = Math.min(piece.length - at, lengthOf(index) - fed);
-      yield cipher.update(piece.subarray(at, at + n));
+      yield update(cipher, piece.subarray(at, at + n));
       at += n;
       fed += n;
       if (fed === lengthOf(index)) yield* end();
@@ -89,8 +104,31 @@ export async function* sealChunks(
   if (index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
 }
 
-function cipherFor(key: Uint8Array, index: number, last: boolean) {
+function cipherFor(key: Uint8Array, index: number, last: boolean): CipherChaCha20Poly1305 {
   return createCipheriv('chacha20-poly1305', key, nonce(index, last), { authTagLength: TAG_BYTES });
+}
+
+/**
+ * Pieces of at most this many bytes go through the cipher when only the sealed bytes' digest is wanted:
+ * taken as latin1 strings of this size, the ciphertext lives in V8's young generation, whose pages are
+ * reused at once, where a Buffer per piece would touch fresh memory (each 4 KiB page a fault, dear on some
+ * VMs). Measured for 64 MiB in a new process: ~125 ms and ~2k page faults, against ~200 ms and ~9k.
+ */
+const DIGEST_SLICE = 32 * 1024;
+
+/**
+ * The sha2-256 of a `size`-byte file's sealed bytes, none of them kept: what its address names (a first
+ * pass before its upload). The same bytes sealChunks gives out, hashed as they are made.
+ */
+export async function sealedDigest(source: AsyncIterable<Uint8Array>, key: Uint8Array, chunk: number, size: number): Promise<Buffer> {
+  const hash = createHash('sha256');
+  // Each piece's ciphertext is hashed as it is made (nothing is given out but the tags).
+  const hashed = (cipher: CipherChaCha20Poly1305, plain: Uint8Array) => {
+    for (let at = 0; at < plain.length; at += DIGEST_SLICE)
+      hash.update(cipher.update(plain.subarray(at, at + DIGEST_SLICE), undefined, 'latin1'), 'latin1');
+  };
+  for await (const tag of sealWith(source, key, chunk, size, 0, hashed)) if (tag) hash.update(tag);
+  return hash.digest();
 }
 
 /**

@@ -2,7 +2,7 @@
 // chunk, with chunks swapped, with bytes added or one byte changed does not open; a resumed upload sends
 // exactly the bytes a whole one would have from that offset.
 import test from 'ava';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   BlobDamagedError,
   MIN_CHUNK,
@@ -12,6 +12,7 @@ import {
   newBlobKey,
   openChunks,
   sealChunks,
+  sealedDigest,
   sealedSize,
 } from '../../src/protocol/blob-seal.js';
 import { sealedFrom } from '../../src/hub-client/blobs.js';
@@ -84,6 +85,16 @@ test('PROTOCOL §6.8: a source that hands out one buffer again and again seals t
   const again = await collect(sealChunks(reusing(plain), key, C, plain.length));
   t.deepEqual(again, await seal(plain, key));
   t.deepEqual(await open(again, key, plain.length), plain);
+});
+
+test('PROTOCOL §6.8, §8.11: the digest of the first pass is the sha-256 of exactly the bytes sealChunks gives out', async (t) => {
+  for (const size of [0, 1, C - 1, C, 3 * C + 17, 2 * 32 * 1024 + 5]) {
+    const plain = randomBytes(size);
+    const key = newBlobKey();
+    const sealed = await seal(plain, key);
+    t.deepEqual(await sealedDigest(reusing(plain), key, C, size), createHash('sha256').update(sealed).digest(), `${size} bytes`);
+  }
+  await t.throwsAsync(sealedDigest(oddly(randomBytes(C)), newBlobKey(), C, C + 1), { message: /changed while it was read/ });
 });
 
 test('PROTOCOL §6.8: no byte of a chunk is given out before its tag checked', async (t) => {
