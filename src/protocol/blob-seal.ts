@@ -6,7 +6,8 @@
 // be reordered (the counter), and a ciphertext cut after a whole chunk is detected (no chunk before the
 // last one opens as the last). A key is used for one file only, so the nonce needs no random part.
 //
-// node:crypto's ChaCha20-Poly1305 (OpenSSL; measured ~550 MB/s on one core here) rather than a JS one: a
+// node:crypto's ChaCha20-Poly1305 (OpenSSL; measured ~2 GB/s on one core here when its output lands in
+// memory already touched, ~0.5 GB/s when every output buffer is fresh) rather than a JS one: a
 // 64 MiB file is sealed twice on upload (once to learn its content address, once to send it). Both ways
 // run over the bytes as they come, a cipher per chunk fed piece by piece: a chunk is never copied into one
 // buffer (at 64 MiB a file, each copy and each fresh buffer cost this path measurable CPU).
