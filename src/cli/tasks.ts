@@ -145,6 +145,8 @@ async function uploadPaths(io: Io, dataDir: string, paths: string[]): Promise<{ 
   }
   const bars = transferBars(io, ['upload', 'provider reading'], process.stderr.isTTY && io === processIo ? process.stderr : undefined);
   try {
+    // The upload's rate counts from here, its first pass over the files included.
+    bars.of('upload').begin();
     const uploads = await startUploads(hub, files, (done, total) => bars.of('upload').update(done, total));
     return { uploads, hub, bars };
   } catch (err) {
