@@ -58,12 +58,13 @@ export function transferBars(io: Io, names: string[], tty?: NodeJS.WriteStream):
     of(what) {
       const s = states.get(what);
       if (!s) throw new Error(`no transfer "${what}" among ${names.join(', ')}`);
+      const begin = () => {
+        if (s.started === 0) s.started = Date.now();
+      };
       return {
-        begin() {
-          if (s.started === 0) s.started = Date.now();
-        },
+        begin,
         update(done, total) {
-          if (s.started === 0) s.started = Date.now();
+          begin();
           s.done = done;
           s.total = total;
           if (tty) return redraw(done >= total);

@@ -187,37 +187,34 @@ export async function startUploads(base: string, files: FileToSend[], progress?:
   const stopping = new AbortController();
   const opts = { signal: stopping.signal };
   const refs: FileRef[] = [];
+  // No task will name them (the upload failed or was stopped): what was uploaded goes (the hub's TTL
+  // would keep it a week).
+  const forget = () =>
+    forgetBlobs(
+      base,
+      refs.map((r) => r.cid),
+    );
+  /** Each file in turn, up to `until` sealed bytes of each (its head), or whole. */
+  const uploadEach = async (until?: number) => {
+    for (const [i, f] of files.entries()) {
+      const r = refs[i]!;
+      await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), until === undefined ? opts : { ...opts, until });
+    }
+  };
   try {
     for (const f of files) {
       const key = newBlobKey();
       refs.push({ name: f.name, cid: await addressOf(f.source, key, chunk), size: f.source.size, key, chunk });
     }
-    for (const [i, f] of files.entries()) {
-      const r = refs[i]!;
-      await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), { ...opts, until: headBytes(chunk) });
-    }
+    await uploadEach(headBytes(chunk));
   } catch (err) {
-    // No task will name them: what was uploaded goes (the hub's TTL would keep it a week).
-    await forgetBlobs(
-      base,
-      refs.map((r) => r.cid),
-    );
+    await forget();
     throw err;
   }
-  const done = (async () => {
-    try {
-      for (const [i, f] of files.entries()) {
-        const r = refs[i]!;
-        await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), opts);
-      }
-    } catch (err) {
-      await forgetBlobs(
-        base,
-        refs.map((r) => r.cid),
-      );
-      throw err;
-    }
-  })();
+  const done = uploadEach().catch(async (err: unknown) => {
+    await forget();
+    throw err;
+  });
   // Whoever holds `done` hears its failure; unheard (stopped) it must not end the process.
   done.catch(() => {});
   return {
@@ -226,10 +223,7 @@ export async function startUploads(base: string, files: FileToSend[], progress?:
     async stop() {
       stopping.abort();
       await done.catch(() => {});
-      await forgetBlobs(
-        base,
-        refs.map((r) => r.cid),
-      );
+      await forget();
     },
   };
 }
