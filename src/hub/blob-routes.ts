@@ -4,7 +4,7 @@
 // src/hub/relay-routes.ts). A body is
 // never held beyond one piece: each whole 1 MiB piece is stored as soon as it is in, so a dropped
 // connection keeps every whole piece; a download streams piece by piece as the socket drains.
-import { createHash, type Hash } from 'node:crypto';
+import type { Hash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
 import type { HubContext } from './context.js';
@@ -88,12 +88,15 @@ async function upload(ctx: HubContext, client: string, req: IncomingMessage, res
   if (begun.size !== size) throw badBlob(`blob ${cid} was begun with ${begun.size} bytes, not ${size}`);
   if (begun.complete) return finish(req, res, begun);
   if (offset !== begun.received) throw wrongOffset(begun.received);
-  // Hashed as it comes when the body starts at 0: a whole upload needs no read-back to be checked.
-  const hash = offset === 0 ? createHash('sha256') : null;
+  // Hashed as it comes, from 0 or from where an earlier upload of this process stopped: a blob uploaded
+  // through this process, in one request or several, needs no read-back to be checked.
+  const hash = ctx.blobs.hashFrom(cid, begun, offset);
+  const upTo = { at: offset };
   let received: number;
   try {
-    received = await receive(ctx, client, req, cid, size, offset, hash);
+    received = await receive(ctx, client, req, cid, size, offset, hash, upTo);
   } finally {
+    if (hash && upTo.at < size) ctx.blobs.keepHash(cid, begun, upTo.at, hash);
     // Begun by this request and not one piece stored: nothing is kept (or counted) for an empty upload.
     if (!known && size > 0) await dropIfEmpty(ctx, cid);
   }
@@ -131,6 +134,8 @@ async function receive(
   size: number,
   offset: number,
   hash: Hash | null,
+  /** Where the bytes stored (and hashed) reach, as pieces are stored. */
+  upTo: { at: number },
 ) {
   if (offset === size) return offset;
   const pieceAt = (at: number) => Math.min(BLOB_PIECE, size - at);
@@ -151,9 +156,11 @@ async function receive(
         fill += n;
         pos += n;
         if (fill < want) continue;
-        // The parts as they came: hashed and written one after another, never copied into one piece.
-        for (const part of parts) hash?.update(part);
+        // The parts as they came: written, then hashed, never copied into one piece (hashed only once
+        // stored: a kept hash covers exactly the bytes stored).
         received = await store(ctx, cid, received, parts);
+        for (const part of parts) hash?.update(part);
+        upTo.at = received;
         ctx.blobs.pieces.give(client, fill);
         parts = [];
         fill = 0;

@@ -5,7 +5,7 @@
 // total, counted in storage and shared by replicas; the uploader's share, in this process's memory only,
 // as the relay's share of kept mail: the hub never writes who uploaded what), the digest check of a
 // complete blob, and the sweep.
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import { BLOB_IDLE_MS, BLOB_PIECE, BLOB_TOTAL_BYTES, BLOB_UPLOADER_BYTES } from '../protocol/blob-address.js';
 import { mib } from '../protocol/relay.js';
 import { Budget } from './budget.js';
@@ -44,6 +44,16 @@ export const DEFAULT_BLOB_LIMITS: Omit<BlobLimits, 'ttlMs'> = {
  */
 const PIECE_BUFFERS = 256 * BLOB_PIECE;
 const PIECE_BUFFERS_PER_CLIENT = 64 * BLOB_PIECE;
+/** Running hashes kept between an upload's requests (see `keepHash`); past this many the oldest goes. */
+const KEPT_HASHES = 1024;
+
+/** The digest so far of an upload's bytes [0, at) of one blob record (its created and size). */
+interface RunningHash {
+  at: number;
+  created: number;
+  size: number;
+  hash: Hash;
+}
 
 /** A bound a blob would pass: 429 BLOB_QUOTA, naming which and its figure. */
 const quota = (message: string) => new HubError(429, 'BLOB_QUOTA', message);
@@ -58,6 +68,16 @@ export class Blobs {
   private lastFullSweep = 0;
   /** Downloads following an upload on this process, by cid: woken when it stores a piece, completes or goes. */
   private readonly followers = new Map<string, Set<(piece?: StoredPiece) => void>>();
+  /**
+   * cid → the running hash of an upload that stopped before its end (memory only, this process's). Every
+   * delete and sweep through this process forgets it; a record deleted and begun again through another
+   * replica is told apart by its created time and size (the same millisecond and size would be taken for
+   * the same record: the provider's chunk check still refuses such bytes, and a stranger gains nothing a
+   * DELETE does not already give).
+   */
+  private readonly hashes = new Map<string, RunningHash>();
+  /** Complete blobs whose digest check read their bytes back from storage (no running hash). */
+  readBacks = 0;
 
   constructor(
     readonly store: BlobStore,
@@ -112,12 +132,37 @@ export class Blobs {
   }
 
   /**
+   * The hash an upload of `s`'s blob from `offset` continues: a new one at 0; at another offset, the one an
+   * earlier upload of the same record kept when it stopped there (taken: one upload goes on with it), else
+   * null (the blob is read back once complete: pieces stored through another replica, a restart).
+   */
+  hashFrom(cid: string, s: BlobStatus, offset: number): Hash | null {
+    if (offset === 0) return createHash('sha256');
+    const kept = this.hashes.get(cid);
+    this.hashes.delete(cid);
+    return kept && kept.at === offset && kept.created === s.created && kept.size === s.size ? kept.hash : null;
+  }
+
+  /**
+   * Keeps the hash of an upload that stopped at `at` before the blob's end (a dropped connection, or the
+   * caller's head first and the rest after): the next upload from `at` goes on with it, so the complete
+   * blob needs no read-back for its digest check.
+   */
+  keepHash(cid: string, s: BlobStatus, at: number, hash: Hash): void {
+    this.hashes.delete(cid);
+    if (this.hashes.size >= KEPT_HASHES) this.hashes.delete(this.hashes.keys().next().value!);
+    this.hashes.set(cid, { at, created: s.created, size: s.size, hash });
+  }
+
+  /**
    * Checks a blob whose bytes are all in against its address — `hashed`, the digest of a whole upload
    * taken as it came, or else its bytes read back from storage (a resumed upload has no running hash):
    * marked complete and true, or deleted and false.
    */
   async verify(cid: string, digest: Uint8Array, hashed?: Buffer): Promise<boolean> {
+    this.hashes.delete(cid);
     if (!hashed) {
+      this.readBacks++;
       const hash = createHash('sha256');
       for await (const piece of this.store.read(cid, 0)) hash.update(piece);
       hashed = hash.digest();
@@ -136,6 +181,7 @@ export class Blobs {
     const gone = await this.store.delete(cids);
     for (const cid of cids) {
       this.release(cid);
+      this.hashes.delete(cid);
       this.moved(cid);
     }
     return gone.length;
@@ -176,7 +222,10 @@ export class Blobs {
   async sweep(): Promise<number> {
     const now = this.now();
     const gone = await this.store.sweep(now, now - this.limits.idleMs);
-    for (const cid of gone) this.release(cid);
+    for (const cid of gone) {
+      this.release(cid);
+      this.hashes.delete(cid);
+    }
     const held = [...this.shares.keys()];
     const kept = await this.store.have(held);
     for (const cid of held) if (!kept.has(cid)) this.release(cid);
