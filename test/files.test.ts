@@ -322,6 +322,6 @@ test("issue 20, PROTOCOL §8.11: an upload dropped mid-way goes on from the hub'
   t.deepEqual(starts.slice(0, 3), [0, 0, MIB]);
   t.true(starts[3]! > MIB && starts[3]! <= 5 * MIB, `resumed from ${starts[3]}, what the hub had of the 5 MiB sent`);
   const plain: Buffer[] = [];
-  for await (const p of fileBytes(hub.url, ref!)) plain.push(p);
+  for await (const p of fileBytes(hub.url, ref!)) plain.push(Buffer.from(p));
   t.is(sha256(Buffer.concat(plain)), sha256(bytes));
 });

@@ -7,7 +7,7 @@ import { request as httpsRequest } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
-import { TAG_BYTES, sealChunks, sealedDigest, sealedSize } from '../protocol/blob-seal.js';
+import { type ChunkOptions, TAG_BYTES, sealChunks, sealedDigest, sealedSize } from '../protocol/blob-seal.js';
 import { HubRefusedError, HubUnreachableError } from './errors.js';
 import { drainedOrClosed } from '../util/stream.js';
 
@@ -45,11 +45,21 @@ export interface BlobStatus {
   served: number;
 }
 
-/** The sealed bytes of a file from sealed offset `from`: its chunks from the one holding `from`, the first one cut. */
-export async function* sealedFrom(src: PlainSource, key: Uint8Array, chunk: number, from: number): AsyncGenerator<Buffer> {
+/**
+ * The sealed bytes of a file from sealed offset `from`: its chunks from the one holding `from`, the first one
+ * cut. With `reuse`, each is a view of one buffer, good until the next is asked for (the upload is done with
+ * each before it asks again).
+ */
+export async function* sealedFrom(
+  src: PlainSource,
+  key: Uint8Array,
+  chunk: number,
+  from: number,
+  opts: ChunkOptions = {},
+): AsyncGenerator<Buffer> {
   const first = Math.floor(from / (chunk + TAG_BYTES));
   let skip = from - first * (chunk + TAG_BYTES);
-  for await (const sealed of sealChunks(src.read(first * chunk), key, chunk, src.size, first)) {
+  for await (const sealed of sealChunks(src.read(first * chunk), key, chunk, src.size, first, opts)) {
     if (skip >= sealed.length) {
       skip -= sealed.length;
       continue;
@@ -180,7 +190,7 @@ async function putFrom(
   let sourceError: Error | null = null;
   const counted = async function* () {
     try {
-      for await (const sealed of sealedFrom(src, key, chunk, from)) {
+      for await (const sealed of sealedFrom(src, key, chunk, from, { reuse: true })) {
         const b = sent + sealed.length > end ? sealed.subarray(0, end - sent) : sealed;
         sent += b.length;
         progress?.(sent, total);
@@ -227,7 +237,9 @@ async function putFrom(
 const WRITE_SLICE = 256 * 1024;
 
 /**
- * A PUT of `chunks`, each slice written once the last has drained, and the answer's status and text. Not
+ * A PUT of `chunks`, each slice written once the last has drained, and the answer's status and text. The
+ * next chunk is asked for only once the last one's bytes left this process (its last write called back):
+ * a chunk may be a buffer its source fills again (sealedFrom's `reuse`). Not
  * fetch: given an iterable body, fetch (undici, Node 20) read ahead of the socket, and an upload held
  * ~100 MB of sealed chunks (measured: 109 MB of ArrayBuffers for one 64 MiB file, 33 MB this way). A slice
  * drained re-arms `stall`: a slow link (the hub takes down to 1 MiB a minute) is not dropped while it moves.
@@ -250,13 +262,20 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
     });
     let sent = false;
     req.on('error', reject);
+    const closed = new Promise<void>((resolve) => req.once('close', () => resolve()));
     void (async () => {
       for await (const chunk of chunks) {
+        let written: Promise<void> = Promise.resolve();
         for (let at = 0; at < chunk.length; at += WRITE_SLICE) {
           if (req.destroyed) return;
-          if (!req.write(chunk.subarray(at, at + WRITE_SLICE))) await drainedOrClosed(req);
+          const last = at + WRITE_SLICE >= chunk.length;
+          let done: () => void = () => {};
+          if (last) written = new Promise<void>((resolve) => (done = resolve));
+          if (!req.write(chunk.subarray(at, at + WRITE_SLICE), () => done())) await drainedOrClosed(req);
           stall.touch();
         }
+        // A request destroyed meanwhile never calls back: nothing more is written then.
+        await Promise.race([written, closed]);
       }
       // Gone while the last slice drained (answered early, aborted, failed): nothing to end.
       if (req.destroyed) return;

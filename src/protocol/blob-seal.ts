@@ -6,12 +6,13 @@
 // be reordered (the counter), and a ciphertext cut after a whole chunk is detected (no chunk before the
 // last one opens as the last). A key is used for one file only, so the nonce needs no random part.
 //
-// node:crypto's ChaCha20-Poly1305 (OpenSSL; measured ~2 GB/s on one core here when its output lands in
-// memory already touched, ~0.5 GB/s when every output buffer is fresh) rather than a JS one: a
-// 64 MiB file is sealed twice on upload (once to learn its content address, once to send it). Both ways
-// run over the bytes as they come, a cipher per chunk fed piece by piece: a chunk is never copied into one
-// buffer (at 64 MiB a file, each copy and each fresh buffer cost this path measurable CPU).
-import { type CipherChaCha20Poly1305, createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+// ChaCha20-Poly1305 from libsodium (src/util/sodium.ts), one chunk at a time into buffers reused from
+// chunk to chunk: node:crypto gives each update a new buffer, and the fresh pages cost a new process
+// (every `anet call`) more than the cipher. A chunk is gathered in one buffer only when the reads do not
+// line up with it (a file is read a chunk at a time, so they do); the sealed or opened bytes given out are
+// views of one buffer, good until the next is asked for (`reuse`), or new buffers.
+import { createHash, randomBytes } from 'node:crypto';
+import { chachaOpen, chachaSeal } from '../util/sodium.js';
 
 export const TAG_BYTES = 16;
 export const KEY_BYTES = 32;
@@ -48,74 +49,89 @@ function nonce(index: number, last: boolean): Buffer {
   return n;
 }
 
+/** How a seal or an open gives out its bytes. */
+export interface ChunkOptions {
+  /**
+   * Each buffer given out is a view of one the next overwrites: good until the next is asked for (a consumer
+   * that writes it out, hashes it or encodes it before asking again). Otherwise each is a new buffer.
+   */
+  reuse?: boolean;
+}
+
+/** A buffer for each chunk's bytes: the same one again (`reuse`), or a new one each time. */
+function outputs(max: number, reuse: boolean | undefined): (length: number) => Buffer {
+  if (!reuse) return (length) => Buffer.allocUnsafe(length);
+  const buf = Buffer.allocUnsafeSlow(max);
+  return (length) => buf.subarray(0, length);
+}
+
+/**
+ * Cuts a stream of pieces into whole units of `lengthOf(i)` bytes, unit `first` first: each unit is a view
+ * of a piece when one holds it whole, else gathered in one buffer reused from unit to unit. `use` runs on
+ * each unit before the next piece is asked for (so a source may hand out one buffer again and again) and
+ * gives what is yielded. Returns how many units were whole and how many bytes of the next were in.
+ */
+async function* units<T>(
+  source: AsyncIterable<Uint8Array>,
+  first: number,
+  count: number,
+  lengthOf: (i: number) => number,
+  tooLong: () => Error,
+  use: (unit: Uint8Array, index: number) => T,
+): AsyncGenerator<T, { index: number; fed: number }> {
+  let index = first;
+  let gather: Buffer | null = null;
+  let fed = 0;
+  for await (const piece of source) {
+    for (let at = 0; at < piece.length; ) {
+      if (index >= count) throw tooLong();
+      const want = lengthOf(index);
+      if (fed === 0 && piece.length - at >= want) {
+        yield use(piece.subarray(at, at + want), index++);
+        at += want;
+        continue;
+      }
+      gather ??= Buffer.allocUnsafeSlow(lengthOf(first));
+      const n = Math.min(piece.length - at, want - fed);
+      gather.set(piece.subarray(at, at + n), fed);
+      at += n;
+      fed += n;
+      if (fed < want) continue;
+      fed = 0;
+      yield use(gather.subarray(0, want), index++);
+    }
+  }
+  // An empty file is one empty final chunk.
+  if (index === count - 1 && lengthOf(index) === 0) yield use(new Uint8Array(0), index++);
+  return { index, fed };
+}
+
 /**
  * Seals the plaintext of a `size`-byte file, from chunk `first` on (`source` starts at that chunk's first
- * byte): the sealed bytes in order, as parts (each source piece's ciphertext as it is read, each chunk's
- * tag after it): no chunk is ever gathered in one buffer. A source may hand out views of one buffer it
- * reuses: each is sealed before the next is asked for. Throws if the source is longer or shorter than
- * `size` says (a file changed while it was read).
+ * byte): each sealed chunk (its ciphertext, then its tag) in order. A source may hand out views of one
+ * buffer it reuses: each is sealed before the next is asked for. Throws if the source is longer or shorter
+ * than `size` says (a file changed while it was read).
  */
-export function sealChunks(
+export async function* sealChunks(
   source: AsyncIterable<Uint8Array>,
   key: Uint8Array,
   chunk: number,
   size: number,
   first = 0,
+  opts: ChunkOptions = {},
 ): AsyncGenerator<Buffer> {
-  return sealWith(source, key, chunk, size, first, (cipher, plain) => cipher.update(plain));
-}
-
-/** How a piece of plaintext is sealed: its ciphertext as the caller wants it. */
-type Update<T> = (cipher: CipherChaCha20Poly1305, plain: Uint8Array) => T;
-
-/** sealChunks with the ciphertext of each piece given out by `update`; each chunk's tag after it, a Buffer. */
-async function* sealWith<T>(
-  source: AsyncIterable<Uint8Array>,
-  key: Uint8Array,
-  chunk: number,
-  size: number,
-  first: number,
-  update: Update<T>,
-): AsyncGenerator<T | Buffer> {
   const count = chunkCount(size, chunk);
   const lengthOf = (i: number) => (i === count - 1 ? size - i * chunk : chunk);
-  let index = first;
-  let cipher = index < count ? cipherFor(key, index, index === count - 1) : null;
-  /** Plaintext bytes of chunk `index` sealed so far. */
-  let fed = 0;
-  const end = function* (): Generator<Buffer> {
-    cipher!.final();
-    yield cipher!.getAuthTag();
-    index++;
-    fed = 0;
-    cipher = index < count ? cipherFor(key, index, index === count - 1) : null;
+  const out = outputs(chunk + TAG_BYTES, opts.reuse);
+  const sealed = (plain: Uint8Array, index: number) => {
+    const bytes = out(plain.length + TAG_BYTES);
+    chachaSeal(bytes, plain, nonce(index, index === count - 1), key);
+    return bytes;
   };
-  for await (const piece of source) {
-    for (let at = 0; at < piece.length; ) {
-      if (!cipher) throw new Error(`the file is longer than ${size} bytes: it changed while it was read`);
-      const n = Math.min(piece.length - at, lengthOf(index) - fed);
-      yield update(cipher, piece.subarray(at, at + n));
-      at += n;
-      fed += n;
-      if (fed === lengthOf(index)) yield* end();
-    }
-  }
-  // An empty file is one empty final chunk.
-  if (cipher && lengthOf(index) === 0) yield* end();
-  if (index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
+  const longer = () => new Error(`the file is longer than ${size} bytes: it changed while it was read`);
+  const ended = yield* units(source, first, count, lengthOf, longer, sealed);
+  if (ended.index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
 }
-
-function cipherFor(key: Uint8Array, index: number, last: boolean): CipherChaCha20Poly1305 {
-  return createCipheriv('chacha20-poly1305', key, nonce(index, last), { authTagLength: TAG_BYTES });
-}
-
-/**
- * Pieces of at most this many bytes go through the cipher when only the sealed bytes' digest is wanted:
- * taken as latin1 strings of this size, the ciphertext lives in V8's young generation, whose pages are
- * reused at once, where a Buffer per piece would touch fresh memory (each 4 KiB page a fault, dear on some
- * VMs). Measured for 64 MiB in a new process: ~125 ms and ~2k page faults, against ~200 ms and ~9k.
- */
-const DIGEST_SLICE = 32 * 1024;
 
 /**
  * The sha2-256 of a `size`-byte file's sealed bytes, none of them kept: what its address names (a first
@@ -123,19 +139,14 @@ const DIGEST_SLICE = 32 * 1024;
  */
 export async function sealedDigest(source: AsyncIterable<Uint8Array>, key: Uint8Array, chunk: number, size: number): Promise<Buffer> {
   const hash = createHash('sha256');
-  // Each piece's ciphertext is hashed as it is made (nothing is given out but the tags).
-  const hashed = (cipher: CipherChaCha20Poly1305, plain: Uint8Array) => {
-    for (let at = 0; at < plain.length; at += DIGEST_SLICE)
-      hash.update(cipher.update(plain.subarray(at, at + DIGEST_SLICE), undefined, 'latin1'), 'latin1');
-  };
-  for await (const tag of sealWith(source, key, chunk, size, 0, hashed)) if (tag) hash.update(tag);
+  for await (const sealed of sealChunks(source, key, chunk, size, 0, { reuse: true })) hash.update(sealed);
   return hash.digest();
 }
 
 /**
- * Opens a sealed stream that starts at chunk `first`: the plaintext, as parts, each chunk's given out only
- * once its tag checked (never one byte unchecked), none gathered in one buffer. Throws BlobDamagedError on
- * a chunk that does not open, a stream that ends before the last chunk, or bytes after it.
+ * Opens a sealed stream that starts at chunk `first`: each chunk's plaintext, given out only once its tag
+ * checked (never one byte unchecked). Throws BlobDamagedError on a chunk that does not open, a stream that
+ * ends before the last chunk, or bytes after it.
  */
 export async function* openChunks(
   source: AsyncIterable<Uint8Array>,
@@ -143,55 +154,23 @@ export async function* openChunks(
   chunk: number,
   size: number,
   first = 0,
+  opts: ChunkOptions = {},
 ): AsyncGenerator<Buffer> {
   const count = chunkCount(size, chunk);
-  const lengthOf = (i: number) => (i === count - 1 ? size - i * chunk : chunk);
-  let index = first;
-  let decipher = index < count ? decipherFor(key, index, index === count - 1) : null;
-  /** Chunk `index`: its plaintext so far (unchecked, held), ciphertext bytes read, and its tag's bytes. */
-  let plain: Buffer[] = [];
-  let fed = 0;
-  let tag = Buffer.alloc(TAG_BYTES);
-  let tagged = 0;
-  for await (const sealed of source) {
-    for (let at = 0; at < sealed.length; ) {
-      if (!decipher) throw new BlobDamagedError('the blob is longer than its file: bytes follow the last chunk');
-      const body = lengthOf(index);
-      if (fed < body) {
-        const n = Math.min(sealed.length - at, body - fed);
-        plain.push(decipher.update(sealed.subarray(at, at + n)));
-        at += n;
-        fed += n;
-        continue;
-      }
-      const n = Math.min(sealed.length - at, TAG_BYTES - tagged);
-      tag.set(sealed.subarray(at, at + n), tagged);
-      at += n;
-      tagged += n;
-      if (tagged < TAG_BYTES) continue;
-      decipher.setAuthTag(tag);
-      try {
-        decipher.final();
-      } catch {
-        throw new BlobDamagedError(`chunk ${index} does not open with the file's key: the blob is damaged or not this file`);
-      }
-      yield* plain;
-      index++;
-      decipher = index < count ? decipherFor(key, index, index === count - 1) : null;
-      plain = [];
-      fed = 0;
-      tag = Buffer.alloc(TAG_BYTES);
-      tagged = 0;
-    }
-  }
+  const lengthOf = (i: number) => (i === count - 1 ? size - i * chunk : chunk) + TAG_BYTES;
+  const out = outputs(chunk, opts.reuse);
+  const opened = (sealed: Uint8Array, index: number) => {
+    const plain = out(sealed.length - TAG_BYTES);
+    if (!chachaOpen(plain, sealed, nonce(index, index === count - 1), key))
+      throw new BlobDamagedError(`chunk ${index} does not open with the file's key: the blob is damaged or not this file`);
+    return plain;
+  };
+  const longer = () => new BlobDamagedError('the blob is longer than its file: bytes follow the last chunk');
+  const { index, fed } = yield* units(source, first, count, lengthOf, longer, opened);
   if (index < count)
     throw new BlobDamagedError(
-      fed > 0 || tagged > 0
+      fed > 0
         ? `the blob ends inside chunk ${index}: it was cut short`
         : `the blob ends after chunk ${index - 1} of ${count}: it was cut short`,
     );
-}
-
-function decipherFor(key: Uint8Array, index: number, last: boolean) {
-  return createDecipheriv('chacha20-poly1305', key, nonce(index, last), { authTagLength: TAG_BYTES });
 }

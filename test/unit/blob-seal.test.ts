@@ -2,7 +2,7 @@
 // chunk, with chunks swapped, with bytes added or one byte changed does not open; a resumed upload sends
 // exactly the bytes a whole one would have from that offset.
 import test from 'ava';
-import { createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createHash, randomBytes } from 'node:crypto';
 import {
   BlobDamagedError,
   MIN_CHUNK,
@@ -48,6 +48,36 @@ for (const size of [0, 1, C - 1, C, C + 1, 3 * C, 3 * C + 17]) {
     t.deepEqual(await open(sealed, key, size), plain);
   });
 }
+
+/** The construction as PROTOCOL §6.8 writes it, with node:crypto's ChaCha20-Poly1305 (OpenSSL): the reference. */
+function referenceSeal(plain: Buffer, key: Uint8Array, chunk: number): Buffer {
+  const count = chunkCount(plain.length, chunk);
+  const out: Buffer[] = [];
+  for (let i = 0; i < count; i++) {
+    const nonce = Buffer.alloc(12);
+    nonce.writeUIntBE(i, 5, 6);
+    nonce[11] = i === count - 1 ? 1 : 0;
+    const cipher = createCipheriv('chacha20-poly1305', key, nonce, { authTagLength: TAG_BYTES });
+    out.push(cipher.update(plain.subarray(i * chunk, (i + 1) * chunk)), cipher.final(), cipher.getAuthTag());
+  }
+  return Buffer.concat(out);
+}
+
+test('PROTOCOL §6.8: the sealed bytes are those of the construction as OpenSSL computes it, byte for byte (blobs of older nodes open here, and ours there)', async (t) => {
+  for (const size of [0, 1, C, 3 * C + 17]) {
+    const plain = randomBytes(size);
+    const key = newBlobKey();
+    const reference = referenceSeal(plain, key, C);
+    t.deepEqual(await seal(plain, key), reference, `${size} bytes`);
+    t.deepEqual(await collect(sealChunks(reusing(plain), key, C, size, 0, { reuse: true })), reference, `${size} bytes, reused buffers`);
+    t.deepEqual(await open(reference, key, size), plain);
+    t.deepEqual(
+      await collect(openChunks(oddly(reference), key, C, size, 0, { reuse: true })),
+      plain,
+      `${size} bytes, opened into one buffer`,
+    );
+  }
+});
 
 test('PROTOCOL §6.8: a blob cut after a whole chunk, chunks swapped, a byte changed or bytes added never opens', async (t) => {
   const plain = randomBytes(3 * C);

@@ -18,9 +18,12 @@ export type FileOut = { name: string; mime: string; data_b64: string } | BlobFil
 /** A blob file; `sha256` (hex, of the plaintext) once it was read whole. */
 export type BlobFileOut = { name: string; mime: string; ref: FileRef; sha256?: string };
 
-/** The plaintext of a blob file, chunk by chunk, each checked before it is given out. */
+/**
+ * The plaintext of a blob file, chunk by chunk, each checked before it is given out. Each chunk is a view of
+ * one buffer the next overwrites: a reader is done with it (hashed, encoded, copied) before it asks again.
+ */
 export function fileBytes(hub: string, ref: FileRef, opts: TransferOptions = {}): AsyncGenerator<Buffer> {
-  return openChunks(downloadBlob(hub, ref.cid, 0, opts), ref.key, ref.chunk, ref.size);
+  return openChunks(downloadBlob(hub, ref.cid, 0, opts), ref.key, ref.chunk, ref.size, 0, { reuse: true });
 }
 
 /**
@@ -43,12 +46,13 @@ export async function sniffBlob(hub: string, ref: FileRef, deadline = AbortSigna
   const controller = new AbortController();
   const signal = AbortSignal.any([deadline, controller.signal]);
   try {
-    // The first chunk's plaintext comes in parts once its tag checked: enough of them for the type.
+    // The first chunk's plaintext once its tag checked (a copy of its head: the buffer is reused), and
+    // the next ones' while fewer bytes than the type needs are in.
     const head: Buffer[] = [];
     let held = 0;
     for await (const part of fileBytes(hub, ref, { ...SNIFF_TRIES, signal })) {
-      head.push(part);
-      held += part.length;
+      head.push(Buffer.from(part.subarray(0, SNIFF_BYTES - held)));
+      held += head.at(-1)!.length;
       if (held >= SNIFF_BYTES) break;
     }
     return (await fileTypeFromBuffer(Buffer.concat(head, held)))?.mime ?? 'application/octet-stream';
@@ -100,6 +104,14 @@ async function* named<T>(i: number, f: FileOut, source: AsyncIterable<T>): Async
 }
 
 /**
+ * Plaintext bytes encoded to one base64 string: 64 KiB of text, a multiple of 3 bytes. A string over
+ * ~128 KiB is a large object to V8, on pages of its own, touched fresh each time (a 1 MiB chunk as one
+ * string cost the provider ~16k page faults per 64 MiB file, measured); smaller ones live in the young
+ * generation, whose pages are reused at once.
+ */
+const BASE64_SLICE = 48 * 1024;
+
+/**
  * Base64 of a file as its chunks come, as strings (no Buffer copy of each), its digest kept on `f`. A chunk
  * is 1 MiB, not a multiple of 3: the 1 or 2 bytes left over start the next one, joined without copying the
  * chunk itself.
@@ -117,7 +129,7 @@ async function* base64Of(f: BlobFileOut, plain: AsyncIterable<Buffer>): AsyncGen
       yield carry.toString('base64');
     }
     const whole = at + Math.floor((chunk.length - at) / 3) * 3;
-    if (whole > at) yield chunk.toString('base64', at, whole);
+    for (let from = at; from < whole; from += BASE64_SLICE) yield chunk.toString('base64', from, Math.min(from + BASE64_SLICE, whole));
     carry = Buffer.from(chunk.subarray(whole));
   }
   if (carry.length > 0) yield carry.toString('base64');
