@@ -202,24 +202,30 @@ for (const backend of backends) {
     t.deepEqual(await s.blobs.size(), { blobs: 0, bytes: 0 });
   });
 
-  test(title('after a restart the record and the bytes agree, and an upload resumes from `received`'), async (t) => {
-    const opened = await backend.open(t);
-    const bytes = randomBytes(3 * BLOB_PIECE);
-    const cid = CID(8);
-    await opened.storage.blobs.begin(cid, bytes.length, T0, T0 + 1000, BIG);
-    await writeAll(opened.storage, cid, bytes.subarray(0, 2 * BLOB_PIECE));
-    if (opened.dir) {
-      // A crash after a piece reached the file and before its record moved: the file is a piece longer.
-      await writeFile(join(opened.dir, 'blobs', cid), bytes.subarray(0, 2.5 * BLOB_PIECE));
-    }
-    const s = await opened.reopen();
-    t.like(await s.blobs.status(cid), { received: 2 * BLOB_PIECE, complete: false });
-    t.deepEqual(await readAll(s, cid), bytes.subarray(0, 2 * BLOB_PIECE), 'never past `received`');
-    t.deepEqual(await writeAll(s, cid, bytes, 2), [bytes.length]);
-    t.true(await s.blobs.complete(cid));
-    t.deepEqual(await readAll(s, cid), bytes);
-    if (opened.dir) t.is((await stat(join(opened.dir, 'blobs', cid))).size, bytes.length, 'the extra piece was cut first');
-  });
+  test(
+    title('after a restart the record and the bytes agree, and an upload resumes from `received` (on LevelDB the last synced piece)'),
+    async (t) => {
+      const opened = await backend.open(t);
+      const bytes = randomBytes(11 * BLOB_PIECE);
+      const cid = CID(8);
+      await opened.storage.blobs.begin(cid, bytes.length, T0, T0 + 1000, BIG);
+      t.deepEqual((await writeAll(opened.storage, cid, bytes.subarray(0, 9 * BLOB_PIECE))).at(-1), 9 * BLOB_PIECE);
+      if (opened.dir) {
+        // A crash after a piece reached the file and before its record moved: the file is a piece longer.
+        await writeFile(join(opened.dir, 'blobs', cid), bytes.subarray(0, 9.5 * BLOB_PIECE));
+      }
+      const s = await opened.reopen();
+      // LevelDB syncs every 8 MiB: the 9th piece was not synced, and a power loss could have lost it, so
+      // after a restart it does not count. PostgreSQL commits each piece.
+      const kept = opened.dir ? 8 * BLOB_PIECE : 9 * BLOB_PIECE;
+      t.like(await s.blobs.status(cid), { received: kept, complete: false });
+      t.deepEqual(await readAll(s, cid), bytes.subarray(0, kept), 'never past `received`');
+      t.deepEqual((await writeAll(s, cid, bytes, kept / BLOB_PIECE)).at(-1), bytes.length);
+      t.true(await s.blobs.complete(cid));
+      t.deepEqual(await readAll(s, cid), bytes);
+      if (opened.dir) t.is((await stat(join(opened.dir, 'blobs', cid))).size, bytes.length, 'the extra piece was cut first');
+    },
+  );
 }
 
 test('[leveldb] issue 20 / PROTOCOL §8.11 blob store: one file per blob under blobs/, gone with its blob; a stray file is removed by the sweep', async (t) => {

@@ -1,12 +1,12 @@
-// Ed25519 on node:crypto (native, far faster than pure JS), with the strict RFC 8032 checks that
-// OpenSSL leaves out made explicit: canonical S (< L), a canonical R, and a public key that decodes
-// strictly (RFC 8032 §5.1.3, through @noble/curves) and is not of small order — a small-order key makes
-// one signature valid for every message.
+// Ed25519 through libsodium (src/util/sodium.ts: native, far faster than pure JS, and on raw keys where
+// node:crypto builds an OpenSSL key object), with the strict RFC 8032 checks made explicit here as well:
+// canonical S (< L), a canonical R, and a public key that decodes strictly (RFC 8032 §5.1.3, through
+// @noble/curves) and is not of small order — a small-order key makes one signature valid for every
+// message. libsodium refuses a small-order R too. The signatures are RFC 8032's, byte for byte.
 import { ed25519 } from '@noble/curves/ed25519.js';
-import { createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVerify, randomBytes, type KeyObject } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { ed25519FromSeed, ed25519Sign, ed25519Verify } from '../util/sodium.js';
 
-const PKCS8_SEED_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
-const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 const L = (1n << 252n) + 27742317777372353535851937790883648493n;
 const P = (1n << 255n) - 19n;
 
@@ -21,10 +21,8 @@ export function newSeed(): Uint8Array {
 
 export function signerFromSeed(seed: Uint8Array): Signer {
   if (seed.length !== 32) throw new Error('an Ed25519 seed is 32 bytes');
-  const key = createPrivateKey({ key: Buffer.concat([PKCS8_SEED_PREFIX, seed]), format: 'der', type: 'pkcs8' });
-  const spki = createPublicKey(key).export({ format: 'der', type: 'spki' });
-  const publicKey = new Uint8Array(spki.subarray(SPKI_PREFIX.length));
-  return { publicKey, sign: (message) => new Uint8Array(nodeSign(null, message, key)) };
+  const { publicKey, secretKey } = ed25519FromSeed(seed);
+  return { publicKey, sign: (message) => ed25519Sign(message, secretKey) };
 }
 
 function littleEndian(bytes: Uint8Array): bigint {
@@ -38,7 +36,8 @@ function isCanonicalPoint(encoded: Uint8Array): boolean {
   return y < P;
 }
 
-const keyCache = new Map<string, KeyObject | null>();
+/** Public keys checked already (valid or not), by their hex: a node verifies few keys, again and again. */
+const keyCache = new Map<string, boolean>();
 
 /** True for a public key that decodes strictly and is not of small order. */
 export function isValidPublicKey(publicKey: Uint8Array): boolean {
@@ -50,18 +49,16 @@ export function isValidPublicKey(publicKey: Uint8Array): boolean {
   }
 }
 
-/** The native key for a valid public key, null for an invalid one (both cached). */
-function publicKeyObject(publicKey: Uint8Array): KeyObject | null {
-  const id = Buffer.from(publicKey).toString('hex');
-  let key = keyCache.get(id);
-  if (key === undefined) {
-    key = isValidPublicKey(publicKey)
-      ? createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: 'der', type: 'spki' })
-      : null;
+/** isValidPublicKey, remembered (its strict decoding in JS costs more than the signature check). */
+function checkedKey(publicKey: Uint8Array): boolean {
+  const id = Buffer.from(publicKey.buffer, publicKey.byteOffset, publicKey.byteLength).toString('hex');
+  let valid = keyCache.get(id);
+  if (valid === undefined) {
+    valid = isValidPublicKey(publicKey);
     if (keyCache.size >= 1024) keyCache.clear();
-    keyCache.set(id, key);
+    keyCache.set(id, valid);
   }
-  return key;
+  return valid;
 }
 
 /** Strict verification: wrong lengths, S ≥ L, non-canonical R, or an invalid or small-order key are refused. */
@@ -69,11 +66,6 @@ export function verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
   if (publicKey.length !== 32 || signature.length !== 64) return false;
   if (littleEndian(signature.subarray(32)) >= L) return false;
   if (!isCanonicalPoint(signature.subarray(0, 32))) return false;
-  const key = publicKeyObject(publicKey);
-  if (!key) return false;
-  try {
-    return nodeVerify(null, message, key, signature);
-  } catch {
-    return false;
-  }
+  if (!checkedKey(publicKey)) return false;
+  return ed25519Verify(publicKey, message, signature);
 }
