@@ -2,7 +2,9 @@
 // holds the key's mutex while it allocates, and a GC there that collects the generating job locks the same
 // mutex again from the same thread (gdb: ~KeyGenJob under ExportJWKEdKey), a hang for good with no CPU used.
 // bench/hub's sender hung so in about one run in twenty. A child with a tiny young generation (a GC every
-// few hundred seals) seals until the deadline: before the fix it hung within a few thousand seals.
+// few hundred seals) seals until the deadline: before the fix it hung within a few thousand seals. Seals
+// now make their keys through libsodium (src/util/sodium.ts), with no OpenSSL key object at all; the test
+// stays, so a return to key objects cannot bring the hang back unseen.
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
