@@ -114,10 +114,10 @@ test('SPEC §14: linked journal batches chain by their stored bytes; a batch tha
   t.is(await store.meta.get('chain'), 1);
 });
 
-test('SPEC §14: a write asked to be synced reaches LevelDB with sync on, and its values are stored as packed once (the root batch() given stored forms)', async (t) => {
+test('SPEC §14: a write asked to be synced reaches LevelDB with sync on, and its values are stored as packed once (the root _batch() given stored forms)', async (t) => {
   const store = await Store.open(await tempDir(t));
   t.teardown(() => store.close());
-  // The spy reads what batch() hands to classic-level: the options it fsyncs by, and the ops.
+  // The spy reads what the store hands to classic-level: the options it fsyncs by, and the ops.
   const db = store.db as unknown as { _batch: (ops: { key: string }[], o: { sync?: boolean }) => Promise<void> };
   const real = db._batch.bind(db);
   const seen: { sync: boolean; keys: string[] }[] = [];
@@ -138,4 +138,16 @@ test('SPEC §14: a write asked to be synced reaches LevelDB with sync on, and it
   t.is(await store.tasks.get('a'), undefined);
   await store.write([{ type: 'put', sublevel: store.tasks, key: 'c', value: { n: 1n } }], { sync: true });
   t.deepEqual(await store.tasks.get('c'), { n: 1n }, 'read back through the sublevel: packed once, not twice');
+});
+
+test('SPEC §14: a write to a closed store is refused (LEVEL_DATABASE_NOT_OPEN) and writes nothing', async (t) => {
+  const dir = await tempDir(t);
+  const store = await Store.open(dir);
+  await store.write([{ type: 'put', sublevel: store.tasks, key: 'a', value: 1 }]);
+  await store.close();
+  await t.throwsAsync(store.write([{ type: 'put', sublevel: store.tasks, key: 'b', value: 2 }]), { code: 'LEVEL_DATABASE_NOT_OPEN' });
+  const again = await Store.open(dir);
+  t.teardown(() => again.close());
+  t.is(await again.tasks.get('a'), 1);
+  t.is(await again.tasks.get('b'), undefined);
 });
