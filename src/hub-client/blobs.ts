@@ -9,7 +9,7 @@ import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
 import { type ChunkOptions, TAG_BYTES, sealChunks, sealedDigest, sealedSize } from '../protocol/blob-seal.js';
 import { HubRefusedError, HubUnreachableError } from './errors.js';
-import { drainedOrClosed } from '../util/stream.js';
+import { closed, drainedOrClosed } from '../util/stream.js';
 
 /**
  * A file's plaintext, readable again from any byte (a second pass, a resumed upload). A piece read may be
@@ -247,22 +247,15 @@ const WRITE_SLICE = 256 * 1024;
 function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIterable<Buffer>, stall: Stall) {
   return new Promise<{ status: number; text: string }>((resolve, reject) => {
     const req = requestFor(url)(url, { method: 'PUT', headers, signal: stall.signal }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (s: string) => {
-        // An answer is a few hundred bytes of JSON; a hub sending more is cut off.
-        if (text.length < 65_536) text += s;
-      });
-      res.on('end', () => {
+      textOf(res).then((text) => {
         resolve({ status: res.statusCode ?? 0, text });
         // Answered before the whole body went (a 409, a refusal): the rest is not wanted.
         if (!sent) req.destroy();
-      });
-      res.on('error', reject);
+      }, reject);
     });
     let sent = false;
     req.on('error', reject);
-    const closed = new Promise<void>((resolve) => req.once('close', () => resolve()));
+    const gone = closed(req);
     void (async () => {
       for await (const chunk of chunks) {
         let written: Promise<void> = Promise.resolve();
@@ -275,7 +268,7 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
           stall.touch();
         }
         // A request destroyed meanwhile never calls back: nothing more is written then.
-        await Promise.race([written, closed]);
+        await Promise.race([written, gone]);
       }
       // Gone while the last slice drained (answered early, aborted, failed): nothing to end.
       if (req.destroyed) return;

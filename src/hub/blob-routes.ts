@@ -8,7 +8,7 @@ import type { Hash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
 import type { HubContext } from './context.js';
-import { drainedOrClosed } from '../util/stream.js';
+import { closed, drainedOrClosed } from '../util/stream.js';
 import { HubError, dropRest, send } from './http.js';
 import type { BlobStatus } from './storage/types.js';
 
@@ -337,9 +337,6 @@ async function sendParts(
 /** The bytes of a blob a download may have now: all once complete, else the whole pieces stored but its last. */
 const servable = (s: BlobStatus) => (s.complete ? s.size : s.received === s.size ? s.size - lastPiece(s.size) : s.received);
 const lastPiece = (size: number) => (size === 0 ? 0 : size - Math.floor((size - 1) / BLOB_PIECE) * BLOB_PIECE);
-
-/** Resolves when the response is closed (the client went, or it was cut off). */
-const closed = (res: ServerResponse) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.once('close', resolve)));
 
 /** A download's piece buffers: those free again, and which buffers are the pool's. */
 interface PiecePool {

@@ -180,8 +180,7 @@ export class Blobs {
   async delete(cids: string[]): Promise<number> {
     const gone = await this.store.delete(cids);
     for (const cid of cids) {
-      this.release(cid);
-      this.hashes.delete(cid);
+      this.forget(cid);
       this.moved(cid);
     }
     return gone.length;
@@ -222,10 +221,7 @@ export class Blobs {
   async sweep(): Promise<number> {
     const now = this.now();
     const gone = await this.store.sweep(now, now - this.limits.idleMs);
-    for (const cid of gone) {
-      this.release(cid);
-      this.hashes.delete(cid);
-    }
+    for (const cid of gone) this.forget(cid);
     const held = [...this.shares.keys()];
     const kept = await this.store.have(held);
     for (const cid of held) if (!kept.has(cid)) this.release(cid);
@@ -235,6 +231,12 @@ export class Blobs {
   /** What `client`'s blobs count on this process now. */
   sharedBy(client: string): number {
     return this.byClient.get(client) ?? 0;
+  }
+
+  /** A blob gone from the storage: its uploader's share goes back, and any hash kept for it. */
+  private forget(cid: string): void {
+    this.release(cid);
+    this.hashes.delete(cid);
   }
 
   private release(cid: string): void {

@@ -1,5 +1,5 @@
 // Writing with backpressure to an HTTP request or response.
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 
 /** Resolves when `w` can take more, or has closed (a write to it then ends the loop that waits). */
 export function drainedOrClosed(w: Writable): Promise<void> {
@@ -12,6 +12,11 @@ export function drainedOrClosed(w: Writable): Promise<void> {
     w.once('drain', done);
     w.once('close', done);
   });
+}
+
+/** Resolves once `s` has closed (at once when it is destroyed already). */
+export function closed(s: Readable | Writable): Promise<void> {
+  return new Promise((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve())));
 }
 
 /**

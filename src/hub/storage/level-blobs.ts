@@ -29,8 +29,8 @@ const SYNCED = { sync: true } as never;
 /** The file is fsync'd and its record synced at least every this many bytes of an upload (and at its end). */
 const SYNC_EVERY = 8 * BLOB_PIECE;
 
-/** A record as stored: `synced` is absent in records written before it (each piece was synced then). */
-type StoredBlob = BlobStatus & { synced?: number };
+/** A record with the bytes of its file surely on disk (`synced`; absent in records written before it, when each piece was synced). */
+type StoredBlob = BlobStatus & { synced: number };
 
 /** An upload's file is closed once no piece came for this long. */
 const WRITER_IDLE_MS = 10_000;
@@ -71,7 +71,7 @@ export class LevelBlobs implements BlobStore {
   private load(): Promise<void> {
     this.loading ??= (async () => {
       for await (const [cid, value] of this.records.iterator()) {
-        const rec = value as StoredBlob;
+        const rec = value as BlobStatus & { synced?: number };
         // Bytes written since the last fsync may be lost (a power loss): only the synced ones count.
         const synced = Math.min(rec.synced ?? rec.received, rec.received);
         this.count(cid, { ...rec, received: synced, synced }, 1);
@@ -131,7 +131,7 @@ export class LevelBlobs implements BlobStore {
       if (!rec || rec.complete || rec.received !== at) return null;
       if (length !== Math.min(BLOB_PIECE, rec.size - at)) throw new Error(`piece ${index} of ${cid} is ${length} bytes`);
       const received = at + length;
-      const sync = received === rec.size || received - (rec.synced ?? 0) >= SYNC_EVERY;
+      const sync = received === rec.size || received - rec.synced >= SYNC_EVERY;
       if (!(await this.append(cid, at, parts, length, sync))) {
         // The file is gone (a crash between the two steps of a delete): start again from nothing.
         await this.save(cid, { ...rec, received: 0, synced: 0, updated: now });
