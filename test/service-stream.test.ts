@@ -314,10 +314,12 @@ test('SPEC §3.1 / issue 21: the time limit covers the whole stream, however muc
       aborted = info.aborted;
     },
   });
+  // The stream would go on for 20 s (1000 × 20 ms); a limit of 1 s must end it far sooner. Bounds wide
+  // enough for a loaded machine: ended before half the stream, and progress seen before the end.
   const started = Date.now();
-  const { outcome, previews } = await run(url, { timeoutMs: 300 });
+  const { outcome, previews } = await run(url, { timeoutMs: 1000 });
   t.like(outcome, { state: 'failed', reason: 'outcome_unknown', detail: 'timeout' });
-  t.true(Date.now() - started < 1000);
+  t.true(Date.now() - started < 10_000, 'ended at the limit, not at the end of the stream');
   t.true(previews.length > 3, 'progress kept coming until the limit');
   await aborted;
   t.is(svc.aborted, 1);
