@@ -32,6 +32,12 @@ export interface TransferOptions {
   signal?: AbortSignal;
   /** An upload stops once the hub holds the sealed bytes up to here (a piece boundary); the whole blob when absent. */
   until?: number;
+  /**
+   * Where the hub's copy is known to end (0 for a blob just addressed under a fresh key, the head's end
+   * once the head is up): the first try sends from there without asking the hub first. A wrong guess
+   * costs a 409, then the hub is asked as after any other.
+   */
+  from?: number;
 }
 
 /** 1 s, 2 s, 4 s … up to 30 s: about four minutes in all, long enough for a hub to restart. */
@@ -141,15 +147,22 @@ export async function uploadBlob(
   const total = sealedSize(src.size, chunk);
   const end = Math.min(opts.until ?? total, total);
   const backoff = opts.backoffMs ?? BACKOFF_MS;
-  let kept = 0;
+  let kept = opts.from ?? 0;
+  let known = opts.from;
   for (let attempt = 0; ; attempt++) {
     try {
-      const status = await blobStatus(base, cid, opts.signal);
-      if (status && holds(status, end, total)) return progress?.(end, total);
-      const from = status?.received ?? 0;
-      // The hub kept more since the last try: a slow link, not a dead hub; the tries start again.
-      if (from > kept) attempt = 0;
-      kept = from;
+      let from: number;
+      if (known !== undefined) {
+        from = known;
+        known = undefined;
+      } else {
+        const status = await blobStatus(base, cid, opts.signal);
+        if (status && holds(status, end, total)) return progress?.(end, total);
+        from = status?.received ?? 0;
+        // The hub kept more since the last try: a slow link, not a dead hub; the tries start again.
+        if (from > kept) attempt = 0;
+        kept = from;
+      }
       if (await putFrom(base, src, key, chunk, cid, from, end, total, progress, opts)) return progress?.(end, total);
       // 409: another upload of the same blob moved the hub's offset. Asked again after a wait, a bounded
       // number of times (a hub that answers nothing else must not keep this loop spinning).

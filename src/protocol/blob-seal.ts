@@ -12,6 +12,7 @@
 // line up with it (a file is read a chunk at a time, so they do); the sealed or opened bytes given out are
 // views of one buffer, good until the next is asked for (`reuse`), or new buffers.
 import { createHash, randomBytes } from 'node:crypto';
+import { giveBuffer, takeBuffer } from '../util/buffers.js';
 import { chachaOpen, chachaSeal } from '../util/sodium.js';
 
 export const TAG_BYTES = 16;
@@ -58,11 +59,20 @@ export interface ChunkOptions {
   reuse?: boolean;
 }
 
-/** A buffer for each chunk's bytes: the same one again (`reuse`), or a new one each time. */
-function outputs(max: number, reuse: boolean | undefined): (length: number) => Buffer {
-  if (!reuse) return (length) => Buffer.allocUnsafe(length);
-  const buf = Buffer.allocUnsafeSlow(max);
-  return (length) => buf.subarray(0, length);
+/**
+ * A buffer for each chunk's bytes: the same one again (`reuse`, taken from the pool at the first chunk and
+ * given back by `release`), or a new one each time.
+ */
+function outputs(max: number, reuse: boolean | undefined): { out: (length: number) => Buffer; release: () => void } {
+  if (!reuse) return { out: (length) => Buffer.allocUnsafe(length), release: () => {} };
+  let buf: Buffer | null = null;
+  return {
+    out: (length) => (buf ??= takeBuffer(max)).subarray(0, length),
+    release: () => {
+      if (buf) giveBuffer(buf);
+      buf = null;
+    },
+  };
 }
 
 /**
@@ -80,26 +90,32 @@ async function* units<T>(
   use: (unit: Uint8Array, index: number) => T,
 ): AsyncGenerator<T, { index: number; fed: number }> {
   let index = first;
+  // Taken from the pool at the first unit that needs it, given back however the pass ends: `use` is done
+  // with a gathered unit before the next piece is asked for.
   let gather: Buffer | null = null;
   let fed = 0;
-  for await (const piece of source) {
-    for (let at = 0; at < piece.length; ) {
-      if (index >= count) throw tooLong();
-      const want = lengthOf(index);
-      if (fed === 0 && piece.length - at >= want) {
-        yield use(piece.subarray(at, at + want), index++);
-        at += want;
-        continue;
+  try {
+    for await (const piece of source) {
+      for (let at = 0; at < piece.length; ) {
+        if (index >= count) throw tooLong();
+        const want = lengthOf(index);
+        if (fed === 0 && piece.length - at >= want) {
+          yield use(piece.subarray(at, at + want), index++);
+          at += want;
+          continue;
+        }
+        gather ??= takeBuffer(lengthOf(first));
+        const n = Math.min(piece.length - at, want - fed);
+        gather.set(piece.subarray(at, at + n), fed);
+        at += n;
+        fed += n;
+        if (fed < want) continue;
+        fed = 0;
+        yield use(gather.subarray(0, want), index++);
       }
-      gather ??= Buffer.allocUnsafeSlow(lengthOf(first));
-      const n = Math.min(piece.length - at, want - fed);
-      gather.set(piece.subarray(at, at + n), fed);
-      at += n;
-      fed += n;
-      if (fed < want) continue;
-      fed = 0;
-      yield use(gather.subarray(0, want), index++);
     }
+  } finally {
+    if (gather) giveBuffer(gather);
   }
   // An empty file is one empty final chunk.
   if (index === count - 1 && lengthOf(index) === 0) yield use(new Uint8Array(0), index++);
@@ -122,15 +138,20 @@ export async function* sealChunks(
 ): AsyncGenerator<Buffer> {
   const count = chunkCount(size, chunk);
   const lengthOf = (i: number) => (i === count - 1 ? size - i * chunk : chunk);
-  const out = outputs(chunk + TAG_BYTES, opts.reuse);
+  const { out, release } = outputs(chunk + TAG_BYTES, opts.reuse);
   const sealed = (plain: Uint8Array, index: number) => {
     const bytes = out(plain.length + TAG_BYTES);
     chachaSeal(bytes, plain, nonce(index, index === count - 1), key);
     return bytes;
   };
   const longer = () => new Error(`the file is longer than ${size} bytes: it changed while it was read`);
-  const ended = yield* units(source, first, count, lengthOf, longer, sealed);
-  if (ended.index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
+  try {
+    const ended = yield* units(source, first, count, lengthOf, longer, sealed);
+    if (ended.index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
+  } finally {
+    // The consumer is done with the last chunk given out: it asked for the next, or stopped asking.
+    release();
+  }
 }
 
 /**
@@ -158,7 +179,7 @@ export async function* openChunks(
 ): AsyncGenerator<Buffer> {
   const count = chunkCount(size, chunk);
   const lengthOf = (i: number) => (i === count - 1 ? size - i * chunk : chunk) + TAG_BYTES;
-  const out = outputs(chunk, opts.reuse);
+  const { out, release } = outputs(chunk, opts.reuse);
   const opened = (sealed: Uint8Array, index: number) => {
     const plain = out(sealed.length - TAG_BYTES);
     if (!chachaOpen(plain, sealed, nonce(index, index === count - 1), key))
@@ -166,11 +187,15 @@ export async function* openChunks(
     return plain;
   };
   const longer = () => new BlobDamagedError('the blob is longer than its file: bytes follow the last chunk');
-  const { index, fed } = yield* units(source, first, count, lengthOf, longer, opened);
-  if (index < count)
-    throw new BlobDamagedError(
-      fed > 0
-        ? `the blob ends inside chunk ${index}: it was cut short`
-        : `the blob ends after chunk ${index - 1} of ${count}: it was cut short`,
-    );
+  try {
+    const { index, fed } = yield* units(source, first, count, lengthOf, longer, opened);
+    if (index < count)
+      throw new BlobDamagedError(
+        fed > 0
+          ? `the blob ends inside chunk ${index}: it was cut short`
+          : `the blob ends after chunk ${index - 1} of ${count}: it was cut short`,
+      );
+  } finally {
+    release();
+  }
 }

@@ -192,3 +192,56 @@ test('PROTOCOL §8.11: a hub that answers every PUT with another offset (409) is
   t.is(puts, 3, 'the first PUT and one per wait');
   t.true(Date.now() - started >= 100, 'with the waits between them');
 });
+
+/** A stand-in hub that keeps one blob's progress as the hub does and records each request it is sent. */
+async function keepingHub(t: import('ava').ExecutionContext, size: number) {
+  const asked: string[] = [];
+  let received = -1;
+  const json = (res: ServerResponse, status: number, body: unknown) =>
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      asked.push('GET status');
+      if (received < 0) return json(res, 404, { error: { code: 'NO_BLOB', message: 'none' } });
+      return json(res, 200, { size, received, complete: received === size, served: 0 });
+    }
+    const offset = Number(req.headers['x-anet-blob-offset']);
+    asked.push(`PUT ${offset}`);
+    if (offset !== Math.max(received, 0)) {
+      req.resume();
+      return json(res, 409, { error: { code: 'BLOB_OFFSET', message: 'another offset' }, received: Math.max(received, 0) });
+    }
+    received = offset;
+    req.on('data', (c: Buffer) => (received += c.length));
+    req.on('end', () => json(res, 200, { received, size, complete: received === size }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, asked, received: () => received };
+}
+
+test('PROTOCOL §8.11: told where the hub stands (a blob just addressed, a head just sent), an upload sends at once; a wrong guess is a 409, then the hub is asked', async (t) => {
+  const size = 5 * MIB;
+  const sealed = sealedSize(size, MIB);
+  const head = 2 * MIB;
+  const { url, asked, received } = await keepingHub(t, sealed);
+  const { source } = counted(size);
+  const key = newBlobKey();
+  const cid = await addressOf(source, key, MIB);
+  await uploadBlob(url, source, key, MIB, cid, undefined, { until: head, from: 0 });
+  t.deepEqual(asked.splice(0), ['PUT 0'], 'the head: no status asked first');
+  t.is(received(), head);
+  await uploadBlob(url, source, key, MIB, cid, undefined, { from: head });
+  t.deepEqual(asked.splice(0), [`PUT ${head}`], 'the rest: from the head, no status asked first');
+  t.is(received(), sealed);
+
+  const again = await keepingHub(t, sealed);
+  await uploadBlob(again.url, source, key, MIB, cid, undefined, { until: head, from: 0 });
+  again.asked.splice(0);
+  await uploadBlob(again.url, source, key, MIB, cid, undefined, { from: 3 * MIB, backoffMs: [10] });
+  t.deepEqual(again.asked, [`PUT ${3 * MIB}`, 'GET status', `PUT ${head}`], 'a wrong guess: refused, then asked, then sent from there');
+  t.is(again.received(), sealed);
+});

@@ -14,6 +14,7 @@ import { BLOB_PIECE } from '../../protocol/blob-address.js';
 import { MAX_FILES, MAX_FILE_BYTES, fileRefBody, parseFileRef, type FileRef } from '../../protocol/file-ref.js';
 import { mib } from '../../protocol/relay.js';
 import { isStrictBase64 } from '../../protocol/base64.js';
+import { giveBuffer, takeBuffer } from '../../util/buffers.js';
 
 /** A file given inline (MCP, A2A, the control socket): its name and standard base64. */
 export interface InlineFile {
@@ -78,16 +79,16 @@ export function pathSource(path: string, size: number): PlainSource {
 
 /**
  * A file's bytes from `start` to `size`, read into one buffer again and again (a fresh buffer per read
- * cost the CLI measurable CPU at 64 MiB a file): each piece is a view of it, good until the next is asked
- * for. A file that is not `size` bytes long any more fails: it changed while it was read. Read with
+ * cost the CLI measurable CPU at 64 MiB a file), kept for the file's next pass (src/util/buffers.ts): each
+ * piece is a view of it, good until the next is asked for. A file that is not `size` bytes long any more fails: it changed while it was read. Read with
  * readSync: only `anet call` reads files (one at a time, nothing else waiting on its loop but its own
  * upload), and the promise API cost its first pass over 64 MiB ~70 ms more (thread-pool round trips and
  * ~4k more page faults, measured).
  */
 async function* readFrom(path: string, start: number, size: number): AsyncGenerator<Buffer> {
   const fd = openSync(path, 'r');
+  const buf = takeBuffer(DEFAULT_CHUNK);
   try {
-    const buf = Buffer.allocUnsafeSlow(DEFAULT_CHUNK);
     for (let at = start; at < size; ) {
       const bytesRead = readSync(fd, buf, 0, Math.min(buf.length, size - at), at);
       if (bytesRead === 0) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
@@ -97,6 +98,7 @@ async function* readFrom(path: string, start: number, size: number): AsyncGenera
     if (readSync(fd, buf, 0, 1, size) > 0) throw new Error(`the file is longer than ${size} bytes: it changed while it was read`);
   } finally {
     closeSync(fd);
+    giveBuffer(buf);
   }
 }
 
@@ -194,11 +196,17 @@ export async function startUploads(base: string, files: FileToSend[], progress?:
       base,
       refs.map((r) => r.cid),
     );
-  /** Each file in turn, up to `until` sealed bytes of each (its head), or whole. */
-  const uploadEach = async (until?: number) => {
+  const head = headBytes(chunk);
+  /**
+   * Each file in turn, its head (the hub has nothing of it yet: its key is new) or the rest (the hub holds
+   * its head, or all of a file no longer than its head: then the hub is asked).
+   */
+  const uploadEach = async (part: 'head' | 'rest') => {
     for (const [i, f] of files.entries()) {
       const r = refs[i]!;
-      await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), until === undefined ? opts : { ...opts, until });
+      const more = head < sizes[i]!;
+      const where = part === 'head' ? { until: head, from: 0 } : more ? { from: head } : {};
+      await uploadBlob(base, f.source, r.key, chunk, r.cid, told(i), { ...opts, ...where });
     }
   };
   try {
@@ -206,12 +214,12 @@ export async function startUploads(base: string, files: FileToSend[], progress?:
       const key = newBlobKey();
       refs.push({ name: f.name, cid: await addressOf(f.source, key, chunk), size: f.source.size, key, chunk });
     }
-    await uploadEach(headBytes(chunk));
+    await uploadEach('head');
   } catch (err) {
     await forget();
     throw err;
   }
-  const done = uploadEach().catch(async (err: unknown) => {
+  const done = uploadEach('rest').catch(async (err: unknown) => {
     await forget();
     throw err;
   });
