@@ -67,7 +67,10 @@ function outputs(max: number, reuse: boolean | undefined): { out: (length: numbe
   if (!reuse) return { out: (length) => Buffer.allocUnsafe(length), release: () => {} };
   let buf: Buffer | null = null;
   return {
-    out: (length) => (buf ??= takeBuffer(max)).subarray(0, length),
+    out: (length) => {
+      buf ??= takeBuffer(max);
+      return buf.subarray(0, length);
+    },
     release: () => {
       if (buf) giveBuffer(buf);
       buf = null;

@@ -15,7 +15,7 @@ export function takeBuffer(size: number): Buffer {
 
 /** Gives back a buffer `takeBuffer` gave (whole, not a view of it) once nothing reads it any more. */
 export function giveBuffer(buf: Buffer): void {
-  let kept = free.get(buf.length);
-  if (!kept) free.set(buf.length, (kept = []));
+  const kept = free.get(buf.length) ?? [];
+  free.set(buf.length, kept);
   if (kept.length < KEEP && !kept.includes(buf)) kept.push(buf);
 }
