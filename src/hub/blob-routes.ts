@@ -235,6 +235,37 @@ function rangeStart(req: IncomingMessage): number | null {
 const FOLLOW_POLL_MS = 200;
 
 /**
+ * How often a download records how far it got (`served`: a hint for the status, which `anet call` polls each
+ * second for its progress). Not at every piece: that was a storage write per MiB (an UPDATE on PostgreSQL).
+ */
+const SERVED_EVERY_MS = 250;
+
+/** Where a download got, written to storage at most every SERVED_EVERY_MS, and whenever it is flushed. */
+interface ServedMark {
+  note(at: number): void;
+  flush(): void;
+}
+
+function servedMark(ctx: HubContext, cid: string): ServedMark {
+  let written = 0;
+  let at = 0;
+  let writtenAt = 0;
+  const write = () => {
+    if (at <= written) return;
+    written = at;
+    writtenAt = Date.now();
+    void ctx.storage.blobs.setServed(cid, at).catch(() => {});
+  };
+  return {
+    note(to) {
+      at = Math.max(at, to);
+      if (Date.now() - writtenAt >= SERVED_EVERY_MS) write();
+    },
+    flush: write,
+  };
+}
+
+/**
  * GET /blobs/<cid>: the ciphertext from the start or `Range: bytes=N-`. A blob still being uploaded is
  * followed: what is stored goes at once, then each piece as it is stored, so a recipient reads while the
  * sender uploads. Its last piece goes only once the whole blob is in and its digest checked. A follower
@@ -269,15 +300,20 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
   let at = start;
   let moved = Date.now();
   const gone = closed(res);
+  const served = servedMark(ctx, cid);
+  // However the download ends, how far it got is written.
+  gone.then(served.flush, served.flush);
   for (let now = s; ; ) {
     const upTo = servable(now);
     if (at < upTo) {
-      at = await sendPieces(ctx, res, cid, at, upTo, stallMs, pool);
+      at = await sendPieces(ctx, res, cid, at, upTo, stallMs, pool, served);
       moved = Date.now();
     }
     if (res.destroyed) return;
     if (now.complete && at === s.size) return void res.end();
     if (Date.now() - moved >= stallMs) return void res.destroy();
+    // Caught up with the upload: the mark is written before the wait for its next piece.
+    served.flush();
     const piece = await Promise.race([ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), gone]);
     const next = await ctx.storage.blobs.status(cid);
     // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404. Or
@@ -290,7 +326,7 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
     if (piece && piece.at === at) {
       const length = piece.parts.reduce((n, p) => n + p.length, 0);
       if (at + length < s.size) {
-        at = await sendParts(ctx, res, cid, at, piece.parts, length, stallMs);
+        at = await sendParts(res, at, piece.parts, length, stallMs, served);
         moved = Date.now();
       }
     }
@@ -315,22 +351,14 @@ async function drained(res: ServerResponse, stallMs: number): Promise<void> {
 }
 
 /** Writes a piece's parts as the socket drains: the offset after it. */
-async function sendParts(
-  ctx: HubContext,
-  res: ServerResponse,
-  cid: string,
-  at: number,
-  parts: readonly Buffer[],
-  length: number,
-  stallMs: number,
-) {
+async function sendParts(res: ServerResponse, at: number, parts: readonly Buffer[], length: number, stallMs: number, served: ServedMark) {
   // One write of all the parts (one syscall per piece, not one per 64 KiB part as they arrived).
   res.cork();
   let flowing = true;
   for (const part of parts) flowing = res.write(part);
   res.uncork();
   if (!flowing) await drained(res, stallMs);
-  void ctx.storage.blobs.setServed(cid, at + length).catch(() => {});
+  served.note(at + length);
   return at + length;
 }
 
@@ -356,6 +384,7 @@ async function sendPieces(
   upTo: number,
   stallMs: number,
   pool: PiecePool,
+  served: ServedMark,
 ): Promise<number> {
   const first = Math.floor(at / BLOB_PIECE);
   let pos = first * BLOB_PIECE;
@@ -376,8 +405,8 @@ async function sendPieces(
       if (pooled.has(piece.buffer)) free.push(Buffer.from(piece.buffer, 0, BLOB_PIECE));
     };
     if (!res.write(part, taken)) await drained(res, stallMs);
-    // At most once a piece: how far any download got, in storage so any replica answers it.
-    void ctx.storage.blobs.setServed(cid, at).catch(() => {});
+    // How far any download got, in storage so any replica answers it.
+    served.note(at);
     if (at >= upTo) break;
   }
   return at;
