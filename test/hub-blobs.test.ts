@@ -176,7 +176,7 @@ test('issue 20 / PROTOCOL §8.11: a download of a blob being uploaded gets each 
   await until(async () => (await status(hub.url, cid)).received === 2 * MIB, 'two whole pieces stored', 500);
   const down = following(hub.url, cid);
   await until(async () => down.bytes().length === 2 * MIB, 'the stored pieces sent at once', 500);
-  // Caught up with the upload, the download has written how far it got (the status says so at once).
+  // Caught up with the upload, the download has written how far it got within 250 ms.
   await until(async () => (await status(hub.url, cid)).served === 2 * MIB, 'served: the pieces sent', 100);
   up.req.write(bytes.subarray(2 * MIB + 100, 3 * MIB));
   await until(async () => down.bytes().length === 3 * MIB, 'the next piece sent once stored', 500);

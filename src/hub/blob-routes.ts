@@ -240,7 +240,7 @@ const FOLLOW_POLL_MS = 200;
  */
 const SERVED_EVERY_MS = 250;
 
-/** Where a download got, written to storage at most every SERVED_EVERY_MS, and whenever it is flushed. */
+/** Where a download got, written to storage at most every SERVED_EVERY_MS (and at the latest that long after), and when flushed. */
 interface ServedMark {
   note(at: number): void;
   flush(): void;
@@ -250,7 +250,10 @@ function servedMark(ctx: HubContext, cid: string): ServedMark {
   let written = 0;
   let at = 0;
   let writtenAt = 0;
+  let later: NodeJS.Timeout | null = null;
   const write = () => {
+    if (later) clearTimeout(later);
+    later = null;
     if (at <= written) return;
     written = at;
     writtenAt = Date.now();
@@ -259,7 +262,10 @@ function servedMark(ctx: HubContext, cid: string): ServedMark {
   return {
     note(to) {
       at = Math.max(at, to);
-      if (Date.now() - writtenAt >= SERVED_EVERY_MS) write();
+      const wait = SERVED_EVERY_MS - (Date.now() - writtenAt);
+      if (wait <= 0) write();
+      // Written within the period even if no other piece follows (a download caught up with its upload).
+      else if (!later) later = setTimeout(write, wait).unref();
     },
     flush: write,
   };
@@ -312,8 +318,6 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
     if (res.destroyed) return;
     if (now.complete && at === s.size) return void res.end();
     if (Date.now() - moved >= stallMs) return void res.destroy();
-    // Caught up with the upload: the mark is written before the wait for its next piece.
-    served.flush();
     const piece = await Promise.race([ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), gone]);
     const next = await ctx.storage.blobs.status(cid);
     // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404. Or

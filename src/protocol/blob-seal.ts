@@ -88,6 +88,8 @@ async function* units<T>(
   source: AsyncIterable<Uint8Array>,
   first: number,
   count: number,
+  /** A whole unit's length: the gather buffer's, whatever the file (a file's own size would give the pool a new size each time). */
+  whole: number,
   lengthOf: (i: number) => number,
   tooLong: () => Error,
   use: (unit: Uint8Array, index: number) => T,
@@ -107,7 +109,7 @@ async function* units<T>(
           at += want;
           continue;
         }
-        gather ??= takeBuffer(lengthOf(first));
+        gather ??= takeBuffer(whole);
         const n = Math.min(piece.length - at, want - fed);
         gather.set(piece.subarray(at, at + n), fed);
         at += n;
@@ -149,7 +151,7 @@ export async function* sealChunks(
   };
   const longer = () => new Error(`the file is longer than ${size} bytes: it changed while it was read`);
   try {
-    const ended = yield* units(source, first, count, lengthOf, longer, sealed);
+    const ended = yield* units(source, first, count, chunk, lengthOf, longer, sealed);
     if (ended.index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
   } finally {
     // The consumer is done with the last chunk given out: it asked for the next, or stopped asking.
@@ -191,7 +193,7 @@ export async function* openChunks(
   };
   const longer = () => new BlobDamagedError('the blob is longer than its file: bytes follow the last chunk');
   try {
-    const { index, fed } = yield* units(source, first, count, lengthOf, longer, opened);
+    const { index, fed } = yield* units(source, first, count, chunk + TAG_BYTES, lengthOf, longer, opened);
     if (index < count)
       throw new BlobDamagedError(
         fed > 0

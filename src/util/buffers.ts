@@ -7,15 +7,26 @@
 const free = new Map<number, Buffer[]>();
 /** Buffers kept per size: as many as passes that run at once in one process, usually one. */
 const KEEP = 2;
+/**
+ * Bytes kept in all: the passes over files use a few sizes (the chunk sizes a file may have, with and
+ * without a tag: under 8 MiB at two of each), and no other use may make the pool grow past that.
+ */
+const KEEP_BYTES = 8 * 1024 * 1024;
+let kept = 0;
 
 /** A buffer of `size` bytes, its contents whatever they were: one given back, else a new one. */
 export function takeBuffer(size: number): Buffer {
-  return free.get(size)?.pop() ?? Buffer.allocUnsafeSlow(size);
+  const buf = free.get(size)?.pop();
+  if (!buf) return Buffer.allocUnsafeSlow(size);
+  kept -= buf.length;
+  return buf;
 }
 
 /** Gives back a buffer `takeBuffer` gave (whole, not a view of it) once nothing reads it any more. */
 export function giveBuffer(buf: Buffer): void {
-  const kept = free.get(buf.length) ?? [];
-  free.set(buf.length, kept);
-  if (kept.length < KEEP && !kept.includes(buf)) kept.push(buf);
+  const same = free.get(buf.length) ?? [];
+  if (same.length >= KEEP || kept + buf.length > KEEP_BYTES || same.includes(buf)) return;
+  same.push(buf);
+  free.set(buf.length, same);
+  kept += buf.length;
 }
