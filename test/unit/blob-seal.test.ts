@@ -167,37 +167,31 @@ test('PROTOCOL §6.8: chunk sizes', (t) => {
   t.false(isChunkSize(1 << 21));
 });
 
+/** Runs passes at once, one chunk of each in turn (each read only after the other pass moved on): each one's bytes. */
+async function inTurn(passes: AsyncIterable<Uint8Array>[]): Promise<Buffer[]> {
+  const its = passes.map((p) => p[Symbol.asyncIterator]());
+  const got: Buffer[][] = its.map(() => []);
+  for (let open = its.length; open > 0; ) {
+    open = 0;
+    for (const [i, it] of its.entries()) {
+      const next = await it.next();
+      if (next.done) continue;
+      open++;
+      got[i]!.push(Buffer.from(next.value));
+    }
+  }
+  return got.map((parts) => Buffer.concat(parts));
+}
+
 test('PROTOCOL §6.8: passes with reused buffers that run at once, chunk by chunk in turn, each give their own bytes (each holds its own pooled buffer), also after earlier passes gave theirs back', async (t) => {
   const files = [randomBytes(3 * C + 17), randomBytes(2 * C + 5)];
   const keys = files.map(() => newBlobKey());
   for (let round = 0; round < 2; round++) {
-    const passes = files.map((f, i) => sealChunks(reusing(f), keys[i]!, C, f.length, 0, { reuse: true })[Symbol.asyncIterator]());
-    const got: Buffer[][] = files.map(() => []);
-    // One chunk of each in turn, each read only after the other pass moved on.
-    for (let open = passes.length; open > 0; ) {
-      open = 0;
-      for (const [i, p] of passes.entries()) {
-        const next = await p.next();
-        if (next.done) continue;
-        open++;
-        got[i]!.push(Buffer.from(next.value));
-      }
-    }
-    for (const [i, f] of files.entries())
-      t.deepEqual(Buffer.concat(got[i]!), referenceSeal(f, keys[i]!, C), `file ${i + 1}, round ${round + 1}`);
+    const got = await inTurn(files.map((f, i) => sealChunks(reusing(f), keys[i]!, C, f.length, 0, { reuse: true })));
+    for (const [i, f] of files.entries()) t.deepEqual(got[i], referenceSeal(f, keys[i]!, C), `file ${i + 1}, round ${round + 1}`);
   }
   // Opened the same way, with odd reads (each pass gathers its chunks in a pooled buffer of its own).
   const sealed = files.map((f, i) => referenceSeal(f, keys[i]!, C));
-  const opens = files.map((f, i) => openChunks(oddly(sealed[i]!), keys[i]!, C, f.length, 0, { reuse: true })[Symbol.asyncIterator]());
-  const plain: Buffer[][] = files.map(() => []);
-  for (let open = opens.length; open > 0; ) {
-    open = 0;
-    for (const [i, p] of opens.entries()) {
-      const next = await p.next();
-      if (next.done) continue;
-      open++;
-      plain[i]!.push(Buffer.from(next.value));
-    }
-  }
-  for (const [i, f] of files.entries()) t.true(Buffer.concat(plain[i]!).equals(f), `file ${i + 1} opened`);
+  const plain = await inTurn(files.map((f, i) => openChunks(oddly(sealed[i]!), keys[i]!, C, f.length, 0, { reuse: true })));
+  for (const [i, f] of files.entries()) t.true(plain[i]!.equals(f), `file ${i + 1} opened`);
 });
