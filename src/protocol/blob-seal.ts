@@ -1,5 +1,5 @@
 // A file's encryption for the hub (PROTOCOL §6.8, issue 20): the STREAM construction (Hoang, Reyhanitabar,
-// Rogaway, Vizár 2015; the one age and Tink use) over ChaCha20-Poly1305 from node:crypto. The plaintext is
+// Rogaway, Vizár 2015; the one age and Tink use) over ChaCha20-Poly1305. The plaintext is
 // cut in chunks of `chunk` bytes; chunk i is sealed under the file's own fresh key with the nonce
 // `i as 11 big-endian bytes ‖ last`, where `last` is 1 for the final chunk and 0 for every other. So each
 // chunk is authenticated on its own (a download is checked chunk by chunk, never held whole), chunks cannot

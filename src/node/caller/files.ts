@@ -80,10 +80,10 @@ export function pathSource(path: string, size: number): PlainSource {
 /**
  * A file's bytes from `start` to `size`, read into one buffer again and again (a fresh buffer per read
  * cost the CLI measurable CPU at 64 MiB a file), kept for the file's next pass (src/util/buffers.ts): each
- * piece is a view of it, good until the next is asked for. A file that is not `size` bytes long any more fails: it changed while it was read. Read with
- * readSync: only `anet call` reads files (one at a time, nothing else waiting on its loop but its own
- * upload), and the promise API cost its first pass over 64 MiB ~70 ms more (thread-pool round trips and
- * ~4k more page faults, measured).
+ * piece is a view of it, good until the next is asked for. A file that is not `size` bytes long any more
+ * fails: it changed while it was read. Read with readSync: only `anet call` reads files (one at a time,
+ * nothing else waiting on its loop but its own upload), and the promise API cost its first pass over
+ * 64 MiB ~70 ms more (thread-pool round trips and ~4k more page faults, measured).
  */
 async function* readFrom(path: string, start: number, size: number): AsyncGenerator<Buffer> {
   const fd = openSync(path, 'r');
