@@ -93,6 +93,8 @@ async function* units<T>(
   lengthOf: (i: number) => number,
   tooLong: () => Error,
   use: (unit: Uint8Array, index: number) => T,
+  /** Gives back what `use` writes into, once the pass ends: the consumer asked for the next unit, or stopped asking. */
+  release: () => void,
 ): AsyncGenerator<T, { index: number; fed: number }> {
   let index = first;
   // Taken from the pool at the first unit that needs it, given back however the pass ends: `use` is done
@@ -119,11 +121,12 @@ async function* units<T>(
         yield use(gather.subarray(0, want), index++);
       }
     }
+    // An empty file is one empty final chunk.
+    if (index === count - 1 && lengthOf(index) === 0) yield use(new Uint8Array(0), index++);
   } finally {
     if (gather) giveBuffer(gather);
+    release();
   }
-  // An empty file is one empty final chunk.
-  if (index === count - 1 && lengthOf(index) === 0) yield use(new Uint8Array(0), index++);
   return { index, fed };
 }
 
@@ -150,13 +153,8 @@ export async function* sealChunks(
     return bytes;
   };
   const longer = () => new Error(`the file is longer than ${size} bytes: it changed while it was read`);
-  try {
-    const ended = yield* units(source, first, count, chunk, lengthOf, longer, sealed);
-    if (ended.index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
-  } finally {
-    // The consumer is done with the last chunk given out: it asked for the next, or stopped asking.
-    release();
-  }
+  const ended = yield* units(source, first, count, chunk, lengthOf, longer, sealed, release);
+  if (ended.index < count) throw new Error(`the file is shorter than ${size} bytes: it changed while it was read`);
 }
 
 /**
@@ -192,15 +190,11 @@ export async function* openChunks(
     return plain;
   };
   const longer = () => new BlobDamagedError('the blob is longer than its file: bytes follow the last chunk');
-  try {
-    const { index, fed } = yield* units(source, first, count, chunk + TAG_BYTES, lengthOf, longer, opened);
-    if (index < count)
-      throw new BlobDamagedError(
-        fed > 0
-          ? `the blob ends inside chunk ${index}: it was cut short`
-          : `the blob ends after chunk ${index - 1} of ${count}: it was cut short`,
-      );
-  } finally {
-    release();
-  }
+  const { index, fed } = yield* units(source, first, count, chunk + TAG_BYTES, lengthOf, longer, opened, release);
+  if (index < count)
+    throw new BlobDamagedError(
+      fed > 0
+        ? `the blob ends inside chunk ${index}: it was cut short`
+        : `the blob ends after chunk ${index - 1} of ${count}: it was cut short`,
+    );
 }
