@@ -9,6 +9,7 @@ import { tempDir } from '../helpers/tmp.js';
 import { until } from '../helpers/wait.js';
 import { callService, retryAfter, type ServiceOutcome } from '../../src/service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../../src/service/url.js';
+import { streamBody } from '../../src/node/provider/files.js';
 
 async function privateDir(t: ExecutionContext): Promise<string> {
   const root = await tempDir(t);
@@ -243,4 +244,22 @@ test('SPEC §3: kept connections are never shared between callers', async (t) =>
     t.like(await callService({ url, timeoutMs: 2000 }, { ...call, caller }), { state: 'completed', result: { caller } });
   }
   t.is(connections, 2, 'one kept connection per caller');
+});
+
+test('SPEC §3: a streamed body arrives byte for byte, its Content-Length exact, with arguments and file names that are not ASCII', async (t) => {
+  let seen: { length?: string; body?: Buffer } = {};
+  const url = await service(t, (req, res, body) => {
+    seen = { length: req.headers['content-length'], body };
+    json(res, 200, { ok: true });
+  });
+  const args = { text: 'héllo 日本 💡' };
+  const files = [
+    { name: 'résumé.png', mime: 'image/png', data_b64: Buffer.from('first file').toString('base64') },
+    { name: 'ünï.txt', mime: 'text/plain', data_b64: Buffer.from('second').toString('base64') },
+  ];
+  const body = streamBody('http://127.0.0.1:1', JSON.stringify(args), files);
+  t.like(await callService({ url, timeoutMs: 2000 }, { ...call, body }), { state: 'completed' });
+  const expected = Buffer.from(JSON.stringify({ args, files }));
+  t.is(seen.length, String(expected.length));
+  t.true(seen.body?.equals(expected), `the service got ${seen.body?.toString()}`);
 });

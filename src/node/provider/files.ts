@@ -70,7 +70,10 @@ const fileHead = (f: FileOut, first: boolean) =>
   `${first ? '' : ','}{"name":${JSON.stringify(f.name)},"mime":${JSON.stringify(f.mime)},"data_b64":"`;
 const FILE_TAIL = '"}';
 
-/** The service's body `{"args": …, "files": [...]}` (SPEC §3), streamed, with its exact length. */
+/**
+ * The service's body `{"args": …, "files": [...]}` (SPEC §3), streamed, with its exact length. Text that
+ * may not be ASCII (the arguments, a file's name) goes as UTF-8 bytes; strings are base64 and punctuation.
+ */
 export function streamBody(hub: string, argsText: string, files: FileOut[], signal?: AbortSignal): StreamBody {
   const open = `{"args":${argsText},"files":[`;
   const close = ']}';
