@@ -10,13 +10,15 @@
 //    PUT of the file streamed from disk to a node:http server in its own process that reads and discards it
 //    (bench/files/sink.ts). Split by the CLI's progress lines: until `upload: 100%` (start, the address
 //    pass over the file, the upload), then the rest (the provider's read, the service, the answer).
+//    Then the least the design can take (designFloor): each step a file needs, timed alone here, summed
+//    over the cores: the best rate, and ratio, any implementation of these steps could reach on this machine.
 // 2. 8 x 64 MiB in one call: wall time and the peak RSS of each process (VmHWM from /proc/<pid>/status,
 //    polled every 100 ms while the call runs; reset before it through /proc/<pid>/clear_refs).
 // Targets (issue 20): one file >= 0.25x the plain copy's MiB/s; no process above 200 MB (10^6 bytes) RSS.
 // `--quick`: one round. ANET_BENCH_PROF=DIR: each process writes a CPU profile there (node --cpu-prof).
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -24,6 +26,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { png } from '../test/helpers/png.js';
+import { DEFAULT_CHUNK, newBlobKey, openChunks, sealChunks } from '../src/protocol/blob-seal.js';
+import { bytesSource } from '../src/node/caller/files.js';
 import { freePort, median } from './hub/common.js';
 import { cpuMsAt, cpuTimesAt } from './proc-cpu.js';
 
@@ -383,6 +387,89 @@ const byName = (figures: Record<string, number>, show: (x: number) => string) =>
     .map((n) => `${n} ${show(figures[n]!)}`)
     .join(', ');
 
+// ---- The least the design can take ----
+
+/** Median of 3 runs of `fn` (ms of this process's CPU, user and system). */
+async function cpuOf(fn: () => unknown): Promise<number> {
+  const runs: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const t0 = process.cpuUsage();
+    await fn();
+    const used = process.cpuUsage(t0);
+    runs.push((used.user + used.system) / 1000);
+  }
+  return median(runs);
+}
+
+/** Drains an async iterable (a pass over a file's chunks). */
+async function drain(source: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of source);
+}
+
+interface FloorStep {
+  label: string;
+  ms: number;
+}
+
+/**
+ * The CPU that one file's transfer needs at the least in this design, each step timed alone here (warm):
+ * the caller seals the file twice (the address pass, then the upload) and hashes the sealed bytes; the
+ * hub hashes them and writes them to disk; the provider opens them, hashes the plaintext (its record) and
+ * encodes it as base64; the service decodes and hashes it; and the bytes cross loopback three times,
+ * each crossing costed as the plain PUT's CPU (client and server) per byte. No start-up, no overhead, no
+ * waiting: what any implementation of the same steps pays, so the best rate it allows on this machine.
+ */
+async function designFloor(dir: string, bytes: Buffer, plainCpuMs: number): Promise<FloorStep[]> {
+  const key = newBlobKey();
+  const size = bytes.length;
+  const parts: Buffer[] = [];
+  for await (const part of sealChunks(bytesSource(bytes).read(0), key, DEFAULT_CHUNK, size)) parts.push(part);
+  const sealed = Buffer.concat(parts);
+  const seal = await cpuOf(() => drain(sealChunks(bytesSource(bytes).read(0), key, DEFAULT_CHUNK, size, 0, { reuse: true })));
+  const open = await cpuOf(() => drain(openChunks(bytesSource(sealed).read(0), key, DEFAULT_CHUNK, size, 0, { reuse: true })));
+  const hash = await cpuOf(() => createHash('sha256').update(sealed).digest());
+  const base64 = bytes.subarray(0, size - (size % 3));
+  const slices = async () => {
+    for (let at = 0; at < base64.length; at += 48 * 1024) base64.toString('base64', at, Math.min(at + 48 * 1024, base64.length));
+  };
+  const encode = await cpuOf(slices);
+  const text = bytes.toString('base64');
+  const decode = await cpuOf(() => {
+    for (let at = 0; at < text.length; at += 64 * 1024) Buffer.from(text.slice(at, at + 64 * 1024), 'base64');
+  });
+  const path = join(dir, 'floor.bin');
+  const write = await cpuOf(() => {
+    const fd = openSync(path, 'w');
+    for (let at = 0; at < sealed.length; at += MIB) writeSync(fd, sealed, at, Math.min(MIB, sealed.length - at), at);
+    closeSync(fd);
+  });
+  const perByte = plainCpuMs / size;
+  return [
+    { label: 'caller: seal twice (address pass, upload)', ms: 2 * seal },
+    { label: 'caller: sha-256 of the sealed bytes', ms: hash },
+    { label: 'hub: sha-256', ms: hash },
+    { label: 'hub: write to disk', ms: write },
+    { label: 'provider: open', ms: open },
+    { label: 'provider: sha-256 of the plaintext', ms: hash },
+    { label: 'provider: base64', ms: encode },
+    { label: 'service: base64 decode', ms: decode },
+    { label: 'service: sha-256', ms: hash },
+    { label: "three loopback copies (the plain PUT's CPU per byte)", ms: perByte * (2 * sealed.length + text.length) },
+  ];
+}
+
+/** The floor's steps and what they allow: the best wall time on this machine's cores, as a rate and a ratio to the plain copy. */
+async function printFloor(dir: string, path: string, plainCpuMs: number, baseRate: number): Promise<void> {
+  const steps = await designFloor(dir, readFileSync(path), plainCpuMs);
+  const total = steps.reduce((a, s) => a + s.ms, 0);
+  const best = total / cpus().length;
+  console.log('\n-- the least this design takes for one 64 MiB file: each step timed alone in this process (warm, median of 3)');
+  for (const s of steps) console.log(`    ${s.label.padEnd(56)} ${s.ms.toFixed(0).padStart(5)} ms`);
+  console.log(
+    `    in all ${secs(total)} of CPU: on ${cpus().length} cores at best ${secs(best)}, ${rate(FILE, best).toFixed(0)} MiB/s, ${(rate(FILE, best) / baseRate).toFixed(3)}x the plain copy (with no start-up, overhead or waiting)`,
+  );
+}
+
 export async function benchFiles(opts: { quick: boolean }): Promise<boolean> {
   const rounds = opts.quick ? 1 : 5;
   console.log(
@@ -486,6 +573,7 @@ async function measure(root: string, rounds: number): Promise<boolean> {
   console.log(`    peak RSS during the call: ${byName(mid.peaks, mb)}`);
   console.log(`    RSS as the call began: ${byName(mid.before, mb)}`);
   console.log(`    for reference, peak RSS during a 1 MiB call (the warm-up): ${byName(warm.peaks, mb)}`);
+  await printFloor(dir, one.path, median(baseCpu.map((c) => c.client + c.server)), baseRate);
 
   // 2. Eight files of 64 MiB in one call.
   console.log(`\n-- 8 x 64 MiB PNGs in one call [load ${load()}]`);
