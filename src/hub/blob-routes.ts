@@ -8,7 +8,7 @@ import type { Hash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
 import type { HubContext } from './context.js';
-import { closed, drainedOrClosed } from '../util/stream.js';
+import { closed, drainedOrClosed, unlessClosed } from '../util/stream.js';
 import { HubError, dropRest, send } from './http.js';
 import type { BlobStatus } from './storage/types.js';
 
@@ -180,10 +180,14 @@ async function receive(
  */
 async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Buffer> {
   const it = req.iterator({ destroyOnReturn: false }) as AsyncIterator<Buffer>;
-  let stalled!: (err: HubError) => void;
-  const stall = new Promise<never>((_, reject) => (stalled = reject));
-  stall.catch(() => {});
-  const timer = setTimeout(() => stalled(new HubError(408, 'BODY_TIMEOUT', `no byte of the blob came for ${stallMs / 1000} s`)), stallMs);
+  // Once the timer fired, every wait ends with the stall. Not one promise of it raced against each chunk:
+  // each race would leave a reaction on it holding that chunk until the body ended (see unlessClosed).
+  let stall: HubError | null = null;
+  let onStall: ((err: HubError) => void) | null = null;
+  const timer = setTimeout(() => {
+    stall = new HubError(408, 'BODY_TIMEOUT', `no byte of the blob came for ${stallMs / 1000} s`);
+    onStall?.(stall);
+  }, stallMs);
   // A piece buffer is held while its piece fills: a piece must fill at the least rate (a byte now and then
   // must not hold one for ever, or 256 such uploads would hold them all).
   const started = Date.now();
@@ -198,10 +202,16 @@ async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Bu
       next.catch(() => {});
       let step: IteratorResult<Buffer>;
       try {
-        step = await Promise.race([next, stall]);
+        step = await new Promise<IteratorResult<Buffer>>((resolve, reject) => {
+          if (stall) return reject(stall);
+          onStall = reject;
+          next.then(resolve, reject);
+        });
       } catch (err) {
         if (err instanceof HubError) throw err;
         throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
+      } finally {
+        onStall = null;
       }
       if (step.done) break;
       bytes += step.value.length;
@@ -305,10 +315,9 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
   const pool: PiecePool = { free: [], pooled: new WeakSet() };
   let at = start;
   let moved = Date.now();
-  const gone = closed(res);
   const served = servedMark(ctx, cid);
   // However the download ends, how far it got is written.
-  gone.then(served.flush, served.flush);
+  void closed(res).then(served.flush);
   for (let now = s; ; ) {
     const upTo = servable(now);
     if (at < upTo) {
@@ -318,7 +327,7 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
     if (res.destroyed) return;
     if (now.complete && at === s.size) return void res.end();
     if (Date.now() - moved >= stallMs) return void res.destroy();
-    const piece = await Promise.race([ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), gone]);
+    const piece = await unlessClosed(ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), res);
     const next = await ctx.storage.blobs.status(cid);
     // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404. Or
     // deleted and begun again meanwhile: another upload, whose bytes this download never promised.
