@@ -9,7 +9,7 @@ import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
 import { type ChunkOptions, TAG_BYTES, sealChunks, sealedDigest, sealedSize } from '../protocol/blob-seal.js';
 import { HubRefusedError, HubUnreachableError } from './errors.js';
-import { closed, drainedOrClosed } from '../util/stream.js';
+import { drainedOrClosed, unlessClosed } from '../util/stream.js';
 
 /**
  * A file's plaintext, readable again from any byte (a second pass, a resumed upload). A piece read may be
@@ -268,7 +268,6 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
     });
     let sent = false;
     req.on('error', reject);
-    const gone = closed(req);
     void (async () => {
       for await (const chunk of chunks) {
         let written: Promise<void> = Promise.resolve();
@@ -281,7 +280,7 @@ function putChunks(url: string, headers: Record<string, string>, chunks: AsyncIt
           stall.touch();
         }
         // A request destroyed meanwhile never calls back: nothing more is written then.
-        await Promise.race([written, gone]);
+        await unlessClosed(written, req);
       }
       // Gone while the last slice drained (answered early, aborted, failed): nothing to end.
       if (req.destroyed) return;
