@@ -128,3 +128,26 @@ test('SPEC §14: the host runs machines outside the subset too, and replay --ver
   t.is(values.at(-1), e0!.value);
   await store.close();
 });
+
+test('SPEC §14: a context the fast path assigns stays an object of fixed shape, not a hash table (a call: 24 fields, two steps)', async (t) => {
+  const { callMachine } = await import('../../machines/call.js');
+  const { setFlagsFromString } = await import('node:v8');
+  setFlagsFromString('--allow-natives-syntax');
+  // Compiled once the flag is on: V8's own test of whether an object's properties are fast.
+  const fast = new Function('o', 'return %HasFastProperties(o)') as (o: unknown) => boolean;
+  let s = initial(callMachine, undefined);
+  s = step(callMachine, s, {
+    type: 'RECEIVED',
+    at: 1,
+    nonce: 'n',
+    task: 't',
+    caller: 'c',
+    capability: 'x.y',
+    argsBytes: 1,
+    argsHash: 'h',
+  } as never);
+  t.true(fast(s.context), 'after RECEIVED');
+  s = step(callMachine, s, { type: 'COMPLETED', at: 2, resultBytes: 1, resultHash: 'r', receipt: 'rc' } as never);
+  t.is(s.value, 'completed');
+  t.true(fast(s.context), 'after COMPLETED');
+});
