@@ -126,6 +126,32 @@ test('SPEC §14: idle actors are passivated to LevelDB and rehydrate with their 
   await node.close();
 });
 
+test('SPEC §14: an actor brought to a final state is passivated with the batch that ended it; its state is read back from LevelDB, also after a restart', async (t) => {
+  const dir = await tempDir(t);
+  const clock = new ManualClock(T0);
+  let node = await open(dir, clock);
+  const received = { type: 'RECEIVED', at: T0, nonce: 'n', task: 't', caller: 'c', capability: 'x.y', argsBytes: 1, argsHash: 'h' };
+  await node.host.send('call:a', 'call', undefined, received);
+  t.is(node.host.liveCount(), 1, 'a call under way stays in memory');
+  const before = node.host.stats.passivated;
+  const ended = await node.host.send('call:a', 'call', undefined, {
+    type: 'COMPLETED',
+    at: T0 + 5,
+    resultBytes: 1,
+    resultHash: 'r',
+    receipt: 'rc',
+  });
+  t.is(ended.value, 'completed');
+  t.is(node.host.liveCount(), 0, 'ended, it left memory with the batch that ended it');
+  t.is(node.host.stats.passivated, before + 1);
+  t.like(await node.host.state('call:a'), { value: 'completed', status: 'done', context: { resultHash: 'r', receipt: 'rc' } });
+  await node.close();
+  node = await open(dir, clock);
+  t.like(await node.host.state('call:a'), { value: 'completed', context: { task: 't', resultHash: 'r' } });
+  await node.close();
+  await verifiesClean(t, dir);
+});
+
 test('SPEC §14: on a busy node, passivation rides in the event batches (no write of its own) and loses no event', async (t) => {
   const dir = await tempDir(t);
   const clock = new ManualClock(T0);

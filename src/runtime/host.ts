@@ -334,23 +334,34 @@ export class ActorHost {
    * pushes an old one out. An actor that moves before the batch lands stays (its seq tells).
    */
   private evictions(ops: WriteOp[], done: Pending[]): [string, number][] {
-    let over = this.live.size - this.evicting.size - this.maxLive;
-    if (over <= 0) return [];
     const moved = new Set(done.map((item) => item.actor));
     const evict: [string, number][] = [];
+    // An actor this batch brought to a final state (a call that ended) takes no event any more: it goes
+    // with the batch that ended it, rather than staying in memory until maxLive others push it out (a busy
+    // provider's heap held 10,000 ended calls, all of them marked by every major GC).
+    for (const id of moved) {
+      const actor = this.live.get(id);
+      if (actor?.state.status === 'done' && !this.evicting.has(id)) this.evict(actor, ops, evict);
+    }
+    let over = this.live.size - this.evicting.size - this.maxLive;
     for (const [id, actor] of this.live) {
       if (over <= 0) break;
       if (this.evicting.has(id) || moved.has(id)) continue;
-      if (this.dirty.has(id)) {
-        const op = this.tryToSnapshot(actor);
-        if (!op) continue;
-        ops.push(op);
-      }
-      this.evicting.add(id);
-      evict.push([id, actor.seq]);
-      over--;
+      if (this.evict(actor, ops, evict)) over--;
     }
     return evict;
+  }
+
+  /** Adds `actor`'s passivation to a batch: its snapshot if memory is ahead of it; false if none could be made. */
+  private evict(actor: Live, ops: WriteOp[], evict: [string, number][]): boolean {
+    if (this.dirty.has(actor.id)) {
+      const op = this.tryToSnapshot(actor);
+      if (!op) return false;
+      ops.push(op);
+    }
+    this.evicting.add(actor.id);
+    evict.push([actor.id, actor.seq]);
+    return true;
   }
 
   /** Writes one batch, forgets the actors it passivated, and answers its senders; false when the write failed. */
