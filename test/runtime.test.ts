@@ -146,6 +146,16 @@ test('SPEC §14: an actor brought to a final state is passivated with the batch 
   t.is(node.host.stats.passivated, before + 1);
   t.like(await node.host.state('call:a'), { value: 'completed', status: 'done', context: { resultHash: 'r', receipt: 'rc' } });
   await node.close();
+  // An event to an ended call in the batch computed while the batch that ended it is written (one event
+  // a batch): that batch keeps it in memory, so the later one takes it out.
+  node = await open(dir, clock, { maxBatch: 1 });
+  await node.host.send('call:b', 'call', undefined, { ...received, task: 'u' });
+  const completed = { type: 'COMPLETED', at: T0 + 5, resultBytes: 1, resultHash: 'r', receipt: 'rc' };
+  const late = { type: 'INTERRUPTED', at: T0 + 6 };
+  await Promise.all([node.host.send('call:b', 'call', undefined, completed), node.host.send('call:b', 'call', undefined, late)]);
+  t.is(node.host.liveCount(), 0, 'an ended call given a late event leaves memory too');
+  t.like(await node.host.state('call:b'), { value: 'completed' });
+  await node.close();
   node = await open(dir, clock);
   t.like(await node.host.state('call:a'), { value: 'completed', context: { task: 't', resultHash: 'r' } });
   await node.close();

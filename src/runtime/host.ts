@@ -339,9 +339,11 @@ export class ActorHost {
     // An actor this batch brought to a final state (a call that ended) takes no event any more: it goes
     // with the batch that ended it, rather than staying in memory until maxLive others push it out (a busy
     // provider's heap held 10,000 ended calls, all of them marked by every major GC).
+    // One being passivated already by the batch being written goes with this one too: that batch keeps it
+    // (an event of this one moved it), and nothing else would take it out of memory.
     for (const id of moved) {
       const actor = this.live.get(id);
-      if (actor?.state.status === 'done' && !this.evicting.has(id)) this.evict(actor, ops, evict);
+      if (actor?.state.status === 'done') this.evict(actor, ops, evict);
     }
     let over = this.live.size - this.evicting.size - this.maxLive;
     for (const [id, actor] of this.live) {
@@ -375,6 +377,11 @@ export class ActorHost {
       return false;
     }
     for (const [id, seq] of snapshotted) if (this.live.get(id)?.seq === seq) this.dirty.delete(id);
+    // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
+    // find nothing due, which costs one index read. Read before the batch's actors leave memory (an ended
+    // one among them).
+    let earliest = Infinity;
+    for (const item of done) earliest = Math.min(earliest, this.live.get(item.actor)?.deadline ?? Infinity);
     for (const [id, seq] of evict) {
       this.evicting.delete(id);
       // An event applied since (a later batch, computed while this one was written) keeps it in memory.
@@ -383,10 +390,6 @@ export class ActorHost {
       this.dirty.delete(id);
       this.stats.passivated++;
     }
-    // A new deadline earlier than the armed timer moves it; a removed one lets the timer fire early and
-    // find nothing due, which costs one index read.
-    let earliest = Infinity;
-    for (const item of done) earliest = Math.min(earliest, this.live.get(item.actor)?.deadline ?? Infinity);
     this.deadlines.written(earliest);
     for (const item of done) this.answer(item, item.state!);
     return true;

@@ -26,7 +26,11 @@ export function closed(s: Readable | Writable): Promise<void> {
  * every piece it waited for (measured: a hub held an upload's 64 MiB that way).
  */
 export function unlessClosed<T>(p: Promise<T>, s: Readable | Writable): Promise<T | undefined> {
-  if (s.destroyed) return Promise.resolve(undefined);
+  if (s.destroyed) {
+    // Nobody waits on `p` then: its failure must not go unhandled (it would end the process).
+    p.catch(() => {});
+    return Promise.resolve(undefined);
+  }
   return new Promise((resolve, reject) => {
     const onClose = () => resolve(undefined);
     s.once('close', onClose);
