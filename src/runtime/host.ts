@@ -531,13 +531,17 @@ export class ActorHost {
     return live;
   }
 
+  /**
+   * At start-up, after recovery: out of memory go the actors that ended (as after any batch, see
+   * evictions: recovery loads those the journal names) and the least recently used past maxLive.
+   */
   private async passivate(): Promise<void> {
-    if (this.live.size <= this.maxLive) return;
     const ops: WriteOp[] = [];
     const evict: string[] = [];
     let over = this.live.size - this.maxLive;
     for (const [id, actor] of this.live) {
-      if (over-- <= 0) break;
+      if (over <= 0 && actor.state.status !== 'done') continue;
+      over--;
       if (this.dirty.has(id)) ops.push(this.snapshotOp(actor));
       evict.push(id);
     }
