@@ -75,10 +75,14 @@ const put = request(url + '/blobs/' + cid, { method: 'PUT', headers: {
   (res) => { res.resume(); res.on('end', () => console.log('done ' + res.statusCode)); });
 const send = (from, to) => { for (let at = from; at < to; at += 65536) put.write(bytes.subarray(at, Math.min(at + 65536, to))); };
 send(0, Number(first));
-setTimeout(() => request(url + '/blobs/' + cid, (res) => {
+// Follows once the hub has the upload: on a loaded machine the PUT's head may not have been read yet,
+// and a GET before it is 404 — asked again until it is not.
+const follow = () => request(url + '/blobs/' + cid, (res) => {
+  if (res.statusCode !== 200) { res.resume(); setTimeout(follow, 50); return; }
   let n = 0;
   res.on('data', (c) => { n += c.length; console.log('followed ' + n); });
-}).end(), 100);
+}).end();
+setTimeout(follow, 100);
 createInterface({ input: process.stdin }).once('line', () => { send(Number(first), bytes.length); put.end(); });
 `;
 
