@@ -177,22 +177,31 @@ interface Figures {
   perSec: number;
   /** CPU ms per call, 32 at once, of every process (the ones the subject does not use are ~0). */
   cpu: Record<ProcName, Cpu>;
+  /** The same, one by one: each call then pays alone what calls at once share (see cpuReport). */
+  cpuOneByOne: Record<ProcName, Cpu>;
 }
 type Round = Record<Subject, Figures>;
 
 async function round(n: number, calls: Record<Subject, () => Promise<unknown>>, pids: Record<ProcName, number>): Promise<Round> {
-  const seq = {} as Record<Subject, number[]>;
-  for (const s of SUBJECTS) seq[s] = (await measure(n, 1, calls[s])).latencies;
+  const seq = {} as Record<Subject, { latencies: number[]; cpu: CpuOf }>;
+  for (const s of SUBJECTS) {
+    const cpu0 = readCpu(pids);
+    const { latencies } = await measure(n, 1, calls[s]);
+    seq[s] = { latencies, cpu: perCall(cpuSince(pids, cpu0), n) };
+  }
   const out = {} as Round;
   for (const s of SUBJECTS) {
     const cpu0 = readCpu(pids);
     const par = await measure(n, AT_ONCE, calls[s]);
-    const used = cpuSince(pids, cpu0);
-    const cpu = Object.fromEntries(PROCS.map((p) => [p, { all: used[p].all / n, main: used[p].main / n }])) as CpuOf;
-    out[s] = { p50: pct(seq[s], 50), p99: pct(seq[s], 99), perSec: par.perSec, cpu };
+    const cpu = perCall(cpuSince(pids, cpu0), n);
+    const { latencies } = seq[s];
+    out[s] = { p50: pct(latencies, 50), p99: pct(latencies, 99), perSec: par.perSec, cpu, cpuOneByOne: seq[s].cpu };
   }
   return out;
 }
+
+const perCall = (used: CpuOf, n: number) =>
+  Object.fromEntries(PROCS.map((p) => [p, { all: used[p].all / n, main: used[p].main / n }])) as CpuOf;
 
 // ---- Setting up: hub, echo service, provider daemon, A2A SDK server, the caller node ----
 
@@ -377,5 +386,30 @@ function cpuReport(rs: Round[]): boolean {
   console.log(
     `  (with the echo service: ${med(rs, (r) => sumCpu(r.anet, 'anet') + r.anet.cpu.service.all).toFixed(2)} ms; wall ${(1000 / med(rs, (r) => r.anet.perSec)).toFixed(2)} ms per call)`,
   );
+  oneByOneReport(rs);
   return total <= TARGET.cpuMs;
+}
+
+/**
+ * CPU per call one by one, where the p50 is measured. A lone call runs through its processes in turn, so
+ * its latency is close to the sum of their main threads' CPU; and each call pays alone what calls at
+ * once share (a journal batch and its fsync, a write to a socket, waking each process and thread, with
+ * caches that the other processes emptied meanwhile).
+ */
+function oneByOneReport(rs: Round[]): void {
+  const ms = (p: ProcName) =>
+    `${p} ${med(rs, (r) => r.anet.cpuOneByOne[p].all).toFixed(2)} (${med(rs, (r) => r.anet.cpuOneByOne[p].main).toFixed(2)})`;
+  const all = med(rs, (r) => USES.anet.reduce((t, p) => t + r.anet.cpuOneByOne[p].all, 0));
+  const main = med(rs, (r) => USES.anet.reduce((t, p) => t + r.anet.cpuOneByOne[p].main, 0));
+  console.log(`CPU per anet call one by one, ms (main thread in brackets): ${USES.anet.map(ms).join(', ')}`);
+  console.log(
+    `  caller+hub+provider ${all.toFixed(2)} ms, ${x(
+      ratio(
+        rs,
+        (r) => USES.anet.reduce((t, p) => t + r.anet.cpuOneByOne[p].all, 0),
+        (r) => sumCpu(r.anet, 'anet'),
+      ),
+      1,
+    )} of the same ${AT_ONCE} at once; main threads ${main.toFixed(2)} ms against the p50 of ${med(rs, (r) => r.anet.p50).toFixed(2)} ms`,
+  );
 }
