@@ -177,7 +177,7 @@ interface Figures {
   perSec: number;
   /** CPU ms per call, 32 at once, of every process (the ones the subject does not use are ~0). */
   cpu: Record<ProcName, Cpu>;
-  /** The same, one by one: each call then pays alone what calls at once share (see cpuReport). */
+  /** The same, one by one: each call then pays alone what calls at once share (see oneByOneReport). */
   cpuOneByOne: Record<ProcName, Cpu>;
 }
 type Round = Record<Subject, Figures>;
