@@ -325,7 +325,9 @@ test.serial(
   'issue 20 review, GUIDE §7.1 (progress): the rates `anet call` prints for the upload and the provider reading are measured, not bytes over a millisecond',
   async (t) => {
     t.timeout(60_000);
-    const { net, p, c } = await filePair(t);
+    // A service that reads 16 MiB a second: the provider's reading lasts about 4 s, so `anet call`'s
+    // polls (one a second) find it part-way however fast this machine moves the file.
+    const { net, p, c } = await filePair(t, {}, {}, 16 * MIB);
     const path = join(net.root, 'scan.png');
     await writeFile(path, png(64 * MIB));
     const r = await runCli(['call', p.aid, 'file.sum', '--file', path, '--json', '--data', c.dir]);
