@@ -110,7 +110,14 @@ export class LevelMailbox implements MailboxStore {
     this.total.bytes -= e.n;
   }
 
-  async put(to: string, id: string, bytes: Uint8Array, expires: number, limits: MailboxLimits): Promise<'kept' | 'full'> {
+  async put(
+    to: string,
+    id: string,
+    bytes: Uint8Array,
+    expires: number,
+    limits: MailboxLimits,
+    onKept?: () => void,
+  ): Promise<'kept' | 'full'> {
     if (!this.loaded) await this.load();
     const known = this.boxes.get(to)?.entries.get(id);
     // Being deleted: its recipient acknowledged these very bytes, so a copy would be refused as a replay.
@@ -136,6 +143,7 @@ export class LevelMailbox implements MailboxStore {
       this.put_(this.mail, `${to}!${seq}`, { id, bytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), expires }),
       this.put_(this.expiries, `${timeKey(expires)}!${to}!${seq}`, { id, n }),
     ]);
+    onKept?.();
     try {
       await entry.written;
     } catch (err) {

@@ -230,9 +230,11 @@ export interface Mail {
 export interface MailboxStore {
   /**
    * Keeps `bytes` for `to` until `expires`: 'kept' (also when an envelope with the same id is kept
-   * already), or 'full' when a bound would be passed.
+   * already), or 'full' when a bound would be passed. `onKept` is called once a new envelope has been
+   * counted and its write issued, before that write lands: the relay pushes it then (an `ack` of it
+   * waits for the write). A store that decides only as its write ends never calls it.
    */
-  put(to: string, id: string, bytes: Uint8Array, expires: number, limits: MailboxLimits): Promise<'kept' | 'full'>;
+  put(to: string, id: string, bytes: Uint8Array, expires: number, limits: MailboxLimits, onKept?: () => void): Promise<'kept' | 'full'>;
   /** The unexpired envelopes kept for `to`, oldest first. */
   list(to: string, now: number): Promise<Mail[]>;
   /** Deletes the named envelopes of `to` (ids it does not hold are ignored); how many went. */
