@@ -83,13 +83,29 @@ interface PrivateBatch {
   _batch(ops: RawOp[], options: { sync: boolean }): Promise<void>;
 }
 
-type RawOp =
+export type RawOp =
   | { type: 'put'; key: string; value: Buffer; keyEncoding: 'utf8'; valueEncoding: 'buffer' }
   | { type: 'del'; key: string; keyEncoding: 'utf8' };
 
 /** A batch's options: whether LevelDB syncs its log (test/unit/store.test.ts checks that `sync` reaches it). */
 const SYNCED = { sync: true };
 const UNSYNCED = { sync: false };
+
+/**
+ * Writes ops in their stored form (keys with their sublevel's prefix, values packed) in one batch on the
+ * root database. They go to its `_batch()`: abstract-level's documented API for implementations
+ * ("Private API For Implementors"), which takes ops whose encodings are set, as these are. A batch of
+ * sublevel ops made abstract-level find each op's sublevel, encodings and prefix again (~9 µs an op
+ * here); the public batch() on the root still clones each op and looks up its encodings, and its
+ * synchronous part cost ~80 µs a batch in bench/calls (~140 µs a call on each node; 83 µs at the median
+ * for each envelope the hub's mailbox kept), against ~20 µs for `_batch()`. Our stores use no hooks or
+ * write events, which only batch() runs; a batch on a database that is not open is refused here, as
+ * batch() would.
+ */
+export async function writeRaw(db: Level<string, unknown>, raw: RawOp[], sync: boolean): Promise<void> {
+  if (db.status !== 'open') throw Object.assign(new Error('Database is not open'), { code: 'LEVEL_DATABASE_NOT_OPEN' });
+  await (db as unknown as PrivateBatch)._batch(raw, sync ? SYNCED : UNSYNCED);
+}
 
 export class Store {
   readonly journal: Sub;
@@ -265,17 +281,8 @@ export class Store {
     this.chainFrom ??= from;
   }
 
-  private async rawBatch(raw: RawOp[], sync: boolean): Promise<void> {
-    // Keys already prefixed and values already packed, in the forms LevelDB stores, go to the root
-    // database's `_batch()`: abstract-level's documented API for implementations ("Private API For
-    // Implementors"), which takes ops whose encodings are set, as these are. A batch of sublevel ops made
-    // abstract-level find each op's sublevel, encodings and prefix again (~9 µs an op here); the public
-    // batch() on the root still clones each op and looks up its encodings, and its synchronous part cost
-    // ~80 µs a batch in bench/calls (~140 µs a call on each node), against ~20 µs for `_batch()`. The
-    // store uses no hooks or write events, which only batch() runs; a batch after close is refused here
-    // as batch() would.
-    if (this.db.status !== 'open') throw Object.assign(new Error('Database is not open'), { code: 'LEVEL_DATABASE_NOT_OPEN' });
-    await (this.db as unknown as PrivateBatch)._batch(raw, sync ? SYNCED : UNSYNCED);
+  private rawBatch(raw: RawOp[], sync: boolean): Promise<void> {
+    return writeRaw(this.db, raw, sync);
   }
 
   /** Ops queued for the next grouped write, the grouped write under way (settles, never rejects), and the next one. */

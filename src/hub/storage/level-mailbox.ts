@@ -10,21 +10,17 @@
 // put decides (a duplicate? room under the bounds?) and reserves before its first await, so no two puts
 // pass a bound together, and neither a put nor an ack reads the disk. Writes arriving while one is under
 // way share the next batch (as the node's Store.writeGrouped), in their stored form on the root database
-// (abstract-level's per-op sublevel handling cost more than LevelDB's write). They are unsynced: a crash
-// of the hub's process loses nothing (LevelDB has handed the batch to the OS before the put resolves),
-// but a power loss may lose the last moments of accepted mail — the promise of any relay that answers
-// before an fsync; a synced write per envelope would cost the relay most of its throughput.
+// (store/db.ts writeRaw: abstract-level's per-op handling cost more than LevelDB's write). They are
+// unsynced: a crash of the hub's process loses nothing (LevelDB has handed the batch to the OS before the
+// put resolves), but a power loss may lose the last moments of accepted mail — the promise of any relay
+// that answers before an fsync; a synced write per envelope would cost the relay most of its throughput.
 import type { AbstractSublevel } from 'abstract-level';
 import type { Level } from 'level';
 import { msgpack, pack } from '../../../store/codec.js';
-import { timeKey } from '../../../store/db.js';
+import { type RawOp, timeKey, writeRaw } from '../../../store/db.js';
 import type { Mail, MailboxLimits, MailboxStore } from './types.js';
 
 type Sub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, unknown>;
-
-type RawOp =
-  | { type: 'put'; key: string; value: Buffer; keyEncoding: 'utf8'; valueEncoding: 'buffer' }
-  | { type: 'del'; key: string; keyEncoding: 'utf8' };
 
 interface Kept {
   id: string;
@@ -51,8 +47,6 @@ const SEQ_WIDTH = 16;
 const seqKey = (seq: number) => seq.toString().padStart(SEQ_WIDTH, '0');
 /** Expired envelopes deleted per batch by the sweep. */
 const SWEEP_BATCH = 1000;
-/** batch()'s options without own properties (see store/db.ts UNSYNCED: abstract-level copies them into every op). */
-const UNSYNCED: { sync: boolean } = Object.create({ sync: false });
 
 const asBytes = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 
@@ -271,7 +265,7 @@ export class LevelMailbox implements MailboxStore {
   private issue(): Promise<void> {
     const ops = this.grouped;
     this.grouped = [];
-    const write = this.db.batch(ops as never, UNSYNCED);
+    const write = writeRaw(this.db, ops, false);
     const settled: Promise<void> = write.then(
       () => this.landed(settled),
       () => this.landed(settled),
