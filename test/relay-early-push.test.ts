@@ -1,4 +1,4 @@
-// SPEC §11 (the relay), PROTOCOL §8.7 (push stream): an envelope to a node whose stream is open on the hub is pushed
+// SPEC §11 (the relay), PROTOCOL §8.5 (kept, pushed, answered) and §8.7 (push stream): an envelope to a node whose stream is open on the hub is pushed
 // once the mailbox has decided to keep it, without waiting for its write to land; the sender is answered
 // only after that write. Alone in its file: the test fills libuv's thread pool, which LevelDB's writes
 // use, so that no write can land until the pool frees — a push that waited for its write would come
