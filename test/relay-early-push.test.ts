@@ -10,20 +10,10 @@ import { join } from 'node:path';
 import { Level } from 'level';
 import { Relay } from '../src/hub/relay.js';
 import { LevelMailbox } from '../src/hub/storage/level-mailbox.js';
-import { createIdentity, type Identity } from '../src/identity/store.js';
-import { sealEnvelope } from '../src/protocol/envelope.js';
-import { generateX25519 } from '../src/protocol/hpke.js';
+import { createIdentity } from '../src/identity/store.js';
+import { envelopeTo } from './helpers/envelopes.js';
 import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
-
-const key = generateX25519();
-const kid = new Uint8Array(16).fill(1);
-const envelopeTo = (from: Identity, to: Identity, body: string) =>
-  sealEnvelope(
-    { aid: from.aid, ksn: from.kel.ksn, signer: from.signer },
-    { aid: to.aid, kid, publicKey: key.publicKey },
-    { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body },
-  ).bytes;
 
 /** The frames of a push stream (4-byte length, then the envelope), as hex of their bytes. */
 function framesOf(response: IncomingMessage): string[] {

@@ -5,6 +5,7 @@ import test, { type ExecutionContext } from 'ava';
 import { createServer, connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
+import { envelopeTo } from './helpers/envelopes.js';
 import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
 import { startTestHub } from './helpers/hub.js';
@@ -14,8 +15,6 @@ import { Level } from 'level';
 import { LevelMailbox } from '../src/hub/storage/level-mailbox.js';
 import { Relay, type RelayLimits as RelayLimitsT } from '../src/hub/relay.js';
 import { UPSTREAM_MAX, UPSTREAM_PROTOCOL, frame } from '../src/protocol/relay.js';
-import { sealEnvelope } from '../src/protocol/envelope.js';
-import { generateX25519 } from '../src/protocol/hpke.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 
 async function setup(t: ExecutionContext) {
@@ -33,15 +32,6 @@ async function setup(t: ExecutionContext) {
   hub.server.prependListener('upgrade', (_req, socket) => void seen.upgrades.push(socket));
   return { hub, seen, alice: await mk('alice'), bob: await mk('bob') };
 }
-
-const key = generateX25519();
-const kid = new Uint8Array(16).fill(1);
-const envelopeTo = (from: Identity, to: Identity, body: string) =>
-  sealEnvelope(
-    { aid: from.aid, ksn: from.kel.ksn, signer: from.signer },
-    { aid: to.aid, kid, publicKey: key.publicKey },
-    { type: 'test', ix: 0, ts: Date.now(), exp: Date.now() + 60_000, body },
-  ).bytes;
 
 /** A connected receiver: the envelopes it got, in order. */
 async function receiver(t: ExecutionContext, hubUrl: string, id: Identity) {
