@@ -216,7 +216,8 @@ test('issue 20, SPEC §9.5: a provider killed while it reads a file ends the cal
   await provider.exited;
   provider = await childDaemon(t, p.dir);
   const r = await calling;
-  t.like(r.record, { state: 'failed', reason: 'interrupted' });
+  // Its stderr in the message: this failed once in CI (no record printed) and never here, even under load.
+  t.like(r.record, { state: 'failed', reason: 'interrupted' }, `anet call exited ${r.code}; stderr ends: ${r.stderr.slice(-600)}`);
   await until(async () => (await blobFiles(net)) === 0, "the interrupted call's blob is deleted", 500);
 });
 
