@@ -318,10 +318,13 @@ test("issue 20, PROTOCOL §8.11: an upload dropped mid-way goes on from the hub'
   const [ref] = await uploadFiles(via, [{ name: 'x.png', source }]);
   t.true(cut, 'the connection was cut');
   // The first pass reads it all to learn the address; then the head (the first chunk's 2 MiB), the rest,
-  // broken off, and the rest of that from what the hub kept.
-  t.is(starts.length, 4, String(starts));
-  t.deepEqual(starts.slice(0, 3), [0, 0, MIB]);
-  t.true(starts[3]! > MIB && starts[3]! <= 5 * MIB, `resumed from ${starts[3]}, what the hub had of the 5 MiB sent`);
+  // broken off, and the rest of that from what the hub kept. A resume may meet the hub still closing the
+  // cut request (409: one upload of a blob at a time) and ask again, from the same whole piece: every
+  // resume starts past the head and within the 5 MiB sent, never from the start.
+  t.deepEqual(starts.slice(0, 3), [0, 0, MIB], String(starts));
+  const resumes = starts.slice(3);
+  t.true(resumes.length >= 1 && resumes.length <= 3, `resumed ${resumes.length} time(s): ${starts}`);
+  for (const from of resumes) t.true(from > MIB && from <= 5 * MIB, `resumed from ${from}, what the hub had of the 5 MiB sent`);
   const plain: Buffer[] = [];
   for await (const p of fileBytes(hub.url, ref!)) plain.push(Buffer.from(p));
   t.is(sha256(Buffer.concat(plain)), sha256(bytes));
