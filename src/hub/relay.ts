@@ -216,9 +216,10 @@ export class Relay {
     // A recipient whose stream is on this process gets the envelope once the mailbox has decided to keep
     // it (counted, its write issued), not once that write lands: a thread-pool round trip less on each
     // message's way (from accept to push, 266–329 µs at the median before, 208–267 µs after, in
-    // bench/calls with calls one at a time; twice per call). The sender is still answered after the write. A hub that dies between the two has pushed
-    // what it never kept: the recipient has it, and its ack deletes nothing. Pushes to one recipient go in
-    // the order their envelopes were accepted (the turn), each handing the turn on once it is written.
+    // bench/calls with calls one at a time; twice per call). The sender is still answered after the
+    // write. A hub that dies between the two has pushed what it never kept: the recipient has it, and its
+    // ack deletes nothing. Pushes to one recipient go in the order their envelopes were accepted (the
+    // turn), each handing the turn on once it is written.
     let pushing: Promise<boolean> | undefined;
     const pushInTurn = (): Promise<boolean> => {
       pushing ??= turn.before.then(() => this.push(to, id, bytes)).finally(turn.done);
