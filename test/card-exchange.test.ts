@@ -300,6 +300,9 @@ test("SPEC §2.1 allow_only, §5.3: a stranger's list request gets byte for byte
   const x = await rawPeer(t, net, 'x');
   await x.messenger.send(p.aid, CARD_REQUEST, toBody({ kind: 'list', rid: 'with-hidden' }));
   await until(() => x.received.length === 1, 'a reply');
+  // Stopped only once it acknowledged the request: a node stopped while its handler still waits for the
+  // hub to take the reply (which may reach x first) is pushed the request again and replies again.
+  await until(async () => (await net.hub.storage.mailbox.list(p.aid, net.clock.now())).length === 0, 'the request acknowledged');
   await provider.close();
   await net.configure(p.dir, providerConfig([{ id: 'text.translate', price: 3 }]));
   provider = await net.start(p.dir);

@@ -211,7 +211,7 @@ export class Messenger {
         } else {
           if (this.failedOnce.size >= 10_000) this.failedOnce.clear();
           this.failedOnce.add(id);
-          await this.guard.release(m.mid, m.exp, m.ts).catch(() => {});
+          this.guard.release(m.mid);
           throw err;
         }
       }
