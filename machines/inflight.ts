@@ -27,9 +27,9 @@ export type InflightEvent =
  * A copy of `rec` with `id` set to `value`, or without `id` (value undefined). The copy has no prototype,
  * so V8 keeps it a hash table from the start. Built as object literals (`{ ...rec, [id]: v }`, and rest
  * for removal), every call id, never seen before, gave the copy a new hidden class: a new map and a
- * transition from the last one: ~80 µs for a START and its FINISH through the host's step with 20 calls
- * running, against ~18 µs now, and maps the major GC had to mark. Keys keep their insertion order, as in a plain object, and the
- * record packs and prints as one.
+ * transition from the last one, maps the major GC then had to mark: ~80 µs for a START and its FINISH
+ * through the host's step with 20 calls running, against ~18 µs now. Keys keep their insertion order, as
+ * in a plain object, and the record packs and prints as one.
  */
 function recordWith<V>(rec: Record<string, V> | undefined, id: string, value: V | undefined): Record<string, V> {
   const out = Object.create(null) as Record<string, V>;
