@@ -1,13 +1,20 @@
 // WIRE §4, SPEC §11: the receiver's replay guard — a mid is refused the second time, also when both
 // copies arrive at once, also after a restart (LevelDB) once its handling was committed, until its
 // message expires.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
 import { tempDir } from '../helpers/tmp.js';
 import { Store, timeKey } from '../../store/db.js';
 import { ReplayGuard } from '../../src/relay/replay-guard.js';
 
 const mid = () => new Uint8Array(randomBytes(16));
+
+/** A store in a temporary directory (closed after the test) and a guard on it. */
+async function guardIn(t: ExecutionContext): Promise<{ store: Store; guard: ReplayGuard }> {
+  const store = await Store.open(await tempDir(t));
+  t.teardown(() => store.close());
+  return { store, guard: new ReplayGuard(store) };
+}
 
 test('WIRE §4: a mid is new once; copies arriving together, later, and after a restart are replays', async (t) => {
   const dir = await tempDir(t);
@@ -42,10 +49,7 @@ test('WIRE §4: a mid is new once; copies arriving together, later, and after a 
 });
 
 test('WIRE §4: mids are forgotten once their messages expired', async (t) => {
-  const dir = await tempDir(t);
-  const store = await Store.open(dir);
-  t.teardown(() => store.close());
-  const guard = new ReplayGuard(store);
+  const { store, guard } = await guardIn(t);
   const now = Date.now();
   const [old, young] = [mid(), mid()];
   t.false(await guard.seen(old, now + 1_000));
@@ -59,10 +63,7 @@ test('WIRE §4: mids are forgotten once their messages expired', async (t) => {
 });
 
 test('WIRE §4: a mid whose record cannot be written stays a replay while the node runs, and the next commit writes it', async (t) => {
-  const dir = await tempDir(t);
-  const store = await Store.open(dir);
-  t.teardown(() => store.close());
-  const guard = new ReplayGuard(store);
+  const { store, guard } = await guardIn(t);
   const real = store.write.bind(store);
   let failures = 1;
   // The disk refuses one write (full, or failing): a real store, one injected fault.
@@ -80,10 +81,7 @@ test('WIRE §4: a mid whose record cannot be written stays a replay while the no
 });
 
 test('WIRE §4: a mid released by a failed handler is taken again, and never written', async (t) => {
-  const dir = await tempDir(t);
-  const store = await Store.open(dir);
-  t.teardown(() => store.close());
-  const guard = new ReplayGuard(store);
+  const { store, guard } = await guardIn(t);
   const exp = Date.now() + 60_000;
   const a = mid();
   t.false(await guard.seen(a, exp));
@@ -95,10 +93,7 @@ test('WIRE §4: a mid released by a failed handler is taken again, and never wri
 });
 
 test('WIRE §4: commits are written in order: one asked for after done() resolves only once that mid is on disk', async (t) => {
-  const dir = await tempDir(t);
-  const store = await Store.open(dir);
-  t.teardown(() => store.close());
-  const guard = new ReplayGuard(store);
+  const { store, guard } = await guardIn(t);
   const real = store.write.bind(store);
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
