@@ -315,7 +315,9 @@ const roundLine = (i: number, r: Round) => {
     `${AT_ONCE} at once ${each((x) => x.perSec.toFixed(0))} calls/s; anet CPU ${sumCpu(r.anet, 'anet').toFixed(2)} ms/call`
   );
 };
-const sumCpu = (f: Figures, s: Subject) => USES[s].reduce((t, p) => t + f.cpu[p].all, 0);
+/** CPU per call of the processes subject `s` uses, all threads (or the main ones), from one phase's figures. */
+const sumOf = (cpu: CpuOf, s: Subject, part: keyof Cpu = 'all') => USES[s].reduce((t, p) => t + cpu[p][part], 0);
+const sumCpu = (f: Figures, s: Subject) => sumOf(f.cpu, s);
 
 const row = (label: string, text: string, ratio: string, target = '', ok?: boolean) =>
   console.log(
@@ -399,16 +401,13 @@ function cpuReport(rs: Round[]): boolean {
 function oneByOneReport(rs: Round[]): void {
   const ms = (p: ProcName) =>
     `${p} ${med(rs, (r) => r.anet.cpuOneByOne[p].all).toFixed(2)} (${med(rs, (r) => r.anet.cpuOneByOne[p].main).toFixed(2)})`;
-  const all = med(rs, (r) => USES.anet.reduce((t, p) => t + r.anet.cpuOneByOne[p].all, 0));
-  const main = med(rs, (r) => USES.anet.reduce((t, p) => t + r.anet.cpuOneByOne[p].main, 0));
+  const alone = (r: Round) => sumOf(r.anet.cpuOneByOne, 'anet');
+  const all = med(rs, alone);
+  const main = med(rs, (r) => sumOf(r.anet.cpuOneByOne, 'anet', 'main'));
   console.log(`CPU per anet call one by one, ms (main thread in brackets): ${USES.anet.map(ms).join(', ')}`);
   console.log(
     `  caller+hub+provider ${all.toFixed(2)} ms, ${x(
-      ratio(
-        rs,
-        (r) => USES.anet.reduce((t, p) => t + r.anet.cpuOneByOne[p].all, 0),
-        (r) => sumCpu(r.anet, 'anet'),
-      ),
+      ratio(rs, alone, (r) => sumCpu(r.anet, 'anet')),
       1,
     )} of the same ${AT_ONCE} at once; main threads ${main.toFixed(2)} ms against the p50 of ${med(rs, (r) => r.anet.p50).toFixed(2)} ms`,
   );
