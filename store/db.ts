@@ -76,9 +76,9 @@ export const timeKey = (ms: number) => Math.max(0, Math.floor(ms)).toString().pa
 
 /**
  * A write in its stored form: the key with its sublevel's prefix, the value packed. Each op names its
- * encodings, so abstract-level's batch() passes key and bytes on untouched (see rawBatch).
+ * encodings, so abstract-level's batch() passes key and bytes on untouched (see writeRaw).
  */
-/** abstract-level's implementer method the store writes through (see rawBatch). */
+/** abstract-level's implementer method the store writes through (see writeRaw). */
 interface PrivateBatch {
   _batch(ops: RawOp[], options: { sync: boolean }): Promise<void>;
 }
@@ -243,7 +243,7 @@ export class Store {
       } else raw[i] = { type: 'del', key, keyEncoding: 'utf8' };
     }
     if (values.length > 0) return this.writeLinked(raw, values, Number(first), Number(last), opts.sync ?? false);
-    await this.rawBatch(raw, opts.sync ?? false);
+    await writeRaw(this.db, raw, opts.sync ?? false);
   }
 
   /**
@@ -271,7 +271,7 @@ export class Store {
     this.linking = true;
     const started = performance.now();
     try {
-      await this.rawBatch(raw, sync);
+      await writeRaw(this.db, raw, sync);
     } finally {
       this.linking = false;
     }
@@ -279,10 +279,6 @@ export class Store {
     this.chainHead = h;
     this.chainTo = to;
     this.chainFrom ??= from;
-  }
-
-  private rawBatch(raw: RawOp[], sync: boolean): Promise<void> {
-    return writeRaw(this.db, raw, sync);
   }
 
   /** Ops queued for the next grouped write, the grouped write under way (settles, never rejects), and the next one. */
