@@ -124,7 +124,8 @@ export class ReplayGuard {
   done(mid: Uint8Array): void {
     this.done_.push(hex(mid));
     // Acknowledgements call commit() within 100 ms; with none (a hub that takes none), this one does.
-    this.commitTimer ??= setTimeout(() => {
+    if (this.commitTimer) return;
+    this.commitTimer = setTimeout(() => {
       this.commitTimer = undefined;
       if (this.done_.length > 0) this.commit().catch(() => {});
     }, COMMIT_MS);
@@ -156,9 +157,11 @@ export class ReplayGuard {
     this.done_ = [];
     const mids = this.store.mids;
     const ops: WriteOp[] = [];
+    const written: string[] = [];
     for (const key of done) {
       const taken = this.taken.get(key);
       if (!taken) continue;
+      written.push(key);
       ops.push(
         { type: 'put', sublevel: mids, key, value: taken.exp },
         { type: 'put', sublevel: mids, key: `${INDEX}${timeKey(taken.exp)}!${key}`, value: taken.ts },
@@ -173,11 +176,11 @@ export class ReplayGuard {
       this.done_.unshift(...done);
       throw err;
     }
-    for (const key of done) {
-      if (!this.taken.delete(key)) continue;
+    for (const key of written) {
+      this.taken.delete(key);
       this.remember(key);
-      this.count++;
     }
+    this.count += written.length;
     if (this.count > this.bound) void this.forgetOldest();
   }
 
