@@ -162,6 +162,7 @@ async function receive(
         for (const part of parts) hash?.update(part);
         upTo.at = received;
         ctx.blobs.pieces.give(client, fill);
+        ctx.blobs.received.note(fill);
         parts = [];
         fill = 0;
         if (received < size) want = pieceAt(received);

@@ -11,6 +11,7 @@ import { mib } from '../protocol/relay.js';
 import { Budget } from './budget.js';
 import { HubError } from './http.js';
 import { blobCharge, type BlobStatus, type BlobStore } from './storage/types.js';
+import { youngGcEvery } from '../util/young-gc.js';
 
 /** A piece an upload just stored: where it starts in the blob, and its bytes as they arrived. */
 export interface StoredPiece {
@@ -64,6 +65,8 @@ export class Blobs {
   private readonly byClient = new Map<string, number>();
   /** Piece buffers being filled (see PIECE_BUFFERS). */
   readonly pieces = new Budget(PIECE_BUFFERS, PIECE_BUFFERS_PER_CLIENT);
+  /** Bytes of uploads read from sockets: the young generation is collected every 8 MiB of them (src/util/young-gc.ts). */
+  readonly received = youngGcEvery(8 * BLOB_PIECE);
   /** When a full total last made this process sweep at once (at most once a second). */
   private lastFullSweep = 0;
   /** Downloads following an upload on this process, by cid: woken when it stores a piece, completes or goes. */
