@@ -112,4 +112,7 @@ test('issue 20 / PROTOCOL §8.11: a hub receiving a blob followed by a download 
   await until(async () => done !== '', 'the upload answered', 1500);
   t.is(done, '200');
   await until(async () => followed === SIZE, 'the follower got the whole blob', 1500);
+  // The dead socket read buffers were collected as the bytes came (src/util/young-gc.ts): a young
+  // collection after each 8 MiB stored.
+  t.is(hub.blobs.received.runs, Math.floor(SIZE / (8 * MIB)), 'one young collection per 8 MiB of the upload');
 });

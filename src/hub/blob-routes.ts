@@ -162,9 +162,11 @@ async function receive(
         for (const part of parts) hash?.update(part);
         upTo.at = received;
         ctx.blobs.pieces.give(client, fill);
-        ctx.blobs.received.note(fill);
+        const stored = fill;
         parts = [];
         fill = 0;
+        // After the piece's parts are let go: the collection need not copy them.
+        ctx.blobs.received.note(stored);
         if (received < size) want = pieceAt(received);
       }
     }

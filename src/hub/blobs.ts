@@ -65,7 +65,7 @@ export class Blobs {
   private readonly byClient = new Map<string, number>();
   /** Piece buffers being filled (see PIECE_BUFFERS). */
   readonly pieces = new Budget(PIECE_BUFFERS, PIECE_BUFFERS_PER_CLIENT);
-  /** Bytes of uploads read from sockets: the young generation is collected every 8 MiB of them (src/util/young-gc.ts). */
+  /** Upload bytes read from sockets and stored as whole pieces: the young generation is collected every 8 MiB of them (src/util/young-gc.ts). */
   readonly received = youngGcEvery(8 * BLOB_PIECE);
   /** When a full total last made this process sweep at once (at most once a second). */
   private lastFullSweep = 0;

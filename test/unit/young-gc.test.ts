@@ -2,6 +2,7 @@
 // upload bytes read from sockets, so the dead 64 KiB read buffers go at once rather than piling up until a
 // full mark-compact (src/util/young-gc.ts says what it cost).
 import test from 'ava';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -36,10 +37,19 @@ test('SPEC §11: the real collector frees the ArrayBuffers nothing holds', async
   })();
   const before = held();
   t.true(before >= 24 * MIB, `the buffers are counted before: ${before}`);
+  const kinds: number[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) kinds.push((e as PerformanceEntry & { detail: { kind: number } }).detail.kind);
+  });
+  observer.observe({ entryTypes: ['gc'] });
   const young = youngGcEvery(MIB);
   young.note(MIB);
   t.is(young.runs, 1);
   // The young buffers' memory is swept just after the collection, on a helper thread.
   for (let i = 0; i < 100 && held() > before - 16 * MIB; i++) await sleep(20);
   t.true(held() <= before - 16 * MIB, `freed: ${before} bytes before, ${held()} after`);
+  // A full collection would free them too: the observer (its entries come a turn later) saw a young one.
+  await sleep(20);
+  observer.disconnect();
+  t.true(kinds.includes(constants.NODE_PERFORMANCE_GC_MINOR), `collections seen (kinds): ${kinds.join(' ')}`);
 });
