@@ -74,15 +74,15 @@ const SEQ_WIDTH = 16;
 export const seqKey = (seq: number) => seq.toString().padStart(SEQ_WIDTH, '0');
 export const timeKey = (ms: number) => Math.max(0, Math.floor(ms)).toString().padStart(SEQ_WIDTH, '0');
 
-/**
- * A write in its stored form: the key with its sublevel's prefix, the value packed. Each op names its
- * encodings, so abstract-level's batch() passes key and bytes on untouched (see writeRaw).
- */
 /** abstract-level's implementer method the store writes through (see writeRaw). */
 interface PrivateBatch {
   _batch(ops: RawOp[], options: { sync: boolean }): Promise<void>;
 }
 
+/**
+ * A write in its stored form: the key with its sublevel's prefix, the value packed. Each op names its
+ * encodings, so abstract-level's batch() passes key and bytes on untouched (see writeRaw).
+ */
 export type RawOp =
   | { type: 'put'; key: string; value: Buffer; keyEncoding: 'utf8'; valueEncoding: 'buffer' }
   | { type: 'del'; key: string; keyEncoding: 'utf8' };
