@@ -108,7 +108,8 @@ export class Messenger {
   async start(): Promise<void> {
     await this.renewKeys(true);
     if (!this.busStarted) {
-      // Before the stream: mids whose handling a stop cut short are forgotten, so their mail is taken again.
+      // Before the stream: pending marks an earlier version of the guard left (handling a stop cut short)
+      // are forgotten with their mids, so that mail is taken again.
       const cut = await this.guard.recover();
       if (cut > 0) this.opts.log(`${cut} message(s) were being handled when the node stopped: taking them again from the hub`);
       this.bus.start(({ bytes, at, id }) => this.receive(bytes, at, id));

@@ -184,7 +184,10 @@ export class ReplayGuard {
     if (this.count > this.bound) void this.forgetOldest();
   }
 
-  /** Forgets the oldest-sent mids past the bound, raising the floor over them (one run at a time). */
+  /**
+   * Forgets the oldest-sent mids past the bound, raising the floor over them (one run at a time). It runs
+   * after commits only, so after recover(): no pending mark is left to delete with them.
+   */
   private forgetOldest(): Promise<void> {
     this.forgetting ??= (async () => {
       const mids = this.store.mids;
@@ -200,7 +203,6 @@ export class ReplayGuard {
           { type: 'del', sublevel: mids, key },
           { type: 'del', sublevel: mids, key: mid },
           { type: 'del', sublevel: mids, key: `${INDEX}${timeKey(exp as number)}!${mid}` },
-          { type: 'del', sublevel: mids, key: `${PENDING}${mid}` },
         );
         n++;
       }
@@ -220,7 +222,8 @@ export class ReplayGuard {
     const ops: WriteOp[] = [];
     let n = 0;
     // The expiry index: `~<16 digits>!<mid>` (below `~f…`, `~p…`, `~t…`), its value the send time (1 in
-    // records written before the bound existed: those have no send-time entry).
+    // records written before the bound existed: those have no send-time entry). A pending mark an earlier
+    // guard left goes too: the node's start prunes before recover() reads those marks.
     for await (const [key, ts] of mids.iterator({ gte: INDEX, lt: `${INDEX}${timeKey(now)}` })) {
       const mid = key.slice(key.indexOf('!') + 1);
       ops.push(
