@@ -3,25 +3,22 @@
 // service, and the same service behind the official A2A SDK's JSON-RPC server on plain loopback HTTP
 // (bench/calls/a2a-server.ts: what a user would pick instead of a relayed, signed, encrypted call).
 // Each part runs in its own process — the hub (`anet-hub start`), the provider (`anet daemon`), the echo
-// service (bench/calls/echo.ts), the A2A SDK server — so each one's CPU per call is its own; this process
-// is the caller: the caller node, the A2A SDK client and the POST client, nothing else.
+// service (bench/calls/echo.ts), the A2A SDK server, and each baseline's client (bench/calls/client.ts) —
+// so each one's CPU per call is its own; this process is anet's caller node, nothing else.
 // Rounds alternate the three subjects, and each figure is the median of its rounds (≥ 5): on a shared
 // 2-core machine one noisy stretch moves a single round's figures by 15% or more.
 // Targets (issue 23): ≥ 800 calls/s 32 at once, node-added p50 ≤ 5 ms, ≤ 2.0 ms CPU per call (caller +
 // hub + provider) on 2 cores.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
-import { SendMessageRequest, TaskState, type Task } from '@a2a-js/sdk';
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { createIdentity } from '../src/identity/store.js';
 import { Node } from '../src/node/node.js';
+import { ECHO_ARGS, runCalls, type Measured } from './calls/measure.js';
 import { cpuMsAt } from './proc-cpu.js';
 
 const TARGET = { perSec: 800, addedP50Ms: 5, cpuMs: 2.0 };
@@ -33,6 +30,7 @@ const BIN = fileURLToPath(new URL('../src/cli/bin.js', import.meta.url));
 const HUB_BIN = fileURLToPath(new URL('../src/hub/bin.js', import.meta.url));
 const ECHO = fileURLToPath(new URL('./calls/echo.js', import.meta.url));
 const A2A_SERVER = fileURLToPath(new URL('./calls/a2a-server.js', import.meta.url));
+const CLIENT = fileURLToPath(new URL('./calls/client.js', import.meta.url));
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const median = (xs: number[]) => pct(xs, 50);
@@ -47,6 +45,8 @@ interface Child {
   pid: number;
   /** The first line matching the ready pattern. */
   ready: Promise<RegExpExecArray>;
+  /** Writes one line to its stdin; resolves with the next JSON line it prints. */
+  ask(line: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -57,14 +57,17 @@ process.once('exit', () => {
 
 function startChild(name: string, args: string[], readyRe: RegExp): Child {
   const prof = process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : [];
-  const child = spawn(process.execPath, [...prof, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...prof, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   children.add(child);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   void exited.then(() => children.delete(child));
   const lines: string[] = [];
+  const answers: ((line: string) => void)[] = [];
+  const gone = () => new Error(`${name} exited:\n${lines.join('\n')}`);
   const ready = new Promise<RegExpExecArray>((resolve, reject) => {
     // Both streams are read to the end: a child blocked on a full pipe would stall the bench.
     const onLine = (l: string) => {
+      if (l.startsWith('{') && answers.length > 0) return answers.shift()!(l);
       lines.push(l);
       if (lines.length > 50) lines.shift();
       const m = readyRe.exec(l);
@@ -72,15 +75,21 @@ function startChild(name: string, args: string[], readyRe: RegExp): Child {
     };
     createInterface({ input: child.stdout! }).on('line', onLine);
     createInterface({ input: child.stderr! }).on('line', onLine);
-    void exited.then(() => reject(new Error(`${name} exited:\n${lines.join('\n')}`)));
+    void exited.then(() => reject(gone()));
   });
+  const ask = (line: string) =>
+    new Promise<string>((resolve, reject) => {
+      answers.push(resolve);
+      void exited.then(() => reject(gone()));
+      child.stdin!.write(`${line}\n`);
+    });
   const stop = async () => {
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);
   };
-  return { pid: child.pid ?? 0, ready, stop };
+  return { pid: child.pid ?? 0, ready, ask, stop };
 }
 
 // ---- CPU time from /proc: all threads of a process (libuv's pool, V8's GC helpers, ...) and its main one ----
@@ -94,7 +103,7 @@ interface Cpu {
 }
 const processCpu = (pid: number): Cpu => ({ all: cpuMs(`/proc/${pid}`), main: cpuMs(`/proc/${pid}/task/${pid}`) });
 
-const PROCS = ['caller', 'hub', 'provider', 'service', 'a2a server'] as const;
+const PROCS = ['caller', 'hub', 'provider', 'service', 'POST client', 'A2A client', 'a2a server'] as const;
 type ProcName = (typeof PROCS)[number];
 type CpuOf = Record<ProcName, Cpu>;
 
@@ -106,70 +115,21 @@ function cpuSince(pids: Record<ProcName, number>, since: CpuOf): CpuOf {
   return Object.fromEntries(PROCS.map((p) => [p, { all: now[p].all - since[p].all, main: now[p].main - since[p].main }])) as CpuOf;
 }
 
-// ---- The three subjects: one echo call each ----
-
-function directPost(socketPath: string, body: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        socketPath,
-        path: '/',
-        method: 'POST',
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': body.length },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve());
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** The A2A SDK's client over JSON-RPC (Node's fetch, kept-alive connections), from the server's card. */
-async function a2aCaller(base: string, args: unknown): Promise<() => Promise<Task>> {
-  const factory = new ClientFactory(
-    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory()] }),
-  );
-  const client = await factory.createFromUrl(base);
-  return async () => {
-    const sent = SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ data: args }] } });
-    const task = (await client.sendMessage(sent)) as Task;
-    if (task.status?.state !== TaskState.TASK_STATE_COMPLETED) throw new Error(`an A2A call ended ${JSON.stringify(task.status)}`);
-    return task;
-  };
-}
+// ---- The three subjects ----
 
 const SUBJECTS = ['direct POST', 'A2A SDK', 'anet'] as const;
 type Subject = (typeof SUBJECTS)[number];
 /** The processes each subject's CPU per call adds up (the echo service is shown apart: it is the same work in all three). */
 const USES: Record<Subject, ProcName[]> = {
-  'direct POST': ['caller'],
-  'A2A SDK': ['caller', 'a2a server'],
+  'direct POST': ['POST client'],
+  'A2A SDK': ['A2A client', 'a2a server'],
   anet: ['caller', 'hub', 'provider'],
 };
 
-// ---- Measuring ----
+/** Makes n calls of one subject, atOnce at a time, where its client runs. */
+type Measure = (n: number, atOnce: number) => Promise<Measured>;
 
-async function measure(n: number, concurrency: number, one: () => Promise<unknown>): Promise<{ perSec: number; latencies: number[] }> {
-  // What the subject before left to collect is not charged to this one.
-  (globalThis as { gc?: () => void }).gc?.();
-  const latencies: number[] = [];
-  let next = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next++ < n) {
-        const s = performance.now();
-        await one();
-        latencies.push(performance.now() - s);
-      }
-    }),
-  );
-  return { perSec: n / ((performance.now() - t0) / 1000), latencies };
-}
+// ---- Measuring ----
 
 interface Figures {
   p50: number;
@@ -182,17 +142,24 @@ interface Figures {
 }
 type Round = Record<Subject, Figures>;
 
-async function round(n: number, calls: Record<Subject, () => Promise<unknown>>, pids: Record<ProcName, number>): Promise<Round> {
+/**
+ * One round: each subject one by one, then each 32 at once. No collection is forced between phases: each
+ * process serves one subject, so no subject's garbage is charged to another; and a forced full
+ * collection in a process left waiting makes V8 drop the optimized code whose hidden classes died with
+ * the last call's objects (deoptimization for "weak objects"), which then compiled again on V8's threads
+ * during the measured phase: ~0.15 ms per anet call on the caller, charged to every round.
+ */
+async function round(n: number, measure: Record<Subject, Measure>, pids: Record<ProcName, number>): Promise<Round> {
   const seq = {} as Record<Subject, { latencies: number[]; cpu: CpuOf }>;
   for (const s of SUBJECTS) {
     const cpu0 = readCpu(pids);
-    const { latencies } = await measure(n, 1, calls[s]);
+    const { latencies } = await measure[s](n, 1);
     seq[s] = { latencies, cpu: perCall(cpuSince(pids, cpu0), n) };
   }
   const out = {} as Round;
   for (const s of SUBJECTS) {
     const cpu0 = readCpu(pids);
-    const par = await measure(n, AT_ONCE, calls[s]);
+    const par = await measure[s](n, AT_ONCE);
     const cpu = perCall(cpuSince(pids, cpu0), n);
     const { latencies } = seq[s];
     out[s] = { p50: pct(latencies, 50), p99: pct(latencies, 99), perSec: par.perSec, cpu, cpuOneByOne: seq[s].cpu };
@@ -241,39 +208,48 @@ async function startParts(root: string) {
   await caller.publish();
   await caller.network();
   const a2aBase = (await a2a.ready)[1]!;
+  const postClient = startChild('the POST client', [CLIENT, 'post', socketPath], /^ready$/);
+  const a2aClient = startChild('the A2A SDK client', [CLIENT, 'a2a', a2aBase], /^ready$/);
+  await Promise.all([postClient.ready, a2aClient.ready]);
   const pids: Record<ProcName, number> = {
     caller: process.pid,
     hub: hub.pid,
     provider: daemon.pid,
     service: echo.pid,
+    'POST client': postClient.pid,
+    'A2A client': a2aClient.pid,
     'a2a server': a2a.pid,
   };
   const close = async () => {
     await caller.close();
-    await Promise.all([daemon.stop(), a2a.stop()]);
+    await Promise.all([daemon.stop(), a2a.stop(), postClient.stop(), a2aClient.stop()]);
     await Promise.all([hub.stop(), echo.stop()]);
   };
-  return { socketPath, caller, providerAid: provider.aid, a2aBase, pids, close };
+  return { caller, providerAid: provider.aid, postClient, a2aClient, pids, close };
 }
 
 type Parts = Awaited<ReturnType<typeof startParts>>;
 
-/** One echo call of each subject; the first of each is checked to give the arguments back. */
-async function subjects(parts: Parts): Promise<Record<Subject, () => Promise<unknown>>> {
-  const args = { text: 'x'.repeat(200) };
-  const argsText = JSON.stringify(args);
-  const body = Buffer.from(argsText);
-  const a2a = await a2aCaller(parts.a2aBase, args);
+/**
+ * How each subject is measured: anet's calls here, in the caller node's process; each baseline in its
+ * client's process (which checked its first answer). anet's first answer is checked here.
+ */
+async function subjects(parts: Parts): Promise<Record<Subject, Measure>> {
+  const argsText = JSON.stringify(ECHO_ARGS);
   const anet = async () => {
     const r = await parts.caller.caller.call(parts.providerAid, 'demo.echo', argsText, [], 30_000);
     if (r.state !== 'completed') throw new Error(`a call ended ${r.state} ${r.reason}`);
     return r.result;
   };
-  const a2aResult = (await a2a()).artifacts[0]?.parts[0]?.content;
-  if (!isDeepStrictEqual(a2aResult?.value, { echo: args })) throw new Error(`the A2A echo gave ${JSON.stringify(a2aResult)}`);
   const anetResult = await anet();
-  if (!isDeepStrictEqual(anetResult, { echo: args })) throw new Error(`the anet echo gave ${JSON.stringify(anetResult)}`);
-  return { 'direct POST': () => directPost(parts.socketPath, body), 'A2A SDK': a2a, anet };
+  if (!isDeepStrictEqual(anetResult, { echo: ECHO_ARGS })) throw new Error(`the anet echo gave ${JSON.stringify(anetResult)}`);
+  const remote = (client: Child) => async (n: number, atOnce: number) =>
+    JSON.parse(await client.ask(JSON.stringify({ n, atOnce }))) as Measured;
+  return {
+    'direct POST': remote(parts.postClient),
+    'A2A SDK': remote(parts.a2aClient),
+    anet: (n, atOnce) => runCalls(n, atOnce, anet),
+  };
 }
 
 export async function benchCalls(n: number, rounds = MIN_ROUNDS): Promise<boolean> {
@@ -282,19 +258,19 @@ export async function benchCalls(n: number, rounds = MIN_ROUNDS): Promise<boolea
     `bench/calls (node ${process.version}, ${cpus().length} cores, ${n} echo calls per subject and round, one by one then ${AT_ONCE} at once, ${rounds} rounds, medians)`,
   );
   console.log(
-    'processes: caller = this one (the anet caller node, the A2A SDK client, the POST client); hub, provider daemon, echo service, A2A SDK server: each its own',
+    'processes: caller = this one (the anet caller node alone); hub, provider daemon, echo service, A2A SDK server, A2A SDK client, POST client: each its own',
   );
   console.log(`load average at start: ${load()}`);
   const root = await mkdtemp(join(tmpdir(), 'anet-bench-calls-'));
   const parts = await startParts(root);
   try {
-    const calls = await subjects(parts);
+    const measure = await subjects(parts);
     // Warm-up: keys, KELs, connections, JIT — one by one, then a burst that opens the 32 connections.
-    for (const s of SUBJECTS) await measure(50, 1, calls[s]);
-    for (const s of SUBJECTS) await measure(4 * AT_ONCE, AT_ONCE, calls[s]);
+    for (const s of SUBJECTS) await measure[s](50, 1);
+    for (const s of SUBJECTS) await measure[s](4 * AT_ONCE, AT_ONCE);
     const results: Round[] = [];
     for (let i = 0; i < rounds; i++) {
-      results.push(await round(n, calls, parts.pids));
+      results.push(await round(n, measure, parts.pids));
       console.log(roundLine(i, results[i]!));
     }
     console.log(`load average at end: ${load()}`);
