@@ -120,6 +120,39 @@ test('SPEC §11: an offline node gets its queue on connect; the queue is bounded
   t.is(await hub.storage.mailbox.sweep(now), 1, 'and swept from the store');
 });
 
+test('SPEC §11: a burst pushed at once reaches the node whole and in order, at most 8 envelopes in a turn of its event loop', async (t) => {
+  const { hub, alice, bob } = await setup(t);
+  const sender = new RelayClient(hub.url, alice, () => {});
+  t.teardown(() => sender.close());
+  // Queued while bob is away, the 40 leave on his stream together as it opens.
+  const sent: Uint8Array[] = [];
+  for (let i = 0; i < 40; i++) {
+    sent.push(envelopeTo(alice, bob, `burst ${i}`));
+    t.is(await sender.send(sent[i]!), 'queued');
+  }
+  const box = inbox();
+  const perTurn: number[] = [];
+  let turnOpen = false;
+  const bobRelay = new RelayClient(hub.url, bob, (b) => {
+    if (!turnOpen) {
+      turnOpen = true;
+      perTurn.push(0);
+      setImmediate(() => {
+        turnOpen = false;
+      });
+    }
+    perTurn[perTurn.length - 1]!++;
+    box.push(b);
+  });
+  t.teardown(() => bobRelay.close());
+  await bobRelay.connect();
+  await box.next(40);
+  t.deepEqual(box.got, sent, 'every envelope, in the order sent');
+  t.true(Math.max(...perTurn) <= 8, `per turn: ${perTurn.join(', ')}`);
+  // Read together, the rest waited for later turns: without the slices, one turn would take them all.
+  t.true(perTurn.filter((n) => n === 8).length >= 4, `per turn: ${perTurn.join(', ')}`);
+});
+
 test('SPEC §11: receiving needs a stream signed by the AID; garbage is refused', async (t) => {
   const { hub, alice, root } = await setup(t);
   const stranger = await createIdentity(join(root, 'stranger'), Date.now());
