@@ -1,12 +1,14 @@
 // Peer lists (SPEC §2.1): allow, trust and deny files in the data dir, one full AID per line, `#` starts
-// a comment, a missing file is an empty list, trust includes allow. They are read on every decision, so
-// edits need no restart; an unreadable deny file denies everyone (fail closed).
+// a comment, a missing file is an empty list, trust includes allow. They are looked at for every decision
+// (the decisions of one turn of the event loop share the look), so edits need no restart; an unreadable
+// deny file denies everyone (fail closed).
 import { readFile } from 'node:fs/promises';
 import { statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { isAid } from '../identity/cid.js';
 import { writeFileAtomic, isNotFound } from '../util/fsutil.js';
+import { perTurn } from '../util/per-turn.js';
 
 export type ListName = 'allow' | 'trust' | 'deny';
 export type Standing = 'denied' | 'trusted' | 'allowed' | 'stranger';
@@ -41,27 +43,34 @@ export async function readList(path: string): Promise<ListFile> {
 
 const parsed = new Map<string, { version: string; list: ListFile }>();
 
+/** The file's version (inode, size, mtime, ctime: an edit, a replacement or a rename changes one), or why there is none. */
+type Version = { version: string } | { missing: true } | { error: string };
+
 /**
- * The list as the file is now. Every decision looks at the file (one stat); it is parsed again only
- * when its inode, size, mtime or ctime changed — an edit, a replacement or a rename all change them.
+ * One stat per list and turn of the event loop (see perTurn), synchronous: microseconds on a local file,
+ * far cheaper than a thread-pool round trip; the decisions of one turn share it, and an edit made here
+ * (editList) is seen by the next decision.
  */
-async function currentList(path: string): Promise<ListFile> {
-  let version: string;
+const versions = perTurn((path: string): Version => {
   try {
-    // One stat per list per decision, synchronous: microseconds on a local file, far cheaper than a
-    // thread-pool round trip.
     const st = statSync(path, { bigint: true, throwIfNoEntry: false });
-    if (!st) return { aids: new Set(), lines: [] };
-    version = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    return st ? { version: `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` } : { missing: true };
   } catch (err) {
-    if (isNotFound(err)) return { aids: new Set(), lines: [] };
-    return { aids: new Set(), lines: [], error: `cannot read ${path}: ${(err as NodeJS.ErrnoException).code}` };
+    if (isNotFound(err)) return { missing: true };
+    return { error: `cannot read ${path}: ${(err as NodeJS.ErrnoException).code}` };
   }
+});
+
+/** The list as the file is now: parsed again only when its version changed. */
+async function currentList(path: string): Promise<ListFile> {
+  const v = versions.look(path);
+  if ('missing' in v) return { aids: new Set(), lines: [] };
+  if ('error' in v) return { aids: new Set(), lines: [], error: v.error };
   const hit = parsed.get(path);
-  if (hit?.version === version) return hit.list;
+  if (hit?.version === v.version) return hit.list;
   const list = await readList(path);
   if (parsed.size > 64) parsed.clear();
-  if (!list.error) parsed.set(path, { version, list });
+  if (!list.error) parsed.set(path, { version: v.version, list });
   return list;
 }
 
@@ -83,10 +92,12 @@ export async function editList(path: string, op: 'add' | 'rm', aid: string): Pro
   if (op === 'add') {
     if (file.aids.has(aid)) return false;
     await writeFileAtomic(path, `${[...file.lines, aid].join('\n')}\n`, 0o600);
+    versions.forget();
     return true;
   }
   if (!file.aids.has(aid)) return false;
   const kept = file.lines.filter((line) => bare(line) !== aid);
   await writeFileAtomic(path, kept.length ? `${kept.join('\n')}\n` : '', 0o600);
+  versions.forget();
   return true;
 }

@@ -5,7 +5,7 @@ import { writeFile, readFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/tmp.js';
 import { runCli } from '../helpers/cli.js';
-import { standing } from '../../src/contacts/lists.js';
+import { editList, standing } from '../../src/contacts/lists.js';
 import { validateConfig } from '../../src/config/load.js';
 import { testIdentity } from '../helpers/identity.js';
 
@@ -22,6 +22,17 @@ test('SPEC §2.1: standing is read from the files at each decision; deny wins; t
   t.is(await standing(dir, config, p3), 'stranger');
   await writeFile(join(dir, 'peers.deny'), `${p2}\n`);
   t.is(await standing(dir, config, p2), 'denied', 'no restart needed');
+});
+
+test('SPEC §2.1: decisions of one turn share a look at the files; the next turn, or an edit made by the node, is seen at once', async (t) => {
+  const dir = await tempDir(t);
+  const config = validateConfig({}).config!;
+  t.is(await standing(dir, config, p1), 'stranger');
+  await editList(join(dir, 'peers.deny'), 'add', p1);
+  t.is(await standing(dir, config, p1), 'denied', "the node's own edit, seen by the next decision");
+  await writeFile(join(dir, 'peers.deny'), '');
+  await new Promise((resolve) => setImmediate(resolve));
+  t.is(await standing(dir, config, p1), 'stranger', 'an edit by hand, seen from the next turn');
 });
 
 test('SPEC §2.1: an unreadable deny file denies everyone', async (t) => {

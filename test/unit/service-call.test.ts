@@ -7,7 +7,7 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/tmp.js';
 import { until } from '../helpers/wait.js';
-import { callService, retryAfter, type ServiceOutcome } from '../../src/service/call.js';
+import { callService, checkTarget, retryAfter, type ServiceOutcome } from '../../src/service/call.js';
 import { parseServiceUrl, type ServiceUrl } from '../../src/service/url.js';
 import { streamBody } from '../../src/node/provider/files.js';
 
@@ -115,6 +115,19 @@ test('SPEC §3.2: a socket in a directory other users can write is refused befor
   t.false(reached, 'nothing was sent');
   const { operatorDetail: _local, ...forCaller } = outcome as { operatorDetail?: string };
   t.false(JSON.stringify(forCaller).includes(root), 'what the caller sees names no local path');
+});
+
+test('SPEC §3.2: calls admitted in one turn share one socket check; a directory opened to other users is refused from the next turn on', async (t) => {
+  const dir = await privateDir(t);
+  const url = await service(t, (_req, res) => json(res, 200, {}), dir);
+  const target = { url, timeoutMs: 2000 };
+  t.is(checkTarget(target), checkTarget(target), 'one check for the calls of this turn');
+  t.is(await checkTarget(target), null);
+  await chmod(dir, 0o777);
+  await new Promise((resolve) => setImmediate(resolve));
+  const fault = await checkTarget(target);
+  t.truthy(fault, 'seen at the first call of the next turn');
+  t.like(await run(url), { state: 'failed', reason: 'service_unavailable' });
 });
 
 test('SPEC §3.1 row 2: 429 and 503 are service_busy, with retry_after_ms from Retry-After', async (t) => {
