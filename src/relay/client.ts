@@ -88,7 +88,7 @@ class FrameReader {
   }
 }
 
-/** What hands pushed envelopes to the node at most a slice per turn: the stream they come from. */
+/** The stream pushed envelopes come from: paused while some of them wait for a later turn. */
 interface Pausable {
   pause(): unknown;
   resume(): unknown;
