@@ -4,9 +4,11 @@
 import test, { type ExecutionContext } from 'ava';
 import { once } from 'node:events';
 import { readdir, readFile, stat } from 'node:fs/promises';
-import type { ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/wait.js';
 import { startNet } from './helpers/net.js';
 import { startTestHub } from './helpers/hub.js';
 import { HubClient, HubRefusedError } from '../src/hub-client/client.js';
@@ -16,6 +18,7 @@ import { generateX25519 } from '../src/protocol/hpke.js';
 import { currentKeys, signKeySet } from '../src/relay/keyset.js';
 import { createIdentity, type Identity } from '../src/identity/store.js';
 import { DEFAULT_LIMITS } from '../src/hub/relay.js';
+import { frame } from '../src/protocol/relay.js';
 
 async function setup(t: ExecutionContext, now?: () => number) {
   const root = await tempDir(t);
@@ -151,6 +154,36 @@ test('SPEC §11: a burst pushed at once reaches the node whole and in order, at 
   t.true(Math.max(...perTurn) <= 8, `per turn: ${perTurn.join(', ')}`);
   // Read together, the rest waited for later turns: without the slices, one turn would take them all.
   t.true(perTurn.filter((n) => n === 8).length >= 4, `per turn: ${perTurn.join(', ')}`);
+});
+
+test('SPEC §11: a relay client closed while pushed envelopes wait for their turn hands on none of them', async (t) => {
+  // A stand-in hub that writes 40 small frames in one write, so that they are read together.
+  const server = createServer((req, res) => {
+    if (req.url !== '/relay/v2/stream') return void res.end();
+    res.writeHead(200);
+    res.write(Buffer.concat(Array.from({ length: 40 }, (_, i) => frame(Buffer.from(`envelope ${i}`)))));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  const id = await createIdentity(join(await tempDir(t), 'node'), Date.now());
+  const got: string[] = [];
+  // Closed as the first slice ends, the other 32 waiting for later turns.
+  const relay: RelayClient = new RelayClient(`http://127.0.0.1:${port}`, id, (b) => {
+    if (got.push(Buffer.from(b).toString()) === 8) relay.close();
+  });
+  await relay.connect();
+  await until(() => got.length >= 8, 'the first slice');
+  for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+  t.deepEqual(
+    got,
+    Array.from({ length: 8 }, (_, i) => `envelope ${i}`),
+    'none of the waiting envelopes after close',
+  );
 });
 
 test('SPEC §11: receiving needs a stream signed by the AID; garbage is refused', async (t) => {

@@ -409,7 +409,15 @@ export class RelayClient {
           res.on('end', end);
           res.on('close', end);
           res.on('error', end);
-          const slices = new Slicer<Uint8Array>(PUSH_SLICE, (bytes) => this.onEnvelope(bytes, mailId(bytes)), res);
+          // Envelopes still waiting for their turn when the client is closed are dropped: unacknowledged,
+          // the hub pushes them again on the next stream.
+          const slices = new Slicer<Uint8Array>(
+            PUSH_SLICE,
+            (bytes) => {
+              if (!this.closed) this.onEnvelope(bytes, mailId(bytes));
+            },
+            res,
+          );
           const frames = new FrameReader((bytes) => slices.push(bytes), end);
           res.on('data', (chunk: Buffer) => frames.push(chunk));
           resolve();
