@@ -59,7 +59,8 @@ function startChild(name: string, args: string[], readyRe: RegExp): Child {
   const prof = process.env.ANET_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.ANET_BENCH_PROF] : [];
   const child = spawn(process.execPath, [...prof, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   children.add(child);
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // 'close', not 'exit': the child's last lines are read by then.
+  const exited = new Promise<void>((r) => child.once('close', () => r()));
   void exited.then(() => children.delete(child));
   const lines: string[] = [];
   const answers: ((line: string) => void)[] = [];
@@ -67,16 +68,20 @@ function startChild(name: string, args: string[], readyRe: RegExp): Child {
   const ready = new Promise<RegExpExecArray>((resolve, reject) => {
     // Both streams are read to the end: a child blocked on a full pipe would stall the bench.
     const onLine = (l: string) => {
-      if (l.startsWith('{') && answers.length > 0) return answers.shift()!(l);
       lines.push(l);
       if (lines.length > 50) lines.shift();
       const m = readyRe.exec(l);
       if (m) resolve(m);
     };
-    createInterface({ input: child.stdout! }).on('line', onLine);
+    // An answer is a JSON line on stdout; stderr is only kept for the message if the child dies.
+    createInterface({ input: child.stdout! }).on('line', (l) =>
+      l.startsWith('{') && answers.length > 0 ? answers.shift()!(l) : onLine(l),
+    );
     createInterface({ input: child.stderr! }).on('line', onLine);
     void exited.then(() => reject(gone()));
   });
+  // A child that died fails the ask (below), not the bench with an EPIPE on its stdin.
+  child.stdin!.on('error', () => {});
   const ask = (line: string) =>
     new Promise<string>((resolve, reject) => {
       answers.push(resolve);

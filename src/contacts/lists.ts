@@ -48,10 +48,10 @@ type Version = { version: string } | { missing: true } | { error: string };
 
 /**
  * One stat per list and turn of the event loop (see perTurn), synchronous: microseconds on a local file,
- * far cheaper than a thread-pool round trip; the decisions of one turn share it, and an edit made here
- * (editList) is seen by the next decision.
+ * far cheaper than a thread-pool round trip; the decisions of one turn share it, and an edit is seen
+ * from the next turn (`anet deny add` writes from its own process; editList here spans turns anyway).
  */
-const versions = perTurn((path: string): Version => {
+const versionOf = perTurn((path: string): Version => {
   try {
     const st = statSync(path, { bigint: true, throwIfNoEntry: false });
     return st ? { version: `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` } : { missing: true };
@@ -63,7 +63,7 @@ const versions = perTurn((path: string): Version => {
 
 /** The list as the file is now: parsed again only when its version changed. */
 async function currentList(path: string): Promise<ListFile> {
-  const v = versions.look(path);
+  const v = versionOf(path);
   if ('missing' in v) return { aids: new Set(), lines: [] };
   if ('error' in v) return { aids: new Set(), lines: [], error: v.error };
   const hit = parsed.get(path);
@@ -92,12 +92,10 @@ export async function editList(path: string, op: 'add' | 'rm', aid: string): Pro
   if (op === 'add') {
     if (file.aids.has(aid)) return false;
     await writeFileAtomic(path, `${[...file.lines, aid].join('\n')}\n`, 0o600);
-    versions.forget();
     return true;
   }
   if (!file.aids.has(aid)) return false;
   const kept = file.lines.filter((line) => bare(line) !== aid);
   await writeFileAtomic(path, kept.length ? `${kept.join('\n')}\n` : '', 0o600);
-  versions.forget();
   return true;
 }

@@ -116,15 +116,21 @@ export class Slicer<T> {
   ) {}
 
   push(item: T): void {
+    // Behind any that wait (they wait when this turn's slice is full, or after a handOn threw mid-slice).
     if (this.handed < this.size && this.waiting.length === 0) {
       this.handed++;
-      this.handOn(item);
-    } else {
-      this.waiting.push(item);
-      if (!this.paused) {
-        this.paused = true;
-        this.source.pause();
+      try {
+        this.handOn(item);
+      } finally {
+        // Even past a throwing handOn, the turn ends and what waits goes on.
+        this.endTurnLater();
       }
+      return;
+    }
+    this.waiting.push(item);
+    if (!this.paused) {
+      this.paused = true;
+      this.source.pause();
     }
     this.endTurnLater();
   }
@@ -138,15 +144,19 @@ export class Slicer<T> {
   private readonly nextTurn = (): void => {
     this.turnEnds = false;
     this.handed = 0;
-    while (this.handed < this.size && this.waiting.length > 0) {
-      this.handed++;
-      this.handOn(this.waiting.shift()!);
+    try {
+      while (this.handed < this.size && this.waiting.length > 0) {
+        this.handed++;
+        this.handOn(this.waiting.shift()!);
+      }
+    } finally {
+      // Even past a throwing handOn: the stream must not stay paused, nor the rest wait for ever.
+      if (this.waiting.length === 0 && this.paused) {
+        this.paused = false;
+        this.source.resume();
+      }
+      if (this.handed > 0) this.endTurnLater();
     }
-    if (this.waiting.length === 0 && this.paused) {
-      this.paused = false;
-      this.source.resume();
-    }
-    if (this.handed > 0) this.endTurnLater();
   };
 }
 

@@ -103,7 +103,7 @@ const unknown = (detail: 'timeout' | 'connection_lost', operatorDetail: string):
 /** The §3.2 check of a target's socket (null for TCP targets and safe sockets). */
 export function checkTarget(target: ServiceTarget): Promise<{ reason: string } | null> {
   if (target.url.kind !== 'unix') return Promise.resolve(null);
-  return socketChecks.look(target.url.socketPath);
+  return sharedSocketCheck(target.url.socketPath);
 }
 
 /**
@@ -111,7 +111,7 @@ export function checkTarget(target: ServiceTarget): Promise<{ reason: string } |
  * ~30 µs here, and the calls of a burst are admitted together. A call admitted in a later turn checks
  * again, so a socket or directory changed since is seen before anything is sent to it.
  */
-const socketChecks = perTurn((path: string) =>
+const sharedSocketCheck = perTurn((path: string) =>
   checkSocket(path).catch((err: Error) => ({ reason: `cannot check the socket: ${err.message}` })),
 );
 

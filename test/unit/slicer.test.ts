@@ -58,3 +58,28 @@ test('SPEC §11: envelopes read while others wait queue behind them, never ahead
   t.deepEqual(got, [0, 1, 2, 3, 4, 5]);
   t.deepEqual(src.log, ['pause', 'resume']);
 });
+
+test('SPEC §11: a handler that throws loses only its own envelope: the rest go on in later turns and the stream is resumed', async (t) => {
+  const got: number[] = [];
+  const src = source();
+  const slicer = new Slicer<number>(
+    4,
+    (n) => {
+      if (n === 2) throw new Error('bad 2');
+      got.push(n);
+    },
+    src,
+  );
+  const thrown: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    try {
+      slicer.push(i);
+    } catch (err) {
+      thrown.push((err as Error).message);
+    }
+  }
+  t.deepEqual(thrown, ['bad 2'], 'the throw reaches the reader of the stream, as before the slices');
+  for (let i = 0; i < 3; i++) await nextTurn();
+  t.deepEqual(got, [0, 1, 3, 4, 5, 6, 7, 8, 9]);
+  t.deepEqual(src.log, ['pause', 'resume']);
+});
