@@ -12,7 +12,8 @@ import { SendMessageRequest, TaskState, type Task } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { ECHO_ARGS, runCalls } from './measure.js';
 
-function directPost(socketPath: string, body: Buffer): Promise<unknown> {
+/** One POST; the answer's body, as read. */
+function directPost(socketPath: string, body: Buffer): Promise<Buffer[]> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -51,7 +52,7 @@ async function caller(kind: string, target: string): Promise<() => Promise<unkno
   if (kind === 'post') {
     const body = Buffer.from(JSON.stringify(ECHO_ARGS));
     const one = () => directPost(target, body);
-    const answer = JSON.parse(Buffer.concat((await one()) as Buffer[]).toString());
+    const answer = JSON.parse(Buffer.concat(await one()).toString());
     if (!isDeepStrictEqual(answer, { echo: ECHO_ARGS })) throw new Error(`the echo service gave ${JSON.stringify(answer)}`);
     return one;
   }

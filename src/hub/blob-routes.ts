@@ -162,11 +162,10 @@ async function receive(
         for (const part of parts) hash?.update(part);
         upTo.at = received;
         ctx.blobs.pieces.give(client, fill);
-        const stored = fill;
         parts = [];
         fill = 0;
-        // After the piece's parts are let go: the collection need not copy them.
-        ctx.blobs.received.note(stored);
+        // The whole piece (`want` bytes), once its parts are let go: the collection need not copy them.
+        ctx.blobs.received.note(want);
         if (received < size) want = pieceAt(received);
       }
     }
