@@ -7,6 +7,7 @@
 import type { Hash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BLOB_OFFSET_HEADER, BLOB_PIECE, BLOB_SIZE_HEADER, MAX_BLOB_BYTES, blobDigest } from '../protocol/blob-address.js';
+import type { Follow } from './blobs.js';
 import type { HubContext } from './context.js';
 import { closed, drainedOrClosed, unlessClosed } from '../util/stream.js';
 import { HubError, dropRest, send } from './http.js';
@@ -292,6 +293,16 @@ function servedMark(ctx: HubContext, cid: string): ServedMark {
  */
 async function download(ctx: HubContext, req: IncomingMessage, res: ServerResponse, cid: string): Promise<void> {
   digestOf(cid);
+  // Followed from before its first status is read: a piece stored at any point after it wakes the download.
+  const follow = ctx.blobs.follow(cid);
+  try {
+    await downloadFollowing(ctx, req, res, cid, follow);
+  } finally {
+    follow.close();
+  }
+}
+
+async function downloadFollowing(ctx: HubContext, req: IncomingMessage, res: ServerResponse, cid: string, follow: Follow): Promise<void> {
   const s = await ctx.storage.blobs.status(cid);
   // An empty blob has nothing to follow: its one PUT checks it at once (a 200 of no bytes before that
   // check would be whole, and unchecked).
@@ -329,15 +340,17 @@ async function download(ctx: HubContext, req: IncomingMessage, res: ServerRespon
     if (res.destroyed) return;
     if (now.complete && at === s.size) return void res.end();
     if (Date.now() - moved >= stallMs) return void res.destroy();
-    const piece = await unlessClosed(ctx.blobs.nextMove(cid, FOLLOW_POLL_MS), res);
+    // At once when the blob changed while this download was sending.
+    await unlessClosed(follow.wait(FOLLOW_POLL_MS), res);
+    const piece = follow.take();
     const next = await ctx.storage.blobs.status(cid);
     // Deleted (its upload gave up, its digest failed, an ack): the client's resume is answered 404. Or
     // deleted and begun again meanwhile: another upload, whose bytes this download never promised.
     if (!next || !sameBlob(next, s) || res.destroyed) return void res.destroy();
     now = next;
-    // The piece this download waits for, stored just now on this process (of the blob it follows: its
-    // record is still the one it began on): sent as it arrived, not read back. The last piece waits for
-    // the digest check, above.
+    // The piece this download needs next, stored on this process since it last looked (the same address
+    // names the same bytes): sent as it arrived, not read back. The last piece waits for the digest check,
+    // above.
     if (piece && piece.at === at) {
       const length = piece.parts.reduce((n, p) => n + p.length, 0);
       if (at + length < s.size) {

@@ -198,23 +198,19 @@ export class Blobs {
   }
 
   /**
-   * Resolves once blob `cid` changes on this process (with the piece stored, if that was the change), or
-   * after `ms` at most: an upload through another replica wakes nobody here, so a follower asks the
-   * storage again that often.
+   * Follows blob `cid` on this process for one download, from now until `close()`: each change (a piece
+   * stored, complete, deleted) is remembered until the download looks, so one that comes while it is busy
+   * sending is not missed (it would wait for a change that never comes: ~140 ms at a blob's end, measured).
    */
-  nextMove(cid: string, ms: number): Promise<StoredPiece | undefined> {
-    return new Promise((resolve) => {
-      const set = this.followers.get(cid) ?? new Set();
-      this.followers.set(cid, set);
-      const wake = (piece?: StoredPiece) => {
-        clearTimeout(timer);
-        set.delete(wake);
-        if (set.size === 0 && this.followers.get(cid) === set) this.followers.delete(cid);
-        resolve(piece);
-      };
-      const timer = setTimeout(wake, ms);
-      set.add(wake);
+  follow(cid: string): Follow {
+    const set = this.followers.get(cid) ?? new Set();
+    this.followers.set(cid, set);
+    const follow = new Follow(() => {
+      set.delete(follow.moved);
+      if (set.size === 0 && this.followers.get(cid) === set) this.followers.delete(cid);
     });
+    set.add(follow.moved);
+    return follow;
   }
 
   /**
@@ -249,5 +245,56 @@ export class Blobs {
     const left = (this.byClient.get(share.client) ?? 0) - share.n;
     if (left > 0) this.byClient.set(share.client, left);
     else this.byClient.delete(share.client);
+  }
+}
+
+/**
+ * One download's view of its blob's changes on this process: whether any came since it last looked, and
+ * the last piece stored (sent as it arrived when it is the one the download needs next).
+ */
+export class Follow {
+  private changed = false;
+  private piece: StoredPiece | undefined;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly stop: () => void) {}
+
+  /** Told of a change: `piece` when it was a piece stored. */
+  readonly moved = (piece?: StoredPiece): void => {
+    this.changed = true;
+    // A change with no piece (complete, deleted) leaves the last one: the status tells the rest.
+    if (piece) this.piece = piece;
+    this.wake?.();
+  };
+
+  /**
+   * Resolves once a change came since the last `take()` (at once if one did), or after `ms` at most: an
+   * upload through another replica wakes nobody here, so a follower asks the storage again that often.
+   */
+  wait(ms: number): Promise<void> {
+    if (this.changed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.wake = null;
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  /** The last piece stored since the last look, if any, and the changes forgotten. */
+  take(): StoredPiece | undefined {
+    const piece = this.piece;
+    this.changed = false;
+    this.piece = undefined;
+    return piece;
+  }
+
+  close(): void {
+    this.wake?.();
+    this.stop();
   }
 }
