@@ -1,12 +1,20 @@
-// Issue 20, PROTOCOL §8.11 (GET /blobs/<cid>): how a hub moves a blob along. A download following an
-// upload hears every change, also one that came while it was busy sending. Real hubs on the test's backend.
+// Issue 20, PROTOCOL §8.11 (PUT /blobs/<cid>, GET /blobs/<cid>): how a hub moves a blob along. An upload
+// is read on while its last whole piece is being stored (pieces still stored one at a time, in order),
+// and a download following an upload hears every change, also one that came while it was busy sending.
+// Real hubs on the test's backend; a gate on the storage's writePiece holds a store open so the test can
+// see what the hub does meanwhile.
 import test from 'ava';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { BLOB_PIECE } from '../src/protocol/blob-address.js';
 import type { Hub } from '../src/hub/server.js';
 import type { StoredPiece } from '../src/hub/blobs.js';
 import { startTestHub } from './helpers/hub.js';
 import { tempDir } from './helpers/tmp.js';
-import { cidOf } from './helpers/blob-http.js';
+import { until } from './helpers/wait.js';
+import { cidOf, putting } from './helpers/blob-http.js';
+
+const MIB = BLOB_PIECE;
 
 async function hubFor(t: Parameters<typeof tempDir>[0]): Promise<Hub> {
   const root = await tempDir(t, 'anet-hub-blob-pipeline-');
@@ -14,6 +22,65 @@ async function hubFor(t: Parameters<typeof tempDir>[0]): Promise<Hub> {
   t.teardown(() => hub.close());
   return hub;
 }
+
+/** The storage's writePiece, held at piece `index` until `open()`; each call's start and end, in order. */
+function gate(hub: Hub, index: number, fail = false) {
+  const store = hub.storage.blobs;
+  const real = store.writePiece.bind(store);
+  const log: string[] = [];
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  store.writePiece = async (cid, i, bytes, now) => {
+    log.push(`start ${i}`);
+    if (i === index) {
+      await opened;
+      if (fail) {
+        log.push(`failed ${i}`);
+        throw new Error('the disk is gone');
+      }
+    }
+    const r = await real(cid, i, bytes, now);
+    log.push(`end ${i}`);
+    return r;
+  };
+  return { log, open };
+}
+
+test('issue 20 / PROTOCOL §8.11 (PUT): the hub reads the next piece while one is stored, and stores them one at a time, in order', async (t) => {
+  const hub = await hubFor(t);
+  const bytes = randomBytes(3 * MIB + 5);
+  const cid = cidOf(bytes);
+  const { log, open } = gate(hub, 0);
+  const { req, answer } = putting(hub.url, cid, bytes.length, 0, bytes.length);
+  req.end(bytes);
+  // Piece 0 is held in its store: the hub reads on and fills piece 1 meanwhile (two pieces held), and goes
+  // no further (piece 1 waits for piece 0).
+  await until(() => hub.blobs.pieces.used === 2 * MIB, 'piece 1 filled while piece 0 is being stored');
+  t.deepEqual(log, ['start 0'], 'piece 1 is not stored before piece 0 is');
+  open();
+  const a = await answer;
+  t.is(a.status, 200, a.body.toString());
+  t.deepEqual(a.json(), { received: bytes.length, size: bytes.length, complete: true });
+  t.deepEqual(log, ['start 0', 'end 0', 'start 1', 'end 1', 'start 2', 'end 2', 'start 3', 'end 3']);
+  t.is(hub.blobs.pieces.used, 0, 'every piece given back to the budget');
+});
+
+test('issue 20 / PROTOCOL §8.11 (PUT): a store that fails while the next piece fills fails the upload, keeps the pieces before it, and gives the budget back', async (t) => {
+  const hub = await hubFor(t);
+  const bytes = randomBytes(4 * MIB);
+  const cid = cidOf(bytes);
+  const { log, open } = gate(hub, 1, true);
+  const { req, answer } = putting(hub.url, cid, bytes.length, 0, bytes.length);
+  req.end(bytes);
+  await until(() => hub.blobs.pieces.used === 2 * MIB, 'piece 2 filled while piece 1 is being stored');
+  open();
+  const a = await answer;
+  t.is(a.status, 500, a.body.toString());
+  t.deepEqual(log, ['start 0', 'end 0', 'start 1', 'failed 1'], 'no piece after the failed one is stored');
+  const s = await hub.storage.blobs.status(cid);
+  t.is(s?.received, MIB, 'the piece stored before the failure is kept: an upload resumes from it');
+  await until(() => hub.blobs.pieces.used === 0, 'the budget given back');
+});
 
 test('issue 20 / PROTOCOL §8.11 (GET follows): a change that comes while a download is busy is heard at its next look, not after the poll', async (t) => {
   const hub = await hubFor(t);

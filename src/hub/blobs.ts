@@ -40,8 +40,8 @@ export const DEFAULT_BLOB_LIMITS: Omit<BlobLimits, 'ttlMs'> = {
 };
 
 /**
- * Piece buffers of uploads being received, in memory (each upload holds at most one piece): in all, and
- * per client, so many slow uploads cannot fill the hub's memory.
+ * Piece buffers of uploads being received, in memory (each upload holds at most two pieces: one being
+ * stored, the next being filled): in all, and per client, so many slow uploads cannot fill the hub's memory.
  */
 const PIECE_BUFFERS = 256 * BLOB_PIECE;
 const PIECE_BUFFERS_PER_CLIENT = 64 * BLOB_PIECE;
