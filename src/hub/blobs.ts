@@ -250,7 +250,8 @@ export class Blobs {
 
 /**
  * One download's view of its blob's changes on this process: whether any came since it last looked, and
- * the last piece stored (sent as it arrived when it is the one the download needs next).
+ * the last piece stored (sent as it arrived when it is the one the download needs next). It holds that one
+ * piece at most, until the download looks or closes.
  */
 export class Follow {
   private changed = false;
