@@ -190,7 +190,8 @@ async function receive(
     }
     await storing;
   } finally {
-    // However the body ended, the piece being stored is in or not before `upTo` and the hash are read.
+    // However the body ended, the piece being stored has landed or failed before `upTo` and the hash are
+    // read (a kept hash covers exactly the bytes stored).
     await storing?.catch(() => {});
     ctx.blobs.pieces.give(client, fill);
   }
@@ -199,9 +200,9 @@ async function receive(
 
 /**
  * The body's chunks as they come (one at a time: the socket waits while a whole piece waits for the one
- * before it to be stored). 408
- * BODY_TIMEOUT when none comes for `stallMs` while one is awaited, 400 when the connection drops. The
- * request is never destroyed here, so a refusal is still answered (refuse() then closes the connection).
+ * before it to be stored). 408 BODY_TIMEOUT when none comes for `stallMs` while one is awaited, 400 when
+ * the connection drops. The request is never destroyed here, so a refusal is still answered (refuse() then
+ * closes the connection).
  */
 async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Buffer> {
   const it = req.iterator({ destroyOnReturn: false }) as AsyncIterator<Buffer>;

@@ -275,13 +275,12 @@ export class Follow {
   wait(ms: number): Promise<void> {
     if (this.changed) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        self.wake = null;
+        this.wake = null;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
       this.wake = done;
     });
   }
