@@ -3,7 +3,7 @@
 // asks the hub how much it kept (`received`, whole pieces) and goes on from there; a download goes on from
 // the last byte it got (Range). Neither ever holds more than a chunk or two of a file.
 import { type IncomingMessage, request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { blobCid } from '../protocol/blob-address.js';
 import { hubError } from '../protocol/hub-api.js';
@@ -329,8 +329,13 @@ export async function* downloadBlob(base: string, cid: string, from = 0, opts: T
   }
 }
 
-/** node:http or node:https, by the scheme as the URL parser reads it (`HTTPS://` is https, as for fetch). */
-const requestFor = (url: string) => (new URL(url).protocol === 'https:' ? httpsRequest : httpRequest);
+/**
+ * node:http or node:https, by the scheme as the URL parser reads it (`HTTPS://` is https, as for fetch).
+ * node:https is loaded only for an https hub: with TLS it cost every `anet call --file` ~7 ms of its start.
+ */
+const requireBuiltin = createRequire(import.meta.url);
+const requestFor = (url: string): typeof httpRequest =>
+  new URL(url).protocol === 'https:' ? (requireBuiltin('node:https') as typeof import('node:https')).request : httpRequest;
 
 /**
  * A request with no body and its answer, the body unread. node:http, not fetch: a 64 MiB download took

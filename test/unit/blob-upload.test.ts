@@ -245,3 +245,16 @@ test('PROTOCOL §8.11: told where the hub stands (a blob just addressed, a head 
   t.deepEqual(again.asked, [`PUT ${3 * MIB}`, 'GET status', `PUT ${head}`], 'a wrong guess: refused, then asked, then sent from there');
   t.is(again.received(), sealed);
 });
+
+test('PROTOCOL §8.11: a process that moves blobs over http never loads node:https (its TLS cost `anet call --file` ~7 ms of its start)', async (t) => {
+  // A new process, so the modules this one loaded (ava, the TLS server above) do not count.
+  const script = `
+    await import(${JSON.stringify(new URL('../../src/hub-client/blobs.ts', import.meta.url).href)});
+    console.log(JSON.stringify(process.moduleLoadList.filter((m) => /^NativeModule (https|tls)$/.test(m))));`;
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], (err, stdout) =>
+      err ? reject(err) : resolve(stdout),
+    ),
+  );
+  t.deepEqual(JSON.parse(out), [], 'node:https and node:tls are not loaded');
+});
