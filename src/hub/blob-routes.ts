@@ -95,7 +95,7 @@ async function upload(ctx: HubContext, client: string, req: IncomingMessage, res
   const upTo = { at: offset };
   let received: number;
   try {
-    received = await receive(ctx, client, req, cid, size, offset, hash, upTo);
+    received = await receive(ctx, client, req, cid, begun, offset, hash, upTo);
   } finally {
     if (hash && upTo.at < size) ctx.blobs.keepHash(cid, begun, upTo.at, hash);
     // Begun by this request and not one piece stored: nothing is kept (or counted) for an empty upload.
@@ -135,12 +135,14 @@ async function receive(
   client: string,
   req: IncomingMessage,
   cid: string,
-  size: number,
+  /** The blob's record as the upload found it: its size, and its creation (which the stored pieces name). */
+  blob: BlobStatus,
   offset: number,
   hash: Hash | null,
   /** Where the bytes stored (and hashed) reach, as pieces are stored. */
   upTo: { at: number },
 ) {
+  const size = blob.size;
   if (offset === size) return offset;
   const pieceAt = (at: number) => Math.min(BLOB_PIECE, size - at);
   /** Where the bytes stored reach. */
@@ -157,7 +159,7 @@ async function receive(
   /** Stores a whole piece, then hashes it (a kept hash covers exactly the bytes stored), then lets it go. */
   const storePiece = async (piece: Buffer[], at: number, length: number) => {
     try {
-      stored = await store(ctx, cid, at, piece);
+      stored = await store(ctx, cid, blob.created, at, piece);
       for (const part of piece) hash?.update(part);
       upTo.at = stored;
     } finally {
@@ -251,11 +253,14 @@ async function* chunks(req: IncomingMessage, stallMs: number): AsyncGenerator<Bu
   if (!req.complete) throw new HubError(400, 'BAD_REQUEST', 'the request ended before its body');
 }
 
-/** Stores one whole piece at `at`: the new `received`, or 409 when another upload moved it (or it is gone). */
-async function store(ctx: HubContext, cid: string, at: number, piece: readonly Buffer[]): Promise<number> {
+/**
+ * Stores one whole piece at `at` of the blob record begun at `created`: the new `received`, or 409 when
+ * another upload moved it (or it is gone).
+ */
+async function store(ctx: HubContext, cid: string, created: number, at: number, piece: readonly Buffer[]): Promise<number> {
   const received = await ctx.storage.blobs.writePiece(cid, at / BLOB_PIECE, piece, ctx.now());
   if (received !== null) {
-    ctx.blobs.moved(cid, { at, parts: piece });
+    ctx.blobs.moved(cid, { created, at, parts: piece });
     return received;
   }
   throw wrongOffset((await ctx.storage.blobs.status(cid))?.received ?? 0);
@@ -371,10 +376,10 @@ async function downloadFollowing(ctx: HubContext, req: IncomingMessage, res: Ser
     // deleted and begun again meanwhile: another upload, whose bytes this download never promised.
     if (!next || !sameBlob(next, s) || res.destroyed) return void res.destroy();
     now = next;
-    // The piece this download needs next, stored on this process since it last looked (the same address
-    // names the same bytes): sent as it arrived, not read back. The last piece waits for the digest check,
-    // above.
-    if (piece && piece.at === at) {
+    // The piece this download needs next, stored on this process since it last looked into the record it
+    // follows (not one deleted, whose bytes were never checked, and begun again meanwhile): sent as it
+    // arrived, not read back. The last piece waits for the digest check, above.
+    if (piece && piece.created === s.created && piece.at === at) {
       const length = piece.parts.reduce((n, p) => n + p.length, 0);
       if (at + length < s.size) {
         at = await sendParts(res, at, piece.parts, length, stallMs, served);

@@ -13,8 +13,9 @@ import { HubError } from './http.js';
 import { blobCharge, type BlobStatus, type BlobStore } from './storage/types.js';
 import { youngGcEvery } from '../util/young-gc.js';
 
-/** A piece an upload just stored: where it starts in the blob, and its bytes as they arrived. */
+/** A piece an upload just stored: the record it went into (its creation), where it starts in the blob, and its bytes as they arrived. */
 export interface StoredPiece {
+  created: number;
   at: number;
   parts: readonly Buffer[];
 }
@@ -273,6 +274,8 @@ export class Follow {
    * upload through another replica wakes nobody here, so a follower asks the storage again that often.
    */
   wait(ms: number): Promise<void> {
+    // One waiter at a time: an earlier wait still pending ends now (its timer with it).
+    this.wake?.();
     if (this.changed) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
