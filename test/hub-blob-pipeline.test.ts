@@ -6,16 +6,15 @@
 // see what the hub does meanwhile.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { BLOB_PIECE } from '../src/protocol/blob-address.js';
 import type { Hub } from '../src/hub/server.js';
-import type { StoredPiece } from '../src/hub/blobs.js';
+import type { Follow, StoredPiece } from '../src/hub/blobs.js';
 import { startTestHub } from './helpers/hub.js';
 import { tempDir } from './helpers/tmp.js';
 import { until } from './helpers/wait.js';
 import { collect, cidOf, putting } from './helpers/blob-http.js';
-import { request } from 'node:http';
-import type { Follow } from '../src/hub/blobs.js';
 
 const MIB = BLOB_PIECE;
 
