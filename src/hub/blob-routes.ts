@@ -145,9 +145,7 @@ async function receive(
   const size = blob.size;
   if (offset === size) return offset;
   const pieceAt = (at: number) => Math.min(BLOB_PIECE, size - at);
-  /** Where the bytes stored reach. */
-  let stored = offset;
-  /** Where the pieces whole so far reach: stored, or being stored. */
+  /** Where the pieces whole so far reach: stored (up to `upTo.at`), or being stored. */
   let taken = offset;
   let want = pieceAt(offset);
   // The piece being filled: the bytes come as they arrived, counted in the budget as they are held (a slow
@@ -159,9 +157,9 @@ async function receive(
   /** Stores a whole piece, then hashes it (a kept hash covers exactly the bytes stored), then lets it go. */
   const storePiece = async (piece: Buffer[], at: number, length: number) => {
     try {
-      stored = await store(ctx, cid, blob.created, at, piece);
+      const reached = await store(ctx, cid, blob.created, at, piece);
       for (const part of piece) hash?.update(part);
-      upTo.at = stored;
+      upTo.at = reached;
     } finally {
       ctx.blobs.pieces.give(client, length);
     }
@@ -197,7 +195,7 @@ async function receive(
     await storing?.catch(() => {});
     ctx.blobs.pieces.give(client, fill);
   }
-  return stored;
+  return upTo.at;
 }
 
 /**
