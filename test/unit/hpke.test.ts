@@ -1,10 +1,12 @@
-// WIRE.md §4: HPKE Base mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 — our node:crypto
+// WIRE.md §4: HPKE Base mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 — our libsodium
 // assembly interoperates with @hpke/core (an independent RFC 9180 implementation) in both directions.
 import test from 'ava';
 import { CipherSuite, HkdfSha256 } from '@hpke/core';
 import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
 import { Chacha20Poly1305 } from '@hpke/chacha20poly1305';
+import { createHmac, randomBytes } from 'node:crypto';
 import { seal, open, generateX25519, x25519PublicOf } from '../../src/protocol/hpke.js';
+import { hmacSha256 } from '../../src/util/sodium.js';
 
 const suite = new CipherSuite({ kem: new DhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Chacha20Poly1305() });
 const te = new TextEncoder();
@@ -62,4 +64,18 @@ test('WIRE §4: what @hpke/core seals, we open; any change to enc, ct or info is
 test('WIRE §4 / RFC 9180 §7.1.4: a small-order ephemeral key (all-zero DH) is refused', (t) => {
   const me = generateX25519();
   t.throws(() => open(me, new Uint8Array(), new Uint8Array(), new Uint8Array(32), new Uint8Array(16)), { message: /all-zero/ });
+});
+
+test('WIRE §4: the key schedule HMAC-SHA256 (two libsodium SHA-256 calls) is RFC 2104 HMAC, for messages up to and past its reused buffer', (t) => {
+  // Against OpenSSL's HMAC, with messages split in parts as the key schedule passes them.
+  for (const length of [0, 1, 28, 55, 64, 200, 255, 256, 257, 4096, 70_000]) {
+    const key = randomBytes(32);
+    const message = randomBytes(length);
+    const parts = [message.subarray(0, length >> 1), new Uint8Array(), message.subarray(length >> 1)];
+    const want = createHmac('sha256', key).update(message).digest();
+    t.deepEqual(Buffer.from(hmacSha256(key, parts)), want, `${length} bytes`);
+    // The buffers it reuses hold nothing of the last call: the same call again gives the same MAC.
+    t.deepEqual(Buffer.from(hmacSha256(key, [message])), want);
+  }
+  t.throws(() => hmacSha256(new Uint8Array(31), []), { message: /32-byte key, not 31 bytes/ });
 });
