@@ -2,6 +2,8 @@
 // share LevelDB batches, land in the order they were queued, and a failed batch fails only its own ops;
 // the journal's hash chain (store/chain.ts) as Store.write links event batches.
 import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { Store, seqKey } from '../../store/db.js';
 import { linkHash, ZERO_HASH } from '../../store/chain.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -150,4 +152,28 @@ test('SPEC §14: a write to a closed store is refused (LEVEL_DATABASE_NOT_OPEN) 
   t.teardown(() => again.close());
   t.is(await again.tasks.get('a'), 1);
   t.is(await again.tasks.get('b'), undefined);
+});
+
+test('SPEC §14: the store buffers 16 MiB of writes before LevelDB makes a table file (4 MiB by default), and they are all there after a reopen', async (t) => {
+  const dataDir = await tempDir(t);
+  let store = await Store.open(dataDir);
+  // 8 MiB of journal-sized values with some entropy (Snappy cannot shrink them away).
+  const value = (i: number) => `${i}:${'x'.repeat(200)}:${randomBytes(150).toString('hex')}`;
+  const entries = 16_384;
+  for (let from = 0; from < entries; from += 512) {
+    const ops = Array.from({ length: 512 }, (_, i) => ({
+      type: 'put' as const,
+      sublevel: store.payloads,
+      key: seqKey(from + i),
+      value: value(from + i),
+    }));
+    await store.write(ops);
+  }
+  const tables = () => readdirSync(Store.path(dataDir)).filter((f) => f.endsWith('.ldb'));
+  t.deepEqual(tables(), [], 'no level-0 table yet: the writes are all in the write buffer and its log');
+  await store.close();
+  store = await Store.open(dataDir);
+  t.teardown(() => store.close());
+  t.is((await store.payloads.keys().all()).length, entries);
+  t.regex((await store.payloads.get(seqKey(entries - 1))) as string, /^16383:x{200}:/);
 });
