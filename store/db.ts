@@ -336,7 +336,7 @@ export class Store {
  * Four times fewer, larger level-0 files: 0.02, 0.07, 0.095, then under 0.02 (same bench), and 0.075
  * against 0.086–0.103 ms a call at steady state (127k calls of the provider's recorded writes replayed
  * into a bare LevelDB). The price: up to two buffers in memory (32 MiB), and a log of up to 16 MiB to
- * replay when the store opens (~170 ms, with the check of it below).
+ * replay when the store opens (~170 ms, with the check of it below). The hub's store opens here too.
  */
 const WRITE_BUFFER_BYTES = 16 * 1024 * 1024;
 
