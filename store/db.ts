@@ -333,10 +333,12 @@ export class Store {
  * writes ~4 KB per call, half of it under keys spread over the whole key range (a call's snapshot and
  * payload, its running mark, its mids), so every compaction rewrites much of the next level: the
  * provider's compaction thread took 0.04, 0.10, 0.125, 0.175, 0.255 ms a call in bench/calls' five rounds.
- * Four times fewer, larger level-0 files: 0.02, 0.07, 0.095, then under 0.02 (same bench), and 0.075
- * against 0.086–0.103 ms a call at steady state (127k calls of the provider's recorded writes replayed
- * into a bare LevelDB). The price: up to two buffers in memory (32 MiB), and a log of up to 16 MiB to
- * replay when the store opens (~170 ms, with the check of it below). The hub's store opens here too.
+ * Four times fewer, larger level-0 files: 0.02–0.095 ms in the first three rounds, under 0.02 in the last
+ * two (same bench, two runs); 0.074–0.075 against 0.082–0.103 ms a call at steady state (127k calls of the
+ * provider's recorded writes replayed into a bare LevelDB). The price: two buffers in memory (the one
+ * filling and the one being written out), each 16 MiB, or up to ~32 MiB when one large write tips it
+ * over (a hub's envelope of up to 16 MiB); and a log as large to replay and check when the store opens
+ * (~170 ms for 16 MiB). The hub's store opens here too.
  */
 const WRITE_BUFFER_BYTES = 16 * 1024 * 1024;
 

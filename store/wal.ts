@@ -79,7 +79,9 @@ export interface WalDamage {
 
 /**
  * Checks every record of the LevelDB directory's logs; the first damage found, or null. The logs are
- * read whole (LevelDB starts a new one at 4 MiB, its write buffer), so this costs a few milliseconds.
+ * read whole: LevelDB starts a new one once its write buffer holds 16 MiB (store/db.ts), or a little more
+ * after one large write (a hub's envelope of up to 16 MiB: ~32 MiB at most), so this costs up to ~170 ms
+ * for a full log, a few milliseconds for a fresh one.
  * Every `.log` present is read: LevelDB deletes the ones it no longer needs at open and after each
  * flush, so an older one is only there briefly (after a crash between a flush and the delete).
  */
