@@ -8,19 +8,13 @@
  */
 export function perTurn<K, V>(look: (key: K) => V): (key: K) => V {
   const seen = new Map<K, V>();
-  let forgetting = false;
-  const endOfTurn = () => {
-    seen.clear();
-    forgetting = false;
-  };
+  const endOfTurn = () => seen.clear();
   return (key) => {
     if (seen.has(key)) return seen.get(key) as V;
     const value = look(key);
+    // The first look of a turn: the end of the turn forgets it, with every look after it.
+    if (seen.size === 0) setImmediate(endOfTurn);
     seen.set(key, value);
-    if (!forgetting) {
-      forgetting = true;
-      setImmediate(endOfTurn);
-    }
     return value;
   };
 }
